@@ -1,0 +1,23 @@
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['dist/', 'node_modules/', 'coverage/'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    languageOptions: { globals: { process: 'readonly', console: 'readonly', Buffer: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly', setInterval: 'readonly', clearInterval: 'readonly', setImmediate: 'readonly', queueMicrotask: 'readonly', performance: 'readonly', WeakRef: 'readonly', FinalizationRegistry: 'readonly', globalThis: 'readonly' } },
+    rules: {
+      '@typescript-eslint/no-explicit-any': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      'no-restricted-syntax': ['error', {
+        selector: "CallExpression[callee.property.name=/^(readFileSync|writeFileSync|readSync|writeSync|openSync|fsyncSync|unlinkSync|rmSync|mkdirSync|statSync|readdirSync|renameSync|appendFileSync|existsSync)$/]",
+        message: 'Runtime code must not call synchronous fs functions (they block the event loop).'
+      }]
+    }
+  },
+  {
+    files: ['test/**', 'benchmarks/**', 'examples/**'],
+    rules: { 'no-restricted-syntax': 'off' }
+  }
+);

@@ -1,0 +1,54 @@
+import v8 from 'node:v8';
+import { ChecksumError, FormatError, errorMessage } from '../errors.js';
+import { restoreBinary } from './binary.js';
+import { crc32Chunked } from './checksum.js';
+import { HeaderKind, type Layout, parseLayout } from './format.js';
+import { unpackHeader } from './msgpack.js';
+
+/** Parses and bounds-checks the layout of a complete encoded value. */
+export function layoutOfBytes(bytes: Uint8Array): Layout {
+  const layout = parseLayout(bytes, bytes.byteLength);
+  if (typeof layout === 'number') throw new FormatError(`truncated value: ${bytes.byteLength} bytes, need ${layout}`);
+  if (bytes.byteLength !== layout.totalLength) {
+    throw new FormatError(`value length ${bytes.byteLength} does not match its layout (${layout.totalLength})`);
+  }
+  return layout;
+}
+
+export function storedChecksum(bytes: Uint8Array, layout: Layout): number {
+  return new DataView(bytes.buffer, bytes.byteOffset + layout.trailerOffset, 4).getUint32(0, true);
+}
+
+/** Throws ChecksumError unless `crc` (of bytes before the trailer) matches the trailer. */
+export function checkChecksum(bytes: Uint8Array, layout: Layout, crc: number, where?: string): void {
+  const expected = storedChecksum(bytes, layout);
+  if (expected !== crc >>> 0) throw new ChecksumError(expected, crc >>> 0, where);
+}
+
+/**
+ * Rebuilds the value; binary frames become views over `bytes` (no copy). The checksum
+ * must already have been checked (see decodeVerified, or a streaming reader's hash).
+ */
+export function decodeBody(bytes: Uint8Array, layout: Layout): unknown {
+  const frames = layout.frameOffsets.map((offset, i) => bytes.subarray(offset, offset + layout.frameLengths[i]));
+  const header = bytes.subarray(layout.headerOffset, layout.headerOffset + layout.headerLength);
+  try {
+    switch (layout.headerKind) {
+      case HeaderKind.Binary:
+        return restoreBinary(header[0], frames[0]);
+      case HeaderKind.Msgpack:
+        return unpackHeader(header, frames);
+      case HeaderKind.V8:
+        return v8.deserialize(header);
+    }
+  } catch (err) {
+    throw new FormatError(`cannot decode value: ${errorMessage(err)}`);
+  }
+}
+
+/** Verifies the checksum (yielding to the loop every few MiB) and decodes. */
+export async function decodeVerified(bytes: Uint8Array, where?: string): Promise<unknown> {
+  const layout = layoutOfBytes(bytes);
+  checkChecksum(bytes, layout, await crc32Chunked(bytes.subarray(0, layout.trailerOffset)), where);
+  return decodeBody(bytes, layout);
+}

@@ -1,0 +1,116 @@
+import v8 from 'node:v8';
+import { CodecError, errorMessage } from '../errors.js';
+import { binaryBytes } from './binary.js';
+import { CHECKSUM_SLICE_BYTES, Crc32 } from './checksum.js';
+import { HeaderKind, type Layout, TRAILER_BYTES, layoutOf, writePrefix } from './format.js';
+import { packHeader } from './msgpack.js';
+import { planEncoding } from './plan.js';
+
+/**
+ * A value laid out in the format, before its checksum: a small prefix (fixed fields,
+ * frame table, header, padding) and the frames, which are views over the value's own
+ * memory. Nothing large is copied; the checksum is computed while the bytes are written.
+ */
+export interface Encoded {
+  readonly layout: Layout;
+  readonly prefix: Buffer;
+  readonly frames: readonly Uint8Array[];
+  /** Total encoded length, trailer included. */
+  readonly byteLength: number;
+}
+
+const ZERO_PAD = Buffer.alloc(8);
+
+/** Lays a value out in the format. Throws CodecError for what cannot be encoded. */
+export function encode(value: unknown): Encoded {
+  const plan = planEncoding(value);
+  let kind: HeaderKind;
+  let header: Uint8Array;
+  let frames: Uint8Array[];
+  try {
+    switch (plan.kind) {
+      case 'binary':
+        kind = HeaderKind.Binary;
+        header = Uint8Array.of(plan.tag);
+        frames = [binaryBytes(plan.value)];
+        break;
+      case 'msgpack':
+        kind = HeaderKind.Msgpack;
+        header = packHeader(plan.template);
+        frames = plan.frames.map(binaryBytes);
+        break;
+      case 'v8':
+        kind = HeaderKind.V8;
+        header = v8.serialize(plan.value);
+        frames = [];
+        break;
+    }
+  } catch (err) {
+    if (err instanceof CodecError) throw err;
+    throw new CodecError(`cannot encode value: ${errorMessage(err)}`, { cause: err });
+  }
+  const layout = layoutOf(kind, header.byteLength, frames.map((f) => f.byteLength));
+  const frameStart = layout.frameOffsets[0] ?? layout.trailerOffset;
+  const prefix = Buffer.alloc(frameStart);
+  writePrefix(prefix, kind, header.byteLength, layout.frameLengths);
+  prefix.set(header, layout.headerOffset);
+  return { layout, prefix, frames, byteLength: layout.totalLength };
+}
+
+/** The pieces of an encoded value in order, trailer excluded, padding included. */
+function* pieces(encoded: Encoded): Generator<Uint8Array> {
+  yield encoded.prefix;
+  for (const frame of encoded.frames) {
+    if (frame.byteLength > 0) yield frame;
+    const pad = (8 - (frame.byteLength % 8)) % 8;
+    if (pad > 0) yield ZERO_PAD.subarray(0, pad);
+  }
+}
+
+/**
+ * Yields the encoded bytes in batches of at most `batchBytes` (for writev), computing the
+ * checksum of each batch just before yielding it. A consumer that asks for the next batch
+ * while the previous one is being written overlaps hashing with I/O; the last batch
+ * carries the trailer. Large frames are cut into slices (views, not copies).
+ */
+export async function* encodedBatches(
+  encoded: Encoded,
+  batchBytes = CHECKSUM_SLICE_BYTES,
+): AsyncGenerator<Uint8Array[], void, undefined> {
+  const crc = new Crc32();
+  let batch: Uint8Array[] = [];
+  let batchLength = 0;
+  for (const piece of pieces(encoded)) {
+    for (let offset = 0; offset < piece.byteLength; ) {
+      const take = Math.min(piece.byteLength - offset, batchBytes - batchLength);
+      const slice = offset === 0 && take === piece.byteLength ? piece : piece.subarray(offset, offset + take);
+      crc.update(slice);
+      batch.push(slice);
+      batchLength += take;
+      offset += take;
+      if (batchLength >= batchBytes) {
+        yield batch;
+        batch = [];
+        batchLength = 0;
+      }
+    }
+  }
+  const trailer = Buffer.alloc(TRAILER_BYTES);
+  trailer.writeUInt32LE(crc.value >>> 0, 0);
+  batch.push(trailer);
+  yield batch;
+}
+
+/** Encodes a value into one contiguous buffer (small values, tests, the wire for tiny keys). */
+export async function encodeToBuffer(value: unknown): Promise<Buffer> {
+  const encoded = encode(value);
+  const out = Buffer.allocUnsafeSlow(encoded.byteLength);
+  let offset = 0;
+  for await (const batch of encodedBatches(encoded)) {
+    for (const piece of batch) {
+      out.set(piece, offset);
+      offset += piece.byteLength;
+    }
+  }
+  return out;
+}

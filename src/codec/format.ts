@@ -1,0 +1,112 @@
+import { FormatError } from '../errors.js';
+
+/**
+ * The one encoding Spillway uses on disk and on the wire (docs/protocol.md#value-format):
+ *
+ *   0   4  magic "SPWY"
+ *   4   1  format version (1)
+ *   5   1  header kind: 0 binary, 1 msgpackr, 2 v8 serializer
+ *   6   2  reserved, zero
+ *   8   4  header length H (u32 LE)
+ *  12   4  frame count F (u32 LE)
+ *  16  8F  frame lengths (u64 LE)
+ *  ..   H  header, then zero padding to a multiple of 8
+ *  ..      each frame, zero padded to a multiple of 8 (so typed arrays can view it in place)
+ *  end  8  trailer: crc32 of every byte before it (u32 LE), then 4 zero bytes
+ */
+export const MAGIC = 0x59575053; // "SPWY" read as u32 LE
+export const FORMAT_VERSION = 1;
+export const FIXED_PREFIX_BYTES = 16;
+export const TRAILER_BYTES = 8;
+/** Refuse absurd frame tables before allocating anything for them. */
+export const MAX_FRAMES = 1 << 20;
+
+export const enum HeaderKind {
+  Binary = 0,
+  Msgpack = 1,
+  V8 = 2,
+}
+
+export interface Layout {
+  readonly headerKind: HeaderKind;
+  readonly headerOffset: number;
+  readonly headerLength: number;
+  readonly frameOffsets: readonly number[];
+  readonly frameLengths: readonly number[];
+  /** Offset of the trailer; the checksum covers [0, trailerOffset). */
+  readonly trailerOffset: number;
+  readonly totalLength: number;
+}
+
+export function align8(n: number): number {
+  // Not `(n + 7) & ~7`: bit operations wrap above 2 GiB.
+  return Math.ceil(n / 8) * 8;
+}
+
+export function prefixLength(frameCount: number): number {
+  return FIXED_PREFIX_BYTES + 8 * frameCount;
+}
+
+/** Builds the layout from lengths; used by the encoder and the parser alike. */
+export function layoutOf(headerKind: HeaderKind, headerLength: number, frameLengths: readonly number[]): Layout {
+  const headerOffset = prefixLength(frameLengths.length);
+  let offset = align8(headerOffset + headerLength);
+  const frameOffsets: number[] = [];
+  for (const length of frameLengths) {
+    frameOffsets.push(offset);
+    offset += align8(length);
+  }
+  return {
+    headerKind,
+    headerOffset,
+    headerLength,
+    frameOffsets,
+    frameLengths,
+    trailerOffset: offset,
+    totalLength: offset + TRAILER_BYTES,
+  };
+}
+
+/** Writes the fixed prefix and frame table into `out` (which must hold the prefix). */
+export function writePrefix(out: Buffer, headerKind: HeaderKind, headerLength: number, frameLengths: readonly number[]): void {
+  out.writeUInt32LE(MAGIC, 0);
+  out.writeUInt8(FORMAT_VERSION, 4);
+  out.writeUInt8(headerKind, 5);
+  out.writeUInt16LE(0, 6);
+  out.writeUInt32LE(headerLength, 8);
+  out.writeUInt32LE(frameLengths.length, 12);
+  for (let i = 0; i < frameLengths.length; i++) {
+    out.writeBigUInt64LE(BigInt(frameLengths[i]), FIXED_PREFIX_BYTES + 8 * i);
+  }
+}
+
+/**
+ * How many bytes of prefix are needed to know the layout: 16 first, then 16 + 8F.
+ * Returns the layout once `bytes` holds the whole frame table.
+ */
+export function parseLayout(bytes: Uint8Array, maxTotalLength = Number.MAX_SAFE_INTEGER): Layout | number {
+  if (bytes.byteLength < FIXED_PREFIX_BYTES) return FIXED_PREFIX_BYTES;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (view.getUint32(0, true) !== MAGIC) throw new FormatError('not a Spillway value: bad magic');
+  const version = view.getUint8(4);
+  if (version !== FORMAT_VERSION) throw new FormatError(`unsupported format version ${version}`);
+  const kind = view.getUint8(5);
+  if (kind > HeaderKind.V8) throw new FormatError(`unknown header kind ${kind}`);
+  const headerLength = view.getUint32(8, true);
+  const frameCount = view.getUint32(12, true);
+  if (frameCount > MAX_FRAMES) throw new FormatError(`too many frames: ${frameCount}`);
+  if (kind === HeaderKind.Binary && frameCount !== 1) throw new FormatError('a binary value has exactly one frame');
+  const needed = prefixLength(frameCount);
+  if (bytes.byteLength < needed) return needed;
+  const frameLengths: number[] = [];
+  for (let i = 0; i < frameCount; i++) {
+    const length = view.getBigUint64(FIXED_PREFIX_BYTES + 8 * i, true);
+    if (length > BigInt(maxTotalLength)) throw new FormatError(`frame ${i} is too long: ${length} bytes`);
+    frameLengths.push(Number(length));
+  }
+  const layout = layoutOf(kind as HeaderKind, headerLength, frameLengths);
+  if (layout.totalLength > maxTotalLength) {
+    throw new FormatError(`value of ${layout.totalLength} bytes exceeds the limit of ${maxTotalLength}`);
+  }
+  return layout;
+}

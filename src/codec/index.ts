@@ -1,0 +1,5 @@
+export { encode, encodedBatches, encodeToBuffer, type Encoded } from './encode.js';
+export { decodeBody, decodeVerified, layoutOfBytes, checkChecksum } from './decode.js';
+export { parseLayout, type Layout, FORMAT_VERSION, TRAILER_BYTES } from './format.js';
+export { sizeof } from './sizeof.js';
+export { Crc32, crc32Chunked } from './checksum.js';

@@ -1,0 +1,100 @@
+import { binaryTag } from './binary.js';
+
+/** Arrays, Maps and Sets longer than this are sampled, not walked item by item. */
+const SAMPLE_THRESHOLD = 256;
+const SAMPLES = 64;
+
+// Rough V8 object costs on 64-bit builds (pointer compression off in Node).
+const OBJECT_OVERHEAD = 32;
+const SLOT = 8;
+const STRING_OVERHEAD = 16;
+
+/**
+ * Estimates the bytes a value holds in memory. Binary payloads are counted exactly (their
+ * byteLength); strings, objects and containers are estimated; long containers are sampled
+ * so `set()` stays cheap. Pass `{ size }` to `store.set` when you know better.
+ */
+export function sizeof(value: unknown): number {
+  return new SizeWalker().size(value);
+}
+
+class SizeWalker {
+  private readonly seen = new Set<object>();
+
+  size(value: unknown): number {
+    switch (typeof value) {
+      case 'string':
+        return STRING_OVERHEAD + value.length;
+      case 'number':
+      case 'boolean':
+      case 'undefined':
+        return SLOT;
+      case 'bigint':
+        return STRING_OVERHEAD + Math.ceil(value.toString(16).length / 2);
+      case 'object':
+        return value === null ? SLOT : this.objectSize(value);
+      default:
+        return SLOT;
+    }
+  }
+
+  private objectSize(value: object): number {
+    if (this.seen.has(value)) return SLOT; // shared or cyclic: counted once
+    this.seen.add(value);
+    if (binaryTag(value) !== 0) {
+      return OBJECT_OVERHEAD + (value as ArrayBufferView | ArrayBuffer).byteLength;
+    }
+    if (Array.isArray(value)) return OBJECT_OVERHEAD + this.sampled(value, value.length);
+    if (value instanceof Map) {
+      return OBJECT_OVERHEAD + this.sampled([...sampleIterable(value.entries(), value.size)], value.size);
+    }
+    if (value instanceof Set) {
+      return OBJECT_OVERHEAD + this.sampled([...sampleIterable(value.values(), value.size)], value.size);
+    }
+    if (value instanceof Date) return OBJECT_OVERHEAD;
+    const keys = Object.keys(value);
+    let total = OBJECT_OVERHEAD;
+    const record = value as Record<string, unknown>;
+    if (keys.length <= SAMPLE_THRESHOLD) {
+      for (const key of keys) total += SLOT + this.size(key) + this.size(record[key]);
+      return total;
+    }
+    let sample = 0;
+    const step = keys.length / SAMPLES;
+    for (let i = 0; i < SAMPLES; i++) {
+      const key = keys[Math.floor(i * step)];
+      sample += SLOT + this.size(key) + this.size(record[key]);
+    }
+    return total + Math.round((sample / SAMPLES) * keys.length);
+  }
+
+  /** Items are walked in full up to the threshold; beyond it, evenly spaced samples. */
+  private sampled(items: readonly unknown[], count: number): number {
+    if (count <= SAMPLE_THRESHOLD) {
+      let total = SLOT * count;
+      for (const item of items) total += this.size(item);
+      return total;
+    }
+    const picks = items.length === count ? evenlySpaced(items, SAMPLES) : items;
+    let sample = 0;
+    for (const item of picks) sample += this.size(item);
+    return SLOT * count + Math.round((sample / picks.length) * count);
+  }
+}
+
+function evenlySpaced<T>(items: readonly T[], n: number): T[] {
+  const step = items.length / n;
+  const out: T[] = [];
+  for (let i = 0; i < n; i++) out.push(items[Math.floor(i * step)]);
+  return out;
+}
+
+/** First items of a Map or Set (iteration order is the only cheap access). */
+function* sampleIterable<T>(iterator: Iterator<T>, size: number): Generator<T> {
+  const limit = size <= SAMPLE_THRESHOLD ? size : SAMPLES;
+  for (let i = 0; i < limit; i++) {
+    const next = iterator.next();
+    if (next.done === true) return;
+    yield next.value;
+  }
+}

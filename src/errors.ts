@@ -1,0 +1,131 @@
+/**
+ * Every error Spillway raises on purpose is a `SpillwayError` with a stable `code`
+ * (`SPW_ERR_*`). Codes never change meaning; messages may improve. See docs/errors.md.
+ */
+export class SpillwayError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** An option or argument has the wrong type or an impossible value. */
+export class InvalidArgumentError extends SpillwayError {
+  constructor(message: string) {
+    super('SPW_ERR_INVALID_ARG', message);
+  }
+}
+
+/** A value cannot be encoded (a function, a socket, a symbol...). It stays in memory. */
+export class CodecError extends SpillwayError {
+  readonly key: string | undefined;
+  constructor(message: string, options?: { cause?: unknown; key?: string }) {
+    super('SPW_ERR_CODEC', message, options);
+    this.key = options?.key;
+  }
+}
+
+/** Encoded bytes are not in Spillway's format (bad magic, version, lengths). */
+export class FormatError extends SpillwayError {
+  constructor(message: string) {
+    super('SPW_ERR_FORMAT', message);
+  }
+}
+
+/** Encoded bytes fail their checksum: the copy on disk or on the wire is corrupt. */
+export class ChecksumError extends SpillwayError {
+  readonly expected: number;
+  readonly actual: number;
+  constructor(expected: number, actual: number, where = 'encoded value') {
+    super(
+      'SPW_ERR_CHECKSUM',
+      `checksum mismatch in ${where}: expected 0x${expected.toString(16)}, got 0x${actual.toString(16)}`,
+    );
+    this.expected = expected;
+    this.actual = actual;
+  }
+}
+
+/** The key is not in the store. */
+export class KeyNotFoundError extends SpillwayError {
+  readonly key: string;
+  constructor(key: string) {
+    super('SPW_ERR_KEY_NOT_FOUND', `key not found: ${describeKey(key)}`);
+    this.key = key;
+  }
+}
+
+/** The store (or another resource) was used after close(). */
+export class ClosedError extends SpillwayError {
+  constructor(what = 'store') {
+    super('SPW_ERR_CLOSED', `the ${what} is closed`);
+  }
+}
+
+/** A lease was used after release(). */
+export class LeaseReleasedError extends SpillwayError {
+  constructor() {
+    super('SPW_ERR_LEASE_RELEASED', 'the lease was already released');
+  }
+}
+
+/** The key is not part of this lease. */
+export class NotLeasedError extends SpillwayError {
+  readonly key: string;
+  constructor(key: string) {
+    super('SPW_ERR_NOT_LEASED', `key is not held by this lease: ${describeKey(key)}`);
+    this.key = key;
+  }
+}
+
+/** Writing a value would exceed `maxSpill` bytes on disk. The value stays in memory. */
+export class SpillCapError extends SpillwayError {
+  readonly key: string;
+  constructor(key: string, needed: number, cap: number, used: number) {
+    super(
+      'SPW_ERR_MAX_SPILL',
+      `not spilling ${describeKey(key)}: ${needed} bytes would exceed maxSpill (${used} of ${cap} bytes used); it stays in memory`,
+    );
+    this.key = key;
+  }
+}
+
+/** A tier failed to write a value (disk full, I/O error). The value stays where it was. */
+export class TierWriteError extends SpillwayError {
+  readonly key: string;
+  readonly tier: string;
+  constructor(tier: string, key: string, cause: unknown) {
+    super(
+      'SPW_ERR_TIER_WRITE',
+      `tier "${tier}" failed to write ${describeKey(key)}: ${errorMessage(cause)}; the value stays in memory`,
+      { cause },
+    );
+    this.key = key;
+    this.tier = tier;
+  }
+}
+
+/** A tier failed to read a value back. Only that key is affected. */
+export class TierReadError extends SpillwayError {
+  readonly key: string;
+  readonly tier: string;
+  constructor(tier: string, key: string, cause: unknown) {
+    super('SPW_ERR_TIER_READ', `tier "${tier}" failed to read ${describeKey(key)}: ${errorMessage(cause)}`, {
+      cause,
+    });
+    this.key = key;
+    this.tier = tier;
+  }
+}
+
+/** Keys can be any string, even a megabyte long: keep messages readable. */
+export function describeKey(key: string): string {
+  const shown = key.length > 80 ? `${key.slice(0, 77)}...` : key;
+  return JSON.stringify(shown);
+}
+
+export function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

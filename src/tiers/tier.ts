@@ -1,0 +1,53 @@
+import type { Readable } from 'node:stream';
+
+/**
+ * The bytes of one encoded value, in order, as batches (a batch is written with one
+ * `writev`). Produced lazily: a tier that asks for the next batch while the previous one
+ * is being written lets the producer hash it in parallel with the I/O.
+ */
+export type WriteSource = AsyncIterable<readonly Uint8Array[]>;
+
+export interface TierUsage {
+  /** Values held. */
+  count: number;
+  /** Bytes held (what the tier actually stores for them). */
+  bytes: number;
+}
+
+/** Byte range of an encoded value: `start` inclusive, `end` exclusive. */
+export interface ByteRange {
+  start?: number;
+  end?: number;
+}
+
+/**
+ * A byte store for encoded values, keyed by ids the SpillStore chooses (never reused
+ * while a value with that id may exist). Tiers know nothing about keys or objects.
+ * Every method is asynchronous and must never block the event loop. See docs/tiers.md.
+ */
+export interface Tier {
+  /** Unique within a store; what `store.where(key)` reports. */
+  readonly name: string;
+  /** Byte budget; `Infinity` for none. */
+  readonly capacity: number;
+  /** Prepares the tier (create its directory...). Called once by `SpillStore.open`. */
+  open(): Promise<void>;
+  /**
+   * Stores `byteLength` bytes under `id`. Resolves once they are readable. On failure it
+   * must leave nothing behind and reject; the store keeps the value where it was.
+   */
+  write(id: number, source: WriteSource, byteLength: number): Promise<void>;
+  /**
+   * Reads a whole value into one buffer whose start is 8-byte aligned (so typed arrays
+   * can view it). `onChunk` sees consecutive pieces as they land, so the caller can hash
+   * while the rest is read.
+   */
+  read(id: number, onChunk?: (chunk: Uint8Array) => void): Promise<Uint8Array>;
+  /** Streams the stored bytes (or a range of them) without holding the whole value. */
+  createReadStream(id: number, range?: ByteRange): Readable;
+  /** Removes a value; deleting an id that is not there is not an error. */
+  delete(id: number): Promise<void>;
+  usage(): TierUsage;
+  /** Removes everything this tier wrote. */
+  close(): Promise<void>;
+}

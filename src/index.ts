@@ -1,0 +1,12 @@
+export { SpillStore, type SetOptions } from './store/spill-store.js';
+export type { SpillStoreOptions } from './store/options.js';
+export type { StoreStats, UnspillableEvent, TierStatsSummary } from './store/stats.js';
+export type { StoreCounters } from './store/counters.js';
+export type { EncodedReadStream } from './store/encoded-io.js';
+export { Lease } from './store/lease.js';
+export type { Tier, TierUsage, WriteSource, ByteRange } from './tiers/tier.js';
+export { DiskTier, type DiskTierOptions } from './tiers/disk.js';
+export { TierWrapper, SlowTier, FaultyTier, type FaultPlan } from './tiers/wrappers.js';
+export { encode, encodedBatches, encodeToBuffer, decodeVerified, sizeof, type Encoded } from './codec/index.js';
+export { parseBytes, formatBytes } from './units.js';
+export * from './errors.js';

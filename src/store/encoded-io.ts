@@ -1,0 +1,88 @@
+import { Readable } from 'node:stream';
+import { Crc32, encodedBatches, parseLayout, type Encoded } from '../codec/index.js';
+import { ChecksumError, FormatError, SpillwayError } from '../errors.js';
+import type { WriteSource } from '../tiers/tier.js';
+
+/** A stream of a value's encoded bytes, as stored and as sent to peers. */
+export interface EncodedReadStream extends Readable {
+  /** Total encoded length, known before the first byte. */
+  readonly byteLength: number;
+  /** 'memory' when encoded from the value in memory, else the tier it is read from. */
+  readonly source: string;
+}
+
+export function asEncodedStream(stream: Readable, byteLength: number, source: string): EncodedReadStream {
+  return Object.assign(stream, { byteLength, source });
+}
+
+/** A Readable over an in-memory value: pieces are views of its own memory, hashed on the way. */
+export function memoryStream(encoded: Encoded): Readable {
+  async function* pieces(): AsyncGenerator<Uint8Array> {
+    for await (const batch of encodedBatches(encoded)) yield* batch;
+  }
+  return Readable.from(pieces(), { objectMode: false, highWaterMark: 1024 * 1024 });
+}
+
+/** Wraps a write source and adds the time spent producing each batch (hashing) to `add`. */
+export async function* timed(source: WriteSource, add: (seconds: number) => void): WriteSource {
+  const iterator = source[Symbol.asyncIterator]();
+  for (;;) {
+    const start = performance.now();
+    const next = await iterator.next();
+    add((performance.now() - start) / 1000);
+    if (next.done === true) return;
+    yield next.value;
+  }
+}
+
+/**
+ * Passes already-encoded bytes through to a tier while checking them: the layout must
+ * describe exactly `byteLength` bytes, and the crc of everything before the trailer must
+ * match it. A mismatch throws inside the tier's write, so the tier stores nothing.
+ */
+export async function* verifiedSource(input: Uint8Array | WriteSource, byteLength: number): WriteSource {
+  const trailerStart = byteLength - 8;
+  if (trailerStart < 16) throw new FormatError(`an encoded value has at least 24 bytes, got ${byteLength}`);
+  const crc = new Crc32();
+  const trailer = Buffer.alloc(8);
+  let prefix: Buffer | undefined = Buffer.alloc(0);
+  let position = 0;
+  const batches: WriteSource = input instanceof Uint8Array ? single(input) : input;
+  for await (const batch of batches) {
+    for (const piece of batch) {
+      const end = position + piece.byteLength;
+      if (end > byteLength) throw new FormatError(`encoded value is longer than the declared ${byteLength} bytes`);
+      if (prefix !== undefined) {
+        prefix = Buffer.concat([prefix, piece.subarray(0, Math.max(0, 65536 - prefix.byteLength))]);
+        const layout = parseLayout(prefix, byteLength);
+        if (typeof layout !== 'number') {
+          if (layout.totalLength !== byteLength) {
+            throw new FormatError(`declared ${byteLength} bytes but the value's layout says ${layout.totalLength}`);
+          }
+          prefix = undefined;
+        } else if (prefix.byteLength >= 65536) {
+          throw new FormatError('frame table is too large');
+        }
+      }
+      const hashEnd = Math.min(end, trailerStart);
+      if (hashEnd > position) crc.update(piece.subarray(0, hashEnd - position));
+      if (end > trailerStart) {
+        const from = Math.max(position, trailerStart);
+        trailer.set(piece.subarray(from - position), from - trailerStart);
+      }
+      position = end;
+    }
+    yield batch;
+  }
+  if (position !== byteLength) throw new FormatError(`encoded value ended after ${position} of ${byteLength} bytes`);
+  if (prefix !== undefined) throw new FormatError('encoded value has no complete layout');
+  const expected = trailer.readUInt32LE(0);
+  if (expected !== crc.value >>> 0) throw new ChecksumError(expected, crc.value >>> 0, 'received value');
+}
+
+async function* single(bytes: Uint8Array): WriteSource {
+  // Cut into slices so one large buffer is hashed and written in overlapping steps.
+  const slice = 4 * 1024 * 1024;
+  for (let offset = 0; offset < bytes.byteLength; offset += slice) yield [bytes.subarray(offset, offset + slice)];
+  if (bytes.byteLength === 0) throw new SpillwayError('SPW_ERR_FORMAT', 'empty encoded value');
+}

@@ -1,0 +1,110 @@
+/** Where a key's value sits below memory: which tier, under which id, how many bytes. */
+export interface StoredCopy {
+  readonly tier: number;
+  readonly id: number;
+  readonly bytes: number;
+}
+
+/** A write of this entry's value to a tier, in flight. */
+export interface WriteJob {
+  readonly id: number;
+  /** Set when the key is deleted or overwritten mid-write: the finished file is removed. */
+  cancelled: boolean;
+  /** evict() asked for it: drop the value once written, whatever the memory level. */
+  force: boolean;
+  readonly done: Promise<number>;
+}
+
+/**
+ * One version of one key. Overwriting a key makes a new Entry, so work still running for
+ * the old version (a write, a load) can never resurrect it: it sees `removed`.
+ */
+export class Entry {
+  /** Strong reference, valid while `resident`. */
+  value: unknown = undefined;
+  resident = true;
+  /** Estimated in-memory bytes. */
+  size: number;
+  /** Set once the value was dropped while possibly referenced elsewhere. */
+  weak: WeakRef<object> | undefined = undefined;
+  /** Counted as detached: dropped from the store but not yet collected. */
+  detached = false;
+  /** Identifies the current FinalizationRegistry registration. */
+  weakToken: object | undefined = undefined;
+  copy: StoredCopy | undefined = undefined;
+  write: WriteJob | undefined = undefined;
+  load: Promise<unknown> | undefined = undefined;
+  /** Loads and streams reading `copy`; its deletion waits for them. */
+  readers = 0;
+  /** The copy must be deleted once the last reader is done. */
+  copyOrphaned = false;
+  pins = 0;
+  /** LRU slot, or -1 when not linked (pinned, in flight, not resident, unspillable). */
+  slot = -1;
+  removed = false;
+  /** The codec cannot encode it: never try again (until overwritten). */
+  unspillable = false;
+  /** A write failed: do not retry before this time (ms, performance.now()). */
+  retryAfter = 0;
+  /** Cached resolved promise for in-memory get(): repeated gets allocate nothing. */
+  resolved: Promise<unknown> | undefined = undefined;
+
+  constructor(
+    readonly key: string,
+    value: unknown,
+    size: number,
+  ) {
+    this.value = value;
+    this.size = size;
+  }
+}
+
+/** The accounting buckets. Every in-memory byte of the store is in exactly one. */
+export const enum Bucket {
+  None = 0,
+  Memory = 1,
+  Spilling = 2,
+  Pinned = 3,
+  Detached = 4,
+}
+
+export function bucketOf(entry: Entry): Bucket {
+  if (entry.removed) return Bucket.None;
+  if (entry.resident) {
+    if (entry.pins > 0) return Bucket.Pinned;
+    return entry.write !== undefined ? Bucket.Spilling : Bucket.Memory;
+  }
+  return entry.detached ? Bucket.Detached : Bucket.None;
+}
+
+export interface CountBytes {
+  count: number;
+  bytes: number;
+}
+
+/** Running totals per bucket, updated around every state change of an entry. */
+export class Accounting {
+  readonly counts = new Float64Array(5);
+  readonly bytes = new Float64Array(5);
+
+  add(entry: Entry): void {
+    const b = bucketOf(entry);
+    this.counts[b]++;
+    this.bytes[b] += entry.size;
+  }
+
+  remove(entry: Entry): void {
+    const b = bucketOf(entry);
+    this.counts[b]--;
+    this.bytes[b] -= entry.size;
+  }
+
+  get(bucket: Bucket): CountBytes {
+    return { count: this.counts[bucket], bytes: this.bytes[bucket] };
+  }
+
+  /** Bytes the store holds strongly: what the target and pause thresholds apply to. */
+  get residentBytes(): number {
+    return this.bytes[Bucket.Memory] + this.bytes[Bucket.Spilling] + this.bytes[Bucket.Pinned];
+  }
+}

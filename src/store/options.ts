@@ -1,0 +1,109 @@
+import os from 'node:os';
+import { InvalidArgumentError } from '../errors.js';
+import { DiskTier } from '../tiers/disk.js';
+import type { Tier } from '../tiers/tier.js';
+import { parseBytes } from '../units.js';
+
+export interface SpillStoreOptions {
+  /** Memory the store may use: bytes, or a string like '512 MiB'. Default: half of this machine's (or cgroup's) memory. */
+  memoryLimit?: number | string;
+  /** Fraction of memoryLimit above which managed values are spilled, LRU first. Default 0.6. */
+  target?: number | false;
+  /** Fraction of memoryLimit of process RSS above which the monitor spills. Default 0.7. */
+  spill?: number | false;
+  /** Fraction of memoryLimit above which the store pauses producers. Default 0.8. */
+  pause?: number | false;
+  /** Parent directory for spill files. Default: os.tmpdir(). The store works in a fresh folder inside it. */
+  directory?: string;
+  /** Cap on bytes below memory (on disk). Default: none. */
+  maxSpill?: number | string | false;
+  /** Milliseconds between process-memory checks; 0 or false turns the monitor off. Default 100. */
+  monitorInterval?: number | false;
+  /** Writes to tiers in flight at once. Default 2. */
+  spillConcurrency?: number;
+  /** Storage tiers below memory, in order. Default: one DiskTier in `directory`. */
+  tiers?: Tier[];
+  /** Milliseconds before retrying a value whose write failed. Default 1000. */
+  retryDelay?: number;
+}
+
+export interface ResolvedOptions {
+  memoryLimit: number;
+  targetBytes: number;
+  spillBytes: number;
+  pauseBytes: number;
+  maxSpill: number;
+  monitorInterval: number;
+  spillConcurrency: number;
+  tiers: Tier[];
+  retryDelay: number;
+}
+
+function fraction(value: number | false | undefined, fallback: number, name: string): number | false {
+  if (value === undefined) return fallback;
+  if (value === false) return false;
+  if (typeof value !== 'number' || !(value > 0 && value <= 1)) {
+    throw new InvalidArgumentError(`${name} must be a fraction in (0, 1] or false, got ${String(value)}`);
+  }
+  return value;
+}
+
+function defaultMemoryLimit(): number {
+  const constrained = process.constrainedMemory?.() ?? 0;
+  const total = constrained > 0 ? Math.min(constrained, os.totalmem()) : os.totalmem();
+  return Math.floor(total / 2);
+}
+
+export function resolveOptions(options: SpillStoreOptions): ResolvedOptions {
+  if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('options must be an object');
+  const memoryLimit = options.memoryLimit === undefined ? defaultMemoryLimit() : parseBytes(options.memoryLimit, 'memoryLimit');
+  if (memoryLimit <= 0) throw new InvalidArgumentError('memoryLimit must be positive');
+  const target = fraction(options.target, 0.6, 'target');
+  const spill = fraction(options.spill, 0.7, 'spill');
+  const pause = fraction(options.pause, 0.8, 'pause');
+  const monitorInterval = options.monitorInterval === false ? 0 : (options.monitorInterval ?? 100);
+  if (!Number.isFinite(monitorInterval) || monitorInterval < 0) {
+    throw new InvalidArgumentError(`monitorInterval must be a non-negative number of ms or false, got ${monitorInterval}`);
+  }
+  const spillConcurrency = options.spillConcurrency ?? 2;
+  if (!Number.isInteger(spillConcurrency) || spillConcurrency < 1) {
+    throw new InvalidArgumentError(`spillConcurrency must be a positive integer, got ${spillConcurrency}`);
+  }
+  const retryDelay = options.retryDelay ?? 1000;
+  if (!Number.isFinite(retryDelay) || retryDelay < 0) throw new InvalidArgumentError('retryDelay must be a non-negative number');
+  const maxSpill =
+    options.maxSpill === undefined || options.maxSpill === false ? Infinity : parseBytes(options.maxSpill, 'maxSpill');
+  if (options.directory !== undefined && (typeof options.directory !== 'string' || options.directory === '')) {
+    throw new InvalidArgumentError('directory must be a non-empty string');
+  }
+  const tiers = options.tiers ?? [new DiskTier({ directory: options.directory })];
+  validateTiers(tiers);
+  const bytesOf = (f: number | false): number => (f === false ? Infinity : Math.floor(f * memoryLimit));
+  return {
+    memoryLimit,
+    targetBytes: bytesOf(target),
+    spillBytes: bytesOf(spill),
+    pauseBytes: bytesOf(pause),
+    maxSpill,
+    monitorInterval,
+    spillConcurrency,
+    tiers,
+    retryDelay,
+  };
+}
+
+function validateTiers(tiers: Tier[]): void {
+  if (!Array.isArray(tiers) || tiers.length === 0) throw new InvalidArgumentError('tiers must be a non-empty array');
+  const names = new Set<string>();
+  for (const tier of tiers) {
+    if (typeof tier !== 'object' || tier === null || typeof tier.write !== 'function' || typeof tier.read !== 'function') {
+      throw new InvalidArgumentError('every tier must implement the Tier interface (see docs/tiers.md)');
+    }
+    if (typeof tier.name !== 'string' || tier.name === '' || tier.name === 'memory') {
+      throw new InvalidArgumentError(`tier name ${JSON.stringify(tier.name)} is invalid (non-empty, not "memory")`);
+    }
+    if (names.has(tier.name)) throw new InvalidArgumentError(`two tiers are named "${tier.name}"`);
+    names.add(tier.name);
+    if (!(tier.capacity > 0)) throw new InvalidArgumentError(`tier "${tier.name}" has no capacity (${tier.capacity})`);
+  }
+}

@@ -129,3 +129,12 @@ export function describeKey(key: string): string {
 export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
+
+/** A tier write was cancelled because its id was deleted while it ran; nothing was kept. */
+export class TierWriteCancelledError extends SpillwayError {
+  readonly id: number;
+  constructor(tier: string, id: number) {
+    super('SPW_ERR_TIER_CANCELLED', `tier "${tier}": write of value ${id} was cancelled by a delete`);
+    this.id = id;
+  }
+}

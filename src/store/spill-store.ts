@@ -12,7 +12,7 @@ import {
   TierWriteError,
 } from '../errors.js';
 import type { Tier, WriteSource } from '../tiers/tier.js';
-import { newCounters, secondsSince, type StoreCounters } from './counters.js';
+import { newCounters, secondsSince } from './counters.js';
 import { asEncodedStream, memoryStream, timed, verifiedSource, type EncodedReadStream } from './encoded-io.js';
 import { Accounting, Bucket, Entry, type StoredCopy } from './entry.js';
 import { Lease } from './lease.js';

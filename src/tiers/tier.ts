@@ -14,6 +14,37 @@ export interface TierUsage {
   bytes: number;
 }
 
+/**
+ * Counters a tier reports through its optional `stats()`. Byte counts are of encoded
+ * values ("logical") unless they say stored; seconds are summed over calls, so they can
+ * exceed wall time when calls overlap.
+ */
+export interface TierStats {
+  /** Values held (as `usage().count`). */
+  count: number;
+  /** Bytes stored for them, after compression (as `usage().bytes`). */
+  bytes: number;
+  /** Bytes of the values held, before compression. */
+  logicalBytes: number;
+  /** `logicalBytes / bytes` (1 when empty or nothing compressed). */
+  compressionRatio: number;
+  reads: number;
+  writes: number;
+  deletes: number;
+  failedWrites: number;
+  /** Logical bytes returned by `read` and read streams. */
+  bytesRead: number;
+  /** Logical bytes accepted by successful writes. */
+  bytesWritten: number;
+  readSeconds: number;
+  writeSeconds: number;
+  /** Over all successful writes: bytes before and after compression. */
+  bytesBeforeCompression: number;
+  bytesAfterCompression: number;
+  /** Tier-specific figures (segment files, compactions, file bytes...). */
+  details: Record<string, number>;
+}
+
 /** Byte range of an encoded value: `start` inclusive, `end` exclusive. */
 export interface ByteRange {
   start?: number;
@@ -48,6 +79,8 @@ export interface Tier {
   /** Removes a value; deleting an id that is not there is not an error. */
   delete(id: number): Promise<void>;
   usage(): TierUsage;
+  /** Optional counters for the store's per-tier metrics. */
+  stats?(): TierStats;
   /** Removes everything this tier wrote. */
   close(): Promise<void>;
 }

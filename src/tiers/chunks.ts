@@ -1,0 +1,174 @@
+import { compress, compressSync, uncompress, uncompressSync } from 'lz4-napi';
+import { Readable } from 'node:stream';
+import { InvalidArgumentError, SpillwayError } from '../errors.js';
+import type { ByteRange, WriteSource } from './tier.js';
+
+/** `lz4`: compress every chunk; `auto`: only chunks a quick probe says will shrink; `none`: never. */
+export type CompressionMode = 'lz4' | 'none' | 'auto';
+
+export const KiB = 1024;
+export const MiB = 1024 * KiB;
+/** Compression unit: small enough that one native call takes ~2 ms, big enough for a good ratio. */
+export const DEFAULT_CHUNK_BYTES = MiB;
+/** Largest chunk we accept: lz4 runs at ~0.5 GB/s here, so 8 MiB is the most one call should take. */
+export const MAX_CHUNK_BYTES = 8 * MiB;
+/** Below this, lz4 runs synchronously: a thread-pool round trip (~50 us) costs more than the work. */
+const SYNC_BYTES = 64 * KiB;
+const PROBE_BYTES = 16 * KiB;
+/** `auto` keeps a chunk compressed only if it saves at least this fraction. */
+const AUTO_MIN_SAVINGS = 1 / 8;
+
+/** Where one chunk of a value lives in the stored bytes. */
+export interface StoredChunk {
+  rawOffset: number;
+  rawLength: number;
+  storedOffset: number;
+  storedLength: number;
+  compressed: boolean;
+}
+
+export const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+export function lengthError(got: number, expected: number): SpillwayError {
+  return new SpillwayError('SPW_ERR_TIER_LENGTH', `source gave ${got} bytes, expected ${expected}`);
+}
+
+/**
+ * Re-cuts a write source into copies of `chunkBytes` (the last may be shorter), checking
+ * that it yields exactly `byteLength` bytes. Copies: a source may reuse its buffers.
+ */
+export async function* rechunk(source: WriteSource, byteLength: number, chunkBytes: number): AsyncGenerator<Buffer> {
+  let chunk: Buffer | undefined;
+  let filled = 0;
+  let total = 0;
+  for await (const batch of source) {
+    for (const piece of batch) {
+      if (total + piece.byteLength > byteLength) throw lengthError(total + piece.byteLength, byteLength);
+      let offset = 0;
+      while (offset < piece.byteLength) {
+        chunk ??= Buffer.allocUnsafeSlow(Math.min(chunkBytes, byteLength - total));
+        const take = Math.min(piece.byteLength - offset, chunk.byteLength - filled);
+        chunk.set(piece.subarray(offset, offset + take), filled);
+        filled += take;
+        offset += take;
+        total += take;
+        if (filled === chunk.byteLength) {
+          yield chunk;
+          chunk = undefined;
+          filled = 0;
+          // Copying and hashing are synchronous: let the loop breathe between chunks.
+          if (total < byteLength) await yieldToLoop();
+        }
+      }
+    }
+  }
+  if (total !== byteLength) throw lengthError(total, byteLength);
+}
+
+/** Gathers a small value into one transient buffer (pooled allocation: it is freed soon). */
+export async function gather(source: WriteSource, byteLength: number): Promise<Buffer> {
+  const out = Buffer.allocUnsafe(byteLength);
+  let total = 0;
+  for await (const batch of source) {
+    for (const piece of batch) {
+      if (total + piece.byteLength > byteLength) throw lengthError(total + piece.byteLength, byteLength);
+      out.set(piece, total);
+      total += piece.byteLength;
+    }
+  }
+  if (total !== byteLength) throw lengthError(total, byteLength);
+  return out;
+}
+
+function lz4(raw: Buffer): Promise<Buffer> | Buffer {
+  return raw.byteLength <= SYNC_BYTES ? compressSync(raw) : compress(raw);
+}
+
+/** Compresses one chunk if it pays; returns the bytes to store and whether they are compressed. */
+export async function compressChunk(raw: Buffer, mode: CompressionMode): Promise<{ bytes: Buffer; compressed: boolean }> {
+  if (mode === 'none' || raw.byteLength === 0) return { bytes: raw, compressed: false };
+  if (mode === 'auto' && raw.byteLength > 4 * PROBE_BYTES) {
+    // A 16 KiB probe from the middle costs ~30 us and spares compressing incompressible data.
+    const mid = Math.floor((raw.byteLength - PROBE_BYTES) / 2);
+    const probe = compressSync(raw.subarray(mid, mid + PROBE_BYTES));
+    if (probe.byteLength > PROBE_BYTES * (1 - AUTO_MIN_SAVINGS)) return { bytes: raw, compressed: false };
+  }
+  const packed = await lz4(raw);
+  const limit = mode === 'auto' ? raw.byteLength * (1 - AUTO_MIN_SAVINGS) : raw.byteLength - 1;
+  return packed.byteLength <= limit ? { bytes: packed, compressed: true } : { bytes: raw, compressed: false };
+}
+
+/** Decompresses a stored chunk, checking it yields the expected length. */
+export async function decompressChunk(stored: Uint8Array, rawLength: number): Promise<Buffer> {
+  const raw = rawLength <= SYNC_BYTES ? uncompressSync(stored) : await uncompress(stored);
+  if (raw.byteLength !== rawLength) {
+    throw new SpillwayError('SPW_ERR_TIER_CORRUPT', `compressed chunk gave ${raw.byteLength} bytes, expected ${rawLength}`);
+  }
+  return raw;
+}
+
+export interface PackedChunk {
+  raw: Buffer;
+  bytes: Buffer;
+  compressed: boolean;
+}
+
+/** Compresses chunks one ahead of the consumer, so compression overlaps the consumer's I/O. */
+export async function* compressAhead(chunks: AsyncIterable<Buffer>, mode: CompressionMode): AsyncGenerator<PackedChunk> {
+  let pending: Promise<PackedChunk> | undefined;
+  try {
+    for await (const raw of chunks) {
+      const next = compressChunk(raw, mode).then((c) => ({ raw, ...c }));
+      // Marked handled: if the consumer stops early, nobody awaits it.
+      next.catch(() => undefined);
+      if (pending !== undefined) yield await pending;
+      pending = next;
+    }
+    if (pending !== undefined) yield await pending;
+  } finally {
+    pending = undefined;
+  }
+}
+
+/** Appends a chunk to a chunk table. */
+export function pushChunk(table: StoredChunk[], rawLength: number, storedLength: number, compressed: boolean): void {
+  const last = table[table.length - 1];
+  table.push({
+    rawOffset: last === undefined ? 0 : last.rawOffset + last.rawLength,
+    rawLength,
+    storedOffset: last === undefined ? 0 : last.storedOffset + last.storedLength,
+    storedLength,
+    compressed,
+  });
+}
+
+/** Index of the chunk holding raw byte `position` (binary search). */
+export function chunkAt(table: readonly StoredChunk[], position: number): number {
+  let lo = 0;
+  let hi = table.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (table[mid].rawOffset <= position) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+/** Validates a range against a value's size; `end` past the value is clamped. */
+export function clampRange(size: number, range: ByteRange = {}): { start: number; end: number } {
+  const start = range.start ?? 0;
+  const end = range.end ?? size;
+  for (const [label, n] of [
+    ['start', start],
+    ['end', end],
+  ] as const) {
+    if (!Number.isSafeInteger(n) || n < 0) throw new InvalidArgumentError(`range ${label} must be a non-negative integer, got ${n}`);
+  }
+  const s = Math.min(start, size);
+  return { start: s, end: Math.max(s, Math.min(end, size)) };
+}
+
+/** A byte stream over an async generator; the generator's `finally` runs on end or destroy. */
+export function streamOf(produce: () => AsyncGenerator<Uint8Array>): Readable {
+  return Readable.from(produce(), { objectMode: false });
+}

@@ -1,0 +1,190 @@
+import type { Readable } from 'node:stream';
+import { ClosedError, InvalidArgumentError, SpillwayError, TierWriteCancelledError } from '../errors.js';
+import {
+  DEFAULT_CHUNK_BYTES,
+  MAX_CHUNK_BYTES,
+  chunkAt,
+  clampRange,
+  compressAhead,
+  decompressChunk,
+  pushChunk,
+  rechunk,
+  streamOf,
+  yieldToLoop,
+  type StoredChunk,
+} from './chunks.js';
+import { TierCounters } from './stats.js';
+import type { ByteRange, Tier, TierStats, TierUsage, WriteSource } from './tier.js';
+import { WriteTracker, checkId, checkPositive } from './validate.js';
+
+export interface CompressedMemoryTierOptions {
+  /** Byte budget for the compressed bytes held (required: memory is never unlimited). */
+  capacity: number;
+  name?: string;
+  /** Compression unit (default 1 MiB, at most 8 MiB): bounds the time of one native call. */
+  chunkBytes?: number;
+  /** `auto` (default) probes each chunk and skips incompressible ones; `lz4` always tries. */
+  compression?: 'auto' | 'lz4';
+}
+
+interface Held {
+  size: number;
+  stored: number;
+  table: StoredChunk[];
+  /** One buffer per chunk: compressed bytes, or a raw copy when compression did not pay. */
+  parts: Buffer[];
+}
+
+/**
+ * Encoded values compressed with lz4 in host memory. Values are cut into chunks that are
+ * compressed on the thread pool one at a time, so a 64 MiB value never stalls the loop.
+ * The store enforces `capacity` by moving entries down; this tier only reports usage.
+ */
+export class CompressedMemoryTier implements Tier {
+  readonly name: string;
+  readonly capacity: number;
+  private readonly chunkBytes: number;
+  private readonly mode: 'auto' | 'lz4';
+  private readonly values = new Map<number, Held>();
+  private readonly writes = new WriteTracker();
+  private readonly counters = new TierCounters();
+  private stored = 0;
+  private logical = 0;
+  private compressedChunks = 0;
+  private rawChunks = 0;
+  private closed = false;
+
+  constructor(options: CompressedMemoryTierOptions) {
+    checkPositive('capacity', options?.capacity, true);
+    this.capacity = options.capacity;
+    this.name = options.name ?? 'compressed-memory';
+    this.chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK_BYTES;
+    checkPositive('chunkBytes', this.chunkBytes);
+    if (!Number.isInteger(this.chunkBytes) || this.chunkBytes > MAX_CHUNK_BYTES) {
+      throw new InvalidArgumentError(`chunkBytes must be an integer of at most ${MAX_CHUNK_BYTES}, got ${this.chunkBytes}`);
+    }
+    this.mode = options.compression ?? 'auto';
+    if (this.mode !== 'auto' && this.mode !== 'lz4') {
+      throw new InvalidArgumentError(`compression must be 'auto' or 'lz4', got ${String(this.mode)}`);
+    }
+  }
+
+  async open(): Promise<void> {
+    if (this.closed) throw new ClosedError(`tier "${this.name}"`);
+  }
+
+  async write(id: number, source: WriteSource, byteLength: number): Promise<void> {
+    if (this.closed) throw new ClosedError(`tier "${this.name}"`);
+    checkId(id, byteLength);
+    if (this.values.has(id)) throw duplicate(this.name, id);
+    const elapsed = TierCounters.timer();
+    const job = this.writes.begin(this.name, id);
+    try {
+      const held: Held = { size: byteLength, stored: 0, table: [], parts: [] };
+      for await (const chunk of compressAhead(rechunk(source, byteLength, this.chunkBytes), this.mode)) {
+        if (job.cancelled || this.closed) break;
+        pushChunk(held.table, chunk.raw.byteLength, chunk.bytes.byteLength, chunk.compressed);
+        held.parts.push(chunk.bytes);
+        held.stored += chunk.bytes.byteLength;
+      }
+      if (this.closed) throw new ClosedError(`tier "${this.name}"`);
+      if (job.cancelled) throw new TierWriteCancelledError(this.name, id);
+      for (const c of held.table) {
+        if (c.compressed) this.compressedChunks++;
+        else this.rawChunks++;
+      }
+      this.values.set(id, held);
+      this.stored += held.stored;
+      this.logical += byteLength;
+      this.counters.recordWrite(elapsed(), byteLength, held.stored);
+    } catch (err) {
+      this.counters.recordFailedWrite(elapsed());
+      throw err;
+    } finally {
+      this.writes.end(id);
+    }
+  }
+
+  async read(id: number, onChunk?: (chunk: Uint8Array) => void): Promise<Uint8Array> {
+    const held = this.get(id);
+    const elapsed = TierCounters.timer();
+    // allocUnsafeSlow: a buffer of its own, so offset 0 is aligned for any typed array.
+    const out = Buffer.allocUnsafeSlow(held.size);
+    let next = held.parts.length > 0 ? this.rawChunk(held, 0) : undefined;
+    for (let i = 0; next !== undefined; i++) {
+      const raw = await next;
+      // Start decompressing the next chunk before copying this one.
+      next = i + 1 < held.parts.length ? this.rawChunk(held, i + 1) : undefined;
+      next?.catch(() => undefined);
+      const at = held.table[i].rawOffset;
+      out.set(raw, at);
+      onChunk?.(out.subarray(at, at + raw.byteLength));
+      // An await on a settled promise is no loop turn: give it one between chunks.
+      if (next !== undefined) await yieldToLoop();
+    }
+    this.counters.recordRead(elapsed(), held.size);
+    return out;
+  }
+
+  createReadStream(id: number, range?: ByteRange): Readable {
+    const produce = async function* (this: CompressedMemoryTier): AsyncGenerator<Uint8Array> {
+      const held = this.get(id);
+      const { start, end } = clampRange(held.size, range);
+      const elapsed = TierCounters.timer();
+      if (end > start) {
+        for (let i = chunkAt(held.table, start); i < held.table.length; i++) {
+          const c = held.table[i];
+          if (c.rawOffset >= end) break;
+          const raw = await this.rawChunk(held, i);
+          yield raw.subarray(Math.max(0, start - c.rawOffset), Math.min(c.rawLength, end - c.rawOffset));
+        }
+      }
+      this.counters.recordRead(elapsed(), end - start);
+    };
+    return streamOf(() => produce.call(this));
+  }
+
+  async delete(id: number): Promise<void> {
+    await this.writes.cancel(id);
+    const held = this.values.get(id);
+    if (held === undefined) return;
+    this.values.delete(id);
+    this.stored -= held.stored;
+    this.logical -= held.size;
+    this.counters.deletes++;
+  }
+
+  usage(): TierUsage {
+    return { count: this.values.size, bytes: this.stored };
+  }
+
+  stats(): TierStats {
+    return this.counters.snapshot(
+      { count: this.values.size, bytes: this.stored, logicalBytes: this.logical },
+      { compressedChunks: this.compressedChunks, rawChunks: this.rawChunks, capacity: this.capacity },
+    );
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.writes.cancelAll();
+    this.values.clear();
+    this.stored = 0;
+    this.logical = 0;
+  }
+
+  private get(id: number): Held {
+    const held = this.values.get(id);
+    if (held === undefined) throw new SpillwayError('SPW_ERR_TIER_MISSING', `tier "${this.name}" holds no value ${id}`);
+    return held;
+  }
+
+  private async rawChunk(held: Held, i: number): Promise<Buffer> {
+    const c = held.table[i];
+    return c.compressed ? decompressChunk(held.parts[i], c.rawLength) : held.parts[i];
+  }
+}
+
+export function duplicate(tier: string, id: number): SpillwayError {
+  return new SpillwayError('SPW_ERR_TIER_DUPLICATE_ID', `tier "${tier}" already holds or is writing value ${id}`);
+}

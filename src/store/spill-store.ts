@@ -154,12 +154,16 @@ export class SpillStore extends EventEmitter {
     return this.#entries.has(key);
   }
 
-  /** 'memory', the name of the tier holding it, or undefined if the key is absent. */
+  /**
+   * 'memory' while the store holds the value, else the name of the tier holding it, or
+   * undefined if the key is absent. A dropped value still alive elsewhere reports its tier
+   * (the store no longer holds it; `stats().detached` counts it); reading it needs no I/O.
+   */
   where(key: string): string | undefined {
     const entry = this.#entries.get(key);
     if (entry === undefined) return undefined;
-    if (entry.resident || (entry.detached && entry.weak?.deref() !== undefined)) return 'memory';
-    return entry.copy === undefined ? 'memory' : this.#opts.tiers[entry.copy.tier].name;
+    if (entry.resident || entry.copy === undefined) return 'memory';
+    return this.#opts.tiers[entry.copy.tier].name;
   }
 
   /** Removes a key now; its file is removed in the background. */

@@ -1,0 +1,65 @@
+import fsp from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { TestContext } from 'node:test';
+import { DiskTier, SpillStore, type SpillStoreOptions, type Tier } from '../../src/index.js';
+
+export const KiB = 1024;
+export const MiB = 1024 * 1024;
+
+/** A fresh parent directory, removed when the test ends. */
+export async function tempDir(t: TestContext): Promise<string> {
+  const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'spillway-test-'));
+  t.after(() => fsp.rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/**
+ * A store on a tiny memory limit with the RSS monitor off (the test process's own RSS
+ * would otherwise dwarf the limit), closed when the test ends.
+ */
+export async function openStore(
+  t: TestContext,
+  options: SpillStoreOptions & { wrap?: (disk: DiskTier) => Tier } = {},
+): Promise<{ store: SpillStore; dir: string; disk: DiskTier }> {
+  const dir = await tempDir(t);
+  const disk = new DiskTier({ directory: dir });
+  const { wrap, ...rest } = options;
+  const store = await SpillStore.open({
+    memoryLimit: 1 * MiB,
+    monitorInterval: 0,
+    tiers: [wrap ? wrap(disk) : disk],
+    ...rest,
+  });
+  t.after(() => store.close());
+  return { store, dir, disk };
+}
+
+/** A Float64Array of `bytes` bytes whose contents identify `seed`. */
+export function f64(bytes: number, seed: number): Float64Array {
+  const a = new Float64Array(bytes / 8);
+  for (let i = 0; i < a.length; i++) a[i] = seed + i / 1e6;
+  return a;
+}
+
+/** Files (recursively) under a directory. */
+export async function filesUnder(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of await fsp.readdir(dir, { withFileTypes: true, recursive: true })) {
+    if (e.isFile()) out.push(path.join(e.parentPath ?? e.path, e.name));
+  }
+  return out;
+}
+
+export function nextTick(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/** Waits until `predicate` holds (polling), or fails after `ms`. */
+export async function waitFor(predicate: () => boolean, ms = 5000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}

@@ -1,0 +1,100 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { SlowTier } from '../../src/index.js';
+import { KiB, MiB, f64, filesUnder, openStore, waitFor } from '../helpers/store.js';
+
+test('over target, the least recently used values are spilled in the background', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 1 * MiB, target: 0.5 });
+  for (let i = 0; i < 3; i++) store.set(`k${i}`, f64(128 * KiB, i));
+  assert.equal(store.stats().counters.diskWrites + store.stats().spilling.count, 0);
+  // Touch k0 so that k1 becomes the least recently used.
+  store.peek('k0');
+  store.set('k3', f64(128 * KiB, 3));
+  await store.flush();
+  assert.ok(store.residentBytes <= store.targetBytes, `${store.residentBytes} <= ${store.targetBytes}`);
+  assert.deepEqual(['k0', 'k1', 'k2', 'k3'].map((k) => store.where(k)), ['memory', 'disk', 'memory', 'memory']);
+  for (let i = 4; i < 8; i++) store.set(`k${i}`, f64(128 * KiB, i));
+  await store.flush();
+  assert.ok(store.residentBytes <= store.targetBytes);
+  assert.equal(store.where('k7'), 'memory');
+  for (let i = 0; i < 8; i++) assert.deepEqual(await store.get(`k${i}`), f64(128 * KiB, i));
+});
+
+test('set() does no I/O: spilling starts after it returns', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 256 * KiB });
+  for (let i = 0; i < 10; i++) store.set(`k${i}`, f64(64 * KiB, i));
+  const s = store.stats();
+  assert.equal(s.counters.diskWrites, 0);
+  assert.equal(s.memory.count + s.spilling.count, 10);
+  await store.flush();
+  assert.ok(store.stats().counters.diskWrites > 0);
+});
+
+test('a value being written stays readable from memory until the write completes', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 256 * KiB, wrap: (disk) => new SlowTier(disk, 100) });
+  const value = f64(200 * KiB, 1);
+  store.set('big', value); // larger than the target: straight to disk
+  assert.equal(store.stats().spilling.count, 1);
+  assert.equal(store.peek('big'), value);
+  assert.equal(await store.get('big'), value);
+  assert.equal(store.where('big'), 'memory');
+  await store.flush();
+  assert.equal(store.where('big'), 'disk');
+  assert.equal(store.stats().spilling.count, 0);
+});
+
+test('a value larger than the target goes straight to disk, leaving the others in memory', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 1 * MiB });
+  store.set('small', f64(8 * KiB, 1));
+  store.set('huge', f64(2 * MiB, 2));
+  await store.flush();
+  assert.equal(store.where('small'), 'memory');
+  assert.equal(store.where('huge'), 'disk');
+  assert.deepEqual(await store.get('huge'), f64(2 * MiB, 2));
+});
+
+test('evict(bytes) spills LRU first and resolves to the bytes evicted', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 10 * MiB });
+  for (let i = 0; i < 4; i++) store.set(`k${i}`, f64(64 * KiB, i));
+  const evicted = await store.evict(100 * KiB);
+  assert.ok(evicted >= 100 * KiB && evicted < 200 * KiB, String(evicted));
+  assert.equal(store.where('k0'), 'disk');
+  assert.equal(store.where('k1'), 'disk');
+  assert.equal(store.where('k2'), 'memory');
+  const all = await store.evict();
+  assert.ok(all >= 2 * 64 * KiB);
+  assert.equal(store.stats().memory.count, 0);
+});
+
+test('after a read, the disk copy is kept: evicting again writes nothing', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 10 * MiB });
+  store.set('k', f64(64 * KiB, 7));
+  await store.evict();
+  const writes = store.stats().counters.diskWrites;
+  let value: unknown = await store.get('k');
+  assert.equal(store.where('k'), 'memory');
+  assert.equal(store.stats().disk.count, 1);
+  value = undefined;
+  assert.equal(value, undefined);
+  await store.evict();
+  assert.equal(store.stats().counters.diskWrites, writes);
+  assert.equal(store.where('k'), 'disk');
+});
+
+test('flush resolves only when no write is in flight', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 128 * KiB, wrap: (disk) => new SlowTier(disk, 30) });
+  for (let i = 0; i < 6; i++) store.set(`k${i}`, f64(64 * KiB, i));
+  await store.flush();
+  assert.equal(store.stats().spilling.count, 0);
+});
+
+test('spilled files are one per value on disk and disappear with delete', async (t) => {
+  const { store, dir } = await openStore(t, { memoryLimit: 10 * MiB });
+  for (let i = 0; i < 3; i++) store.set(`k${i}`, f64(16 * KiB, i));
+  await store.evict();
+  assert.equal((await filesUnder(dir)).length, 3);
+  store.delete('k1');
+  await waitFor(() => store.stats().disk.count === 2, 2000, 'file removal');
+  await waitFor(() => true);
+  assert.equal((await filesUnder(dir)).length, 2);
+});

@@ -1,0 +1,208 @@
+import net from 'node:net';
+import tls from 'node:tls';
+import { pack, unpack } from 'msgpackr';
+import { clientProof, newNonce, proofMatches, serverProof } from './auth.js';
+import { Connection } from './connection.js';
+import {
+  AuthError,
+  ProtocolError,
+  ProtocolVersionError,
+  RemoteError,
+  TransferError,
+  TransferTimeoutError,
+} from './errors.js';
+import { type ErrorMessage, type Message, MessageType, type ParsedEvent, PROTOCOL_VERSION } from './messages.js';
+import type { ParserOptions } from './parser.js';
+import { GetDataReceiver, type GetDataOutcome } from './receiver.js';
+import { serializeAuth, serializeGetData, serializeHello, serializeRequest } from './serializer.js';
+
+export interface PeerAddress {
+  host: string;
+  port: number;
+}
+
+export interface ConnectOptions extends ParserOptions {
+  token?: string;
+  tls?: tls.ConnectionOptions;
+  connectTimeoutMs: number;
+  idleTimeoutMs: number;
+}
+
+/** Whatever is waiting for the server's next messages. */
+interface Waiter {
+  onEvent(event: ParsedEvent): void;
+  onClose(err: Error): void;
+}
+
+/** The typed error for a connection-level Error message from the server. */
+export function remoteFailure(message: ErrorMessage): Error {
+  switch (message.code) {
+    case 'SPW_ERR_AUTH':
+      return new AuthError(`server refused: ${message.message}`);
+    case 'SPW_ERR_PROTOCOL':
+      return new ProtocolError(`server reported: ${message.message}`);
+    case 'SPW_ERR_PROTOCOL_VERSION':
+      return new ProtocolVersionError(PROTOCOL_VERSION, -1);
+    default:
+      return new RemoteError(message.code, message.message);
+  }
+}
+
+/**
+ * The client's end of one connection: connect, handshake (version, then mutual HMAC
+ * authentication when a token is set), then one request at a time.
+ */
+export class ClientConnection {
+  private waiter: Waiter | undefined;
+  private nextRequestId = 1;
+
+  private constructor(readonly connection: Connection) {
+    connection.listen(
+      (event) => {
+        if (event.kind === 'message' && event.message.type === MessageType.Error && event.message.requestId === 0) {
+          connection.fail(remoteFailure(event.message));
+          return;
+        }
+        if (this.waiter === undefined) throw new ProtocolError('message from the server while no request is open');
+        this.waiter.onEvent(event);
+      },
+      (err) => connection.fail(err),
+    );
+    connection.onClose((err) => this.waiter?.onClose(err ?? new TransferError('connection closed by the server')));
+  }
+
+  static async open(address: PeerAddress, options: ConnectOptions): Promise<ClientConnection> {
+    const socket = await connect(address, options);
+    const client = new ClientConnection(
+      new Connection(socket, { ...options, idleTimeoutMs: options.idleTimeoutMs }),
+    );
+    try {
+      await client.handshake(options.token);
+    } catch (err) {
+      client.close();
+      throw err;
+    }
+    return client;
+  }
+
+  private async handshake(token: string | undefined): Promise<void> {
+    const nonce = newNonce();
+    const hello = await this.exchange(serializeHello(PROTOCOL_VERSION, nonce));
+    if (hello.type !== MessageType.HelloOk) throw new ProtocolError(`expected HelloOk, got message ${hello.type}`);
+    if (hello.version !== PROTOCOL_VERSION) throw new ProtocolVersionError(hello.version, PROTOCOL_VERSION);
+    if (token === undefined) {
+      if (hello.authRequired) throw new AuthError('the server requires a token and none was given');
+    } else {
+      // Mutual: a server that cannot prove it holds the token gets nothing, not even our proof.
+      if (!hello.authRequired) throw new AuthError('the server does not authenticate (it has no token)');
+      if (!proofMatches(serverProof(token, nonce, hello.nonce), hello.proof)) {
+        throw new AuthError('the server failed authentication: wrong token');
+      }
+    }
+    const ready =
+      token === undefined ? await this.exchange() : await this.exchange(serializeAuth(clientProof(token, nonce, hello.nonce)));
+    if (ready.type !== MessageType.Ready) throw new ProtocolError(`expected Ready, got message ${ready.type}`);
+  }
+
+  /** Sends `frame` (if any) and waits for the next message. */
+  private exchange(frame?: Buffer): Promise<Message> {
+    return this.wait<Message>((event, resolve) => {
+      if (event.kind !== 'message') throw new ProtocolError('value bytes during the handshake');
+      resolve(event.message);
+    }, frame);
+  }
+
+  private wait<T>(
+    onEvent: (event: ParsedEvent, resolve: (value: T) => void, reject: (err: Error) => void) => void,
+    frame?: Buffer,
+  ): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const done = (value: T): void => {
+        this.waiter = undefined;
+        resolve(value);
+      };
+      const failed = (err: Error): void => {
+        this.waiter = undefined;
+        reject(err);
+      };
+      this.waiter = {
+        onEvent: (event) => onEvent(event, done, failed),
+        onClose: (err) => {
+          this.waiter = undefined;
+          reject(err);
+        },
+      };
+      if (this.connection.closed) {
+        this.waiter.onClose(this.connection.error ?? new TransferError('connection closed'));
+        return;
+      }
+      if (frame !== undefined) this.connection.write(frame).catch(() => undefined);
+    });
+  }
+
+  newRequestId(): number {
+    const id = this.nextRequestId;
+    this.nextRequestId = id >= 0xffffffff ? 1 : id + 1;
+    return id;
+  }
+
+  /** Sends one GetData and feeds its answer to `receiver` until DataDone or Busy. */
+  getData(receiver: GetDataReceiver, keys: readonly string[], maxBytes: number): Promise<GetDataOutcome> {
+    const promise = this.wait<GetDataOutcome>((event, resolve) => {
+      const outcome = receiver.onEvent(event);
+      if (outcome !== undefined) resolve(outcome);
+    }, serializeGetData(receiver.requestId, maxBytes, keys));
+    return promise.catch((err: unknown) => {
+      receiver.abort(err instanceof Error ? err : new TransferError(String(err)));
+      throw err;
+    });
+  }
+
+  /** A generic msgpack request; resolves with the decoded response body. */
+  request(body: unknown): Promise<unknown> {
+    const requestId = this.newRequestId();
+    return this.wait<unknown>((event, resolve, reject) => {
+      const message = event.kind === 'message' ? event.message : undefined;
+      if (message?.type === MessageType.Response && message.requestId === requestId) resolve(unpack(message.body));
+      else if (message?.type === MessageType.Error && message.requestId === requestId) reject(new RemoteError(message.code, message.message));
+      else throw new ProtocolError('unexpected answer to a request');
+    }, serializeRequest(requestId, pack(body)));
+  }
+
+  fail(err: Error): void {
+    this.connection.fail(err);
+  }
+
+  close(): void {
+    this.connection.end();
+    // The server closes its side in turn; do not wait for it.
+    this.connection.socket.unref();
+  }
+}
+
+function connect(address: PeerAddress, options: ConnectOptions): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket =
+      options.tls !== undefined
+        ? tls.connect({ ...options.tls, host: address.host, port: address.port })
+        : net.connect({ host: address.host, port: address.port });
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new TransferTimeoutError(`connecting to ${address.host}:${address.port}`, options.connectTimeoutMs));
+    }, options.connectTimeoutMs);
+    const onError = (err: Error): void => {
+      clearTimeout(timer);
+      reject(
+        err.message.includes('certificate') || err.name.includes('TLS')
+          ? new AuthError(`TLS handshake with ${address.host}:${address.port} failed: ${err.message}`)
+          : new TransferError(`cannot connect to ${address.host}:${address.port}: ${err.message}`, { cause: err }),
+      );
+    };
+    socket.once('error', onError);
+    socket.once(options.tls !== undefined ? 'secureConnect' : 'connect', () => {
+      clearTimeout(timer);
+      socket.off('error', onError);
+      resolve(socket);
+    });
+  });
+}

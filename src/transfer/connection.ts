@@ -1,0 +1,130 @@
+import type { Socket } from 'node:net';
+import { SpillwayError, errorMessage } from '../errors.js';
+import { TransferError, TransferTimeoutError } from './errors.js';
+import type { ParsedEvent } from './messages.js';
+import { Parser, type ParserOptions } from './parser.js';
+
+/**
+ * A socket with a parser on its input and backpressure-aware writes on its output. The
+ * first error (protocol, socket, timeout) destroys the socket and is kept as `error`;
+ * nothing else about the connection survives it.
+ */
+export class Connection {
+  readonly socket: Socket;
+  private readonly parser: Parser;
+  private onEvent: (event: ParsedEvent) => void = () => undefined;
+  private onBadInput: (err: Error) => void = (err) => this.fail(err);
+  private failure: Error | undefined;
+  private readonly closeListeners = new Set<(err: Error | undefined) => void>();
+  private isClosed = false;
+
+  constructor(socket: Socket, options: ParserOptions & { idleTimeoutMs?: number } = {}) {
+    this.socket = socket;
+    this.parser = new Parser(options);
+    socket.setNoDelay(true);
+    if (options.idleTimeoutMs !== undefined && options.idleTimeoutMs > 0) {
+      const ms = options.idleTimeoutMs;
+      socket.setTimeout(ms, () => this.fail(new TransferTimeoutError('connection idle', ms)));
+    }
+    socket.on('data', (chunk: Buffer) => {
+      try {
+        this.parser.parse(chunk, this.onEvent);
+      } catch (err) {
+        this.onBadInput(asError(err));
+      }
+    });
+    socket.on('end', () => {
+      try {
+        this.parser.end();
+      } catch (err) {
+        this.fail(asError(err));
+        return;
+      }
+      if (!socket.writableEnded) socket.end();
+    });
+    socket.on('error', (err) => this.fail(new TransferError(`connection error: ${err.message}`, { cause: err })));
+    socket.on('close', () => {
+      this.isClosed = true;
+      if (this.failure === undefined && !this.parser.idle) {
+        this.failure = new TransferError('connection closed mid-message');
+      }
+      for (const listener of this.closeListeners) listener(this.failure);
+      this.closeListeners.clear();
+    });
+  }
+
+  /** Where parsed events go; set once by the owner (server session or client). */
+  listen(onEvent: (event: ParsedEvent) => void, onBadInput?: (err: Error) => void): void {
+    this.onEvent = onEvent;
+    if (onBadInput !== undefined) this.onBadInput = onBadInput;
+  }
+
+  get error(): Error | undefined {
+    return this.failure;
+  }
+
+  get closed(): boolean {
+    return this.isClosed;
+  }
+
+  /** Calls `listener` once the socket is closed (at once if it already is). */
+  onClose(listener: (err: Error | undefined) => void): () => void {
+    if (this.isClosed) {
+      listener(this.failure);
+      return () => undefined;
+    }
+    this.closeListeners.add(listener);
+    return () => this.closeListeners.delete(listener);
+  }
+
+  /** Closes the connection because of `err` (the first error wins). */
+  fail(err: Error): void {
+    this.failure ??= err;
+    this.socket.destroy();
+  }
+
+  /** Records why the connection is going away without closing it yet (a goodbye may follow). */
+  recordError(err: Error): void {
+    this.failure ??= err;
+  }
+
+  /** Writes and waits for 'drain' when the socket's buffer is full. */
+  async write(bytes: Uint8Array): Promise<void> {
+    if (!this.socket.write(bytes)) await this.drained();
+  }
+
+  /** Resolves when the socket can take more; rejects if it closes first. */
+  drained(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (this.isClosed || this.socket.destroyed) {
+        reject(this.failure ?? new TransferError('connection closed'));
+        return;
+      }
+      if (!this.socket.writableNeedDrain) {
+        resolve();
+        return;
+      }
+      const onDrain = (): void => {
+        off();
+        resolve();
+      };
+      const off = this.onClose((err) => {
+        this.socket.off('drain', onDrain);
+        reject(err ?? new TransferError('connection closed'));
+      });
+      this.socket.once('drain', onDrain);
+    });
+  }
+
+  /** Ends the connection after pending writes (a clean goodbye). */
+  end(last?: Uint8Array): void {
+    if (this.socket.destroyed) return;
+    if (last !== undefined) this.socket.end(last);
+    else this.socket.end();
+  }
+}
+
+export function asError(err: unknown): Error {
+  if (err instanceof Error) return err;
+  return new SpillwayError('SPW_ERR_INTERNAL', errorMessage(err));
+}

@@ -1,0 +1,262 @@
+import { pack, unpack } from 'msgpackr';
+import { KeyNotFoundError, SpillwayError, errorMessage } from '../errors.js';
+import { clientProof, newNonce, proofMatches, serverProof, ZERO_PROOF } from './auth.js';
+import { Connection } from './connection.js';
+import { AuthError, ProtocolError, ProtocolVersionError, TransferError, TransferTimeoutError } from './errors.js';
+import type { ByteBudget } from './limits.js';
+import { type GetDataMessage, type Message, MESSAGE_NAMES, MessageType, PROTOCOL_VERSION, type RequestMessage } from './messages.js';
+import {
+  serializeBusy,
+  serializeDataDone,
+  serializeError,
+  serializeHelloOk,
+  serializeMissing,
+  serializeReady,
+  serializeResponse,
+  serializeValue,
+} from './serializer.js';
+import type { EncodedSource, ServingStore } from './store-like.js';
+
+/** What a session needs from its server: settings, shared limits and counters. */
+export interface SessionContext {
+  readonly store: ServingStore;
+  readonly token: string | undefined;
+  readonly handshakeTimeoutMs: number;
+  readonly maxConcurrentRequests: number;
+  readonly maxPipelined: number;
+  readonly busyRetryAfterMs: number;
+  readonly budget: ByteBudget;
+  readonly onRequest: ((body: unknown) => unknown) | undefined;
+  readonly counters: ServerCounters;
+  /** Claims one request slot; false when the server is at its limit. */
+  tryStartRequest(): boolean;
+  endRequest(): void;
+  reportError(err: Error): void;
+}
+
+export interface ServerCounters {
+  requests: number;
+  busyReplies: number;
+  valuesServed: number;
+  missingReplies: number;
+  servedFromDiskBytes: number;
+  servedFromMemoryBytes: number;
+  authFailures: number;
+  protocolErrors: number;
+  aborted: number;
+}
+
+type State = 'hello' | 'auth' | 'ready' | 'closing';
+
+/**
+ * One client connection on the server: handshake, then requests answered strictly in
+ * order (a value's raw bytes cannot be interleaved with anything), each value streamed
+ * from the store's encoded-bytes reader with socket backpressure.
+ */
+export class ServerSession {
+  private state: State = 'hello';
+  private readonly nonce = newNonce();
+  private clientNonce: Uint8Array = ZERO_PROOF;
+  private queue: Promise<void> = Promise.resolve();
+  private pipelined = 0;
+  private readonly handshakeTimer: NodeJS.Timeout;
+
+  constructor(
+    readonly connection: Connection,
+    private readonly ctx: SessionContext,
+  ) {
+    connection.listen((event) => {
+      if (event.kind !== 'message') {
+        // Only a server sends raw value bytes.
+        this.fatal(new ProtocolError('unexpected value bytes from a client'));
+        return;
+      }
+      this.onMessage(event.message);
+    }, (err) => this.fatal(err));
+    this.handshakeTimer = setTimeout(() => {
+      if (this.state === 'hello' || this.state === 'auth') {
+        this.fatal(new TransferTimeoutError('handshake', ctx.handshakeTimeoutMs));
+      }
+    }, ctx.handshakeTimeoutMs);
+    this.handshakeTimer.unref();
+    connection.onClose((err) => {
+      clearTimeout(this.handshakeTimer);
+      if (err !== undefined) {
+        if (err instanceof ProtocolError || (err instanceof SpillwayError && err.code === 'SPW_ERR_FRAME_TOO_LARGE')) {
+          ctx.counters.protocolErrors++;
+        }
+        ctx.reportError(err);
+      }
+    });
+  }
+
+  private onMessage(message: Message): void {
+    switch (this.state) {
+      case 'hello':
+        if (message.type !== MessageType.Hello) return this.unexpected(message);
+        return this.onHello(message.version, message.nonce);
+      case 'auth':
+        if (message.type !== MessageType.Auth) return this.unexpected(message);
+        return this.onAuth(message.proof);
+      case 'ready':
+        if (message.type === MessageType.GetData) return this.enqueue(message, () => this.serveGetData(message));
+        if (message.type === MessageType.Request) return this.enqueue(message, () => this.serveRequest(message));
+        return this.unexpected(message);
+      case 'closing':
+        return;
+    }
+  }
+
+  private unexpected(message: Message): void {
+    this.fatal(new ProtocolError(`unexpected ${MESSAGE_NAMES[message.type]} message in state ${this.state}`));
+  }
+
+  /** Tells the peer why (best effort), then closes this connection only. */
+  private fatal(err: Error): void {
+    if (this.state === 'closing') return;
+    this.state = 'closing';
+    this.connection.recordError(err);
+    const code = err instanceof SpillwayError ? err.code : 'SPW_ERR_INTERNAL';
+    const socket = this.connection.socket;
+    if (!socket.destroyed && socket.writable && !socket.writableNeedDrain) {
+      socket.end(serializeError(0, code, err.message));
+      // A peer that never reads must not keep the socket open.
+      setTimeout(() => this.connection.fail(err), 1000).unref();
+    } else {
+      this.connection.fail(err);
+    }
+  }
+
+  private onHello(version: number, nonce: Uint8Array): void {
+    if (version !== PROTOCOL_VERSION) return this.fatal(new ProtocolVersionError(version, PROTOCOL_VERSION));
+    this.clientNonce = nonce;
+    const token = this.ctx.token;
+    if (token === undefined) {
+      this.connection.socket.write(serializeHelloOk(PROTOCOL_VERSION, false, this.nonce, ZERO_PROOF));
+      this.connection.socket.write(serializeReady());
+      this.becomeReady();
+      return;
+    }
+    this.state = 'auth';
+    const proof = serverProof(token, nonce, this.nonce);
+    this.connection.socket.write(serializeHelloOk(PROTOCOL_VERSION, true, this.nonce, proof));
+  }
+
+  private onAuth(proof: Uint8Array): void {
+    const token = this.ctx.token ?? '';
+    if (!proofMatches(clientProof(token, this.clientNonce, this.nonce), proof)) {
+      this.ctx.counters.authFailures++;
+      return this.fatal(new AuthError('client failed authentication: wrong token'));
+    }
+    this.connection.socket.write(serializeReady());
+    this.becomeReady();
+  }
+
+  private becomeReady(): void {
+    this.state = 'ready';
+    clearTimeout(this.handshakeTimer);
+  }
+
+  /** Busy is decided on arrival, so a saturated server answers quickly. */
+  private enqueue(message: GetDataMessage | RequestMessage, serve: () => Promise<void>): void {
+    if (++this.pipelined > this.ctx.maxPipelined) {
+      return this.fatal(new ProtocolError(`more than ${this.ctx.maxPipelined} requests pipelined on one connection`));
+    }
+    let run = serve;
+    if (message.type === MessageType.GetData) {
+      if (this.ctx.tryStartRequest()) {
+        this.ctx.counters.requests++;
+        run = () => serve().finally(() => this.ctx.endRequest());
+      } else {
+        this.ctx.counters.busyReplies++;
+        run = () => this.connection.write(serializeBusy(message.requestId, this.ctx.busyRetryAfterMs));
+      }
+    }
+    this.queue = this.queue
+      .then(run)
+      .catch((err: unknown) => this.fatal(err instanceof Error ? err : new TransferError(errorMessage(err))))
+      .finally(() => this.pipelined--);
+  }
+
+  private async serveGetData(message: GetDataMessage): Promise<void> {
+    const { requestId, keys } = message;
+    let answered = 0;
+    let sentBytes = 0;
+    for (let index = 0; index < keys.length; index++) {
+      if (this.state === 'closing') return;
+      let source: EncodedSource;
+      try {
+        source = this.ctx.store.createReadStream(keys[index]);
+      } catch (err) {
+        if (!(err instanceof KeyNotFoundError)) throw err;
+        this.ctx.counters.missingReplies++;
+        await this.connection.write(serializeMissing(requestId, index));
+        answered++;
+        continue;
+      }
+      // Always answer at least one value, so a value above the budget still moves.
+      if (sentBytes > 0 && sentBytes + source.byteLength > message.maxBytes) {
+        source.destroy();
+        break;
+      }
+      await this.sendValue(requestId, index, source);
+      answered++;
+      sentBytes += source.byteLength;
+    }
+    await this.connection.write(serializeDataDone(requestId, answered));
+  }
+
+  /** Streams one value; a failure after its header breaks framing, so it closes the connection. */
+  private async sendValue(requestId: number, index: number, source: EncodedSource): Promise<void> {
+    const connection = this.connection;
+    const held = await this.ctx.budget.acquire(source.byteLength);
+    let sent = 0;
+    try {
+      const socket = connection.socket;
+      // Cork so the header and the first piece leave in one writev.
+      socket.cork();
+      let corked = true;
+      socket.write(serializeValue(requestId, index, source.byteLength));
+      for await (const chunk of source as AsyncIterable<Uint8Array>) {
+        sent += chunk.byteLength;
+        if (sent > source.byteLength) throw new TransferError(`value grew past its declared ${source.byteLength} bytes`);
+        const more = socket.write(chunk);
+        if (corked) {
+          socket.uncork();
+          corked = false;
+        }
+        if (!more) await connection.drained();
+      }
+      if (corked) socket.uncork();
+      if (sent !== source.byteLength) {
+        throw new TransferError(`value stream ended at ${sent} of ${source.byteLength} bytes`);
+      }
+      this.ctx.counters.valuesServed++;
+    } catch (err) {
+      this.ctx.counters.aborted++;
+      source.destroy();
+      // The peer is owed raw bytes we cannot send: only closing keeps framing honest.
+      connection.fail(err instanceof Error ? err : new TransferError(errorMessage(err)));
+      this.state = 'closing';
+      throw err;
+    } finally {
+      if (source.source === 'memory') this.ctx.counters.servedFromMemoryBytes += sent;
+      else this.ctx.counters.servedFromDiskBytes += sent;
+      this.ctx.budget.release(held);
+    }
+  }
+
+  private async serveRequest(message: RequestMessage): Promise<void> {
+    const handler = this.ctx.onRequest;
+    let reply: Buffer;
+    try {
+      if (handler === undefined) throw new ProtocolError('this server takes no generic requests');
+      const result = await handler(unpack(message.body));
+      reply = serializeResponse(message.requestId, pack(result));
+    } catch (err) {
+      const code = err instanceof SpillwayError ? err.code : 'SPW_ERR_HANDLER';
+      reply = serializeError(message.requestId, code, errorMessage(err));
+    }
+    await this.connection.write(reply);
+  }
+}

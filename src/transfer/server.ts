@@ -1,0 +1,163 @@
+import { EventEmitter } from 'node:events';
+import net, { type AddressInfo } from 'node:net';
+import tls from 'node:tls';
+import { InvalidArgumentError } from '../errors.js';
+import { Connection } from './connection.js';
+import { ByteBudget } from './limits.js';
+import { DEFAULT_MAX_FRAME_BYTES } from './parser.js';
+import { type ServerCounters, ServerSession, type SessionContext } from './server-session.js';
+import type { ServingStore } from './store-like.js';
+
+export interface DataServerOptions {
+  /** Interface to bind. Default 127.0.0.1: never exposed unless asked. */
+  host?: string;
+  /** Default 0: any free port (see `server.address`). */
+  port?: number;
+  /** Shared secret; when set, every client must prove it holds it before any data moves. */
+  token?: string;
+  /** TLS settings (key, cert...); when set the server speaks TLS. */
+  tls?: tls.TlsOptions;
+  /** get-data requests served at once, over all connections; beyond it: "busy". Default 10. */
+  maxConcurrentRequests?: number;
+  /** Encoded bytes of values being sent at once; a send waits for room. Default 256 MiB. */
+  maxBytesInFlight?: number;
+  /** Largest control frame accepted (key lists, requests). Default 16 MiB. */
+  maxFrameBytes?: number;
+  /** Requests one connection may queue behind the one being served. Default 16. */
+  maxPipelined?: number;
+  /** A connection must finish its handshake within this. Default 10 s. */
+  handshakeTimeoutMs?: number;
+  /** A connection silent for this long is closed. Default 5 min; 0 disables. */
+  idleTimeoutMs?: number;
+  /** Retry hint sent with "busy". Default 50 ms. */
+  busyRetryAfterMs?: number;
+  /** Answers generic Request messages (msgpack in, msgpack out). */
+  onRequest?: (body: unknown) => unknown;
+}
+
+export interface DataServerStats extends ServerCounters {
+  /** Connections open now. */
+  connections: number;
+  connectionsTotal: number;
+  /** get-data requests being served now. */
+  activeRequests: number;
+  bytesInFlight: number;
+}
+
+const MiB = 1024 * 1024;
+
+/**
+ * Serves a store's values to peers. Values leave exactly as the store encodes them: from
+ * their file in ~1 MiB chunks when spilled, from their own memory otherwise. Emits
+ * 'connection-error' (Error) for every connection that ended badly; the server goes on.
+ */
+export class DataServer extends EventEmitter {
+  private readonly server: net.Server;
+  private readonly sessions = new Set<ServerSession>();
+  private readonly counters: ServerCounters = {
+    requests: 0,
+    busyReplies: 0,
+    valuesServed: 0,
+    missingReplies: 0,
+    servedFromDiskBytes: 0,
+    servedFromMemoryBytes: 0,
+    authFailures: 0,
+    protocolErrors: 0,
+    aborted: 0,
+  };
+  private readonly ctx: SessionContext;
+  private active = 0;
+  private connectionsTotal = 0;
+  private addressInfo: { host: string; port: number } | undefined;
+  private closing: Promise<void> | undefined;
+
+  private constructor(store: ServingStore, private readonly options: DataServerOptions) {
+    super();
+    const maxConcurrentRequests = options.maxConcurrentRequests ?? 10;
+    if (!Number.isInteger(maxConcurrentRequests) || maxConcurrentRequests < 0) {
+      throw new InvalidArgumentError(`maxConcurrentRequests must be a non-negative integer, got ${maxConcurrentRequests}`);
+    }
+    if (options.token !== undefined && options.token.length === 0) throw new InvalidArgumentError('token must not be empty');
+    this.ctx = {
+      store,
+      token: options.token,
+      handshakeTimeoutMs: options.handshakeTimeoutMs ?? 10_000,
+      maxConcurrentRequests,
+      maxPipelined: options.maxPipelined ?? 16,
+      busyRetryAfterMs: options.busyRetryAfterMs ?? 50,
+      budget: new ByteBudget(options.maxBytesInFlight ?? 256 * MiB),
+      onRequest: options.onRequest,
+      counters: this.counters,
+      tryStartRequest: () => {
+        if (this.active >= maxConcurrentRequests) return false;
+        this.active++;
+        return true;
+      },
+      endRequest: () => {
+        this.active--;
+      },
+      reportError: (err) => {
+        if (this.listenerCount('connection-error') > 0) this.emit('connection-error', err);
+      },
+    };
+    const onSocket = (socket: net.Socket): void => this.accept(socket);
+    this.server = options.tls !== undefined ? tls.createServer(options.tls, onSocket) : net.createServer(onSocket);
+    if (options.tls !== undefined) {
+      // A failed TLS handshake never reaches accept(); count it and go on.
+      this.server.on('tlsClientError', (err: Error) => this.ctx.reportError(err));
+    }
+  }
+
+  static async listen(store: ServingStore, options: DataServerOptions = {}): Promise<DataServer> {
+    const server = new DataServer(store, options);
+    await new Promise<void>((resolve, reject) => {
+      server.server.once('error', reject);
+      server.server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => {
+        server.server.off('error', reject);
+        resolve();
+      });
+    });
+    const info = server.server.address() as AddressInfo;
+    server.addressInfo = { host: info.address, port: info.port };
+    return server;
+  }
+
+  get address(): { host: string; port: number } {
+    if (this.addressInfo === undefined) throw new InvalidArgumentError('server is not listening');
+    return this.addressInfo;
+  }
+
+  stats(): DataServerStats {
+    return {
+      ...this.counters,
+      connections: this.sessions.size,
+      connectionsTotal: this.connectionsTotal,
+      activeRequests: this.active,
+      bytesInFlight: this.ctx.budget.inUse,
+    };
+  }
+
+  private accept(socket: net.Socket): void {
+    if (this.closing !== undefined) {
+      socket.destroy();
+      return;
+    }
+    this.connectionsTotal++;
+    const connection = new Connection(socket, {
+      maxFrameBytes: this.options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
+      idleTimeoutMs: this.options.idleTimeoutMs ?? 300_000,
+    });
+    const session = new ServerSession(connection, this.ctx);
+    this.sessions.add(session);
+    connection.onClose(() => this.sessions.delete(session));
+  }
+
+  /** Stops accepting, closes every connection (transfers in progress are cut). */
+  close(): Promise<void> {
+    this.closing ??= new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      for (const session of this.sessions) session.connection.socket.destroy();
+    });
+    return this.closing;
+  }
+}

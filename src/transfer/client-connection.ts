@@ -54,6 +54,8 @@ export function remoteFailure(message: ErrorMessage): Error {
  */
 export class ClientConnection {
   private waiter: Waiter | undefined;
+  /** Events that arrived between waiters (e.g. Ready in the same chunk as HelloOk). */
+  private readonly inbox: ParsedEvent[] = [];
   private nextRequestId = 1;
 
   private constructor(readonly connection: Connection) {
@@ -63,8 +65,8 @@ export class ClientConnection {
           connection.fail(remoteFailure(event.message));
           return;
         }
-        if (this.waiter === undefined) throw new ProtocolError('message from the server while no request is open');
-        this.waiter.onEvent(event);
+        if (this.waiter !== undefined) this.waiter.onEvent(event);
+        else if (this.inbox.push(event) > 16) throw new ProtocolError('the server sent messages nobody asked for');
       },
       (err) => connection.fail(err),
     );
@@ -136,7 +138,13 @@ export class ClientConnection {
         this.waiter.onClose(this.connection.error ?? new TransferError('connection closed'));
         return;
       }
+      const waiter = this.waiter;
       if (frame !== undefined) this.connection.write(frame).catch(() => undefined);
+      try {
+        while (this.waiter === waiter && this.inbox.length > 0) waiter.onEvent(this.inbox.shift() as ParsedEvent);
+      } catch (err) {
+        this.connection.fail(err instanceof Error ? err : new ProtocolError(String(err)));
+      }
     });
   }
 

@@ -1,0 +1,119 @@
+import assert from 'node:assert/strict';
+import { afterEach, describe, it } from 'node:test';
+import { DataClient, DataServer } from '../../src/transfer/index.js';
+import { Fixture, pattern, readEncoded } from './helpers.js';
+
+const MiB = 1024 * 1024;
+
+describe('fetch between stores', () => {
+  const fx = new Fixture();
+  afterEach(() => fx.cleanup());
+
+  async function pair(serverOptions = {}) {
+    const source = await fx.store();
+    const target = await fx.store();
+    const server = await DataServer.listen(source, serverOptions);
+    fx.defer(() => server.close());
+    return { source, target, server };
+  }
+
+  it('moves values in memory and spilled, of 0 B, 1 B and several MiB, bit for bit', async () => {
+    const { source, target, server } = await pair();
+    const values: Record<string, unknown> = {
+      empty: Buffer.alloc(0),
+      emptyTyped: new Float64Array(0),
+      one: Buffer.from([7]),
+      big: pattern(5 * MiB),
+      floats: new Float64Array(300_000).map((_, i) => i / 3),
+      nested: { a: [1, 'two', { three: new Int32Array([3, 3, 3]) }], m: new Map([[1, 'x']]) },
+      text: 'hello',
+    };
+    for (const [k, v] of Object.entries(values)) source.set(`mem-${k}`, v);
+    for (const [k, v] of Object.entries(values)) source.set(`disk-${k}`, v);
+    for (const k of Object.keys(values)) await source.evict(Infinity);
+    // Put the mem- values back in memory so both paths are served.
+    for (const k of Object.keys(values)) await source.get(`mem-${k}`);
+    const keys = Object.keys(values).flatMap((k) => [`mem-${k}`, `disk-${k}`]);
+    assert.equal(source.where('disk-big'), 'disk');
+    const client = new DataClient();
+    const result = await client.fetch(server.address, keys, target);
+    assert.deepEqual(result.fetched.sort(), [...keys].sort());
+    assert.deepEqual(result.missing, []);
+    for (const [k, v] of Object.entries(values)) {
+      assert.deepEqual(await target.get(`mem-${k}`), v);
+      assert.deepEqual(await target.get(`disk-${k}`), v);
+    }
+    const stats = server.stats();
+    assert.ok(stats.servedFromDiskBytes > 5 * MiB, `served from disk: ${stats.servedFromDiskBytes}`);
+    assert.ok(stats.servedFromMemoryBytes > 5 * MiB, `served from memory: ${stats.servedFromMemoryBytes}`);
+    assert.equal(stats.valuesServed, keys.length);
+  });
+
+  it('decodes typed arrays as aligned views over the received buffer', async () => {
+    const { source, target, server } = await pair();
+    source.set('f', { x: new Float64Array([1.5, 2.5]), y: new Uint16Array([1, 2, 3]) });
+    await new DataClient().fetch(server.address, ['f'], target);
+    const got = (await target.get('f')) as { x: Float64Array; y: Uint16Array };
+    assert.ok(got.x instanceof Float64Array);
+    assert.equal(got.x.buffer, got.y.buffer, 'both arrays view the same received buffer');
+    assert.deepEqual([...got.x], [1.5, 2.5]);
+  });
+
+  it('fetches many keys at once, split into batches by size', async () => {
+    const { source, target, server } = await pair();
+    const keys = Array.from({ length: 400 }, (_, i) => `k${i}`);
+    for (const [i, k] of keys.entries()) source.set(k, pattern(10_000 + i, i));
+    const client = new DataClient({ batchBytes: 200_000 });
+    const result = await client.fetch(server.address, [...keys, 'k0', 'nope'], target);
+    assert.equal(result.fetched.length, 400);
+    assert.deepEqual(result.missing, ['nope']);
+    assert.ok(server.stats().requests >= 20, `requests: ${server.stats().requests}`);
+    for (const [i, k] of keys.entries()) assert.deepEqual(await target.get(k), pattern(10_000 + i, i));
+  });
+
+  it('skips keys the receiving store already holds', async () => {
+    const { source, target, server } = await pair();
+    source.set('a', 1);
+    target.set('a', 2);
+    const result = await new DataClient().fetch(server.address, ['a'], target);
+    assert.deepEqual(result.present, ['a']);
+    assert.equal(await target.get('a'), 2);
+    assert.equal(server.stats().connectionsTotal, 0);
+  });
+
+  it('receives values above the threshold straight to disk without decoding', async () => {
+    const { source, target, server } = await pair();
+    source.set('big', pattern(3 * MiB));
+    source.set('small', pattern(1000));
+    const result = await new DataClient({ diskThresholdBytes: MiB }).fetch(server.address, ['big', 'small'], target);
+    assert.equal(result.toDisk, 1);
+    assert.equal(result.toMemory, 1);
+    assert.equal(target.where('big'), 'disk');
+    assert.equal(target.where('small'), 'memory');
+    assert.deepEqual(await target.get('big'), pattern(3 * MiB));
+  });
+
+  it('receives to disk when the receiving store is above its target', async () => {
+    const { source, server } = await pair();
+    const target = await fx.store({ memoryLimit: 10 * MiB, target: 0.1 });
+    target.set('ballast', pattern(2 * MiB));
+    // A pinned value cannot be spilled, so the store stays above its target.
+    const lease = await target.acquire(['ballast']);
+    fx.defer(() => lease.release());
+    assert.ok(target.isAboveTarget());
+    source.set('v', pattern(4096));
+    const result = await new DataClient().fetch(server.address, ['v'], target);
+    assert.equal(result.toDisk, 1);
+    assert.equal(target.where('v'), 'disk');
+    assert.deepEqual(await readEncoded(target, 'v'), pattern(4096));
+  });
+
+  it('accepts "host:port" addresses and answers generic requests', async () => {
+    const source = await fx.store();
+    const server = await DataServer.listen(source, { onRequest: (body) => ({ echo: body }) });
+    fx.defer(() => server.close());
+    const client = new DataClient();
+    const reply = await client.request(`127.0.0.1:${server.address.port}`, { op: 'ping', n: 1 });
+    assert.deepEqual(reply, { echo: { op: 'ping', n: 1 } });
+  });
+});

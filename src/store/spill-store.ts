@@ -21,6 +21,9 @@ import { MemoryMonitor } from './monitor.js';
 import { resolveOptions, type ResolvedOptions, type SpillStoreOptions } from './options.js';
 import { buildStats, type StoreStats, type UnspillableEvent } from './stats.js';
 
+/** Key of the invariant checker used by tests (not part of the public API). */
+export const checkInvariants = Symbol('spillway.checkInvariants');
+
 export interface SetOptions {
   /** In-memory size in bytes, when you know it better than the estimate. */
   size?: number;
@@ -309,6 +312,33 @@ export class SpillStore extends EventEmitter {
     this.#entries.clear();
     this.#setPaused(false);
     await Promise.allSettled(this.#opts.tiers.map((t) => t.close()));
+  }
+
+  /**
+   * Recomputes every bucket from scratch and checks the internal invariants; returns the
+   * violations found (none expected). For tests: O(keys).
+   */
+  [checkInvariants](): string[] {
+    const problems: string[] = [];
+    const fresh = new Accounting();
+    for (const [key, entry] of this.#entries) {
+      fresh.add(entry);
+      const name = JSON.stringify(key.slice(0, 40));
+      if (entry.key !== key || entry.removed) problems.push(`${name}: stale entry in the map`);
+      const evictable = entry.resident && entry.pins === 0 && entry.write === undefined && !entry.unspillable;
+      if (evictable !== entry.slot >= 0) problems.push(`${name}: LRU link ${entry.slot} but evictable=${evictable}`);
+      if (!entry.resident && entry.copy === undefined) problems.push(`${name}: neither in memory nor below`);
+      if (entry.resident && entry.detached) problems.push(`${name}: resident and detached`);
+      if (entry.pins < 0 || entry.readers < 0) problems.push(`${name}: negative pins or readers`);
+    }
+    for (let b = 0; b < 5; b++) {
+      if (b === Bucket.None) continue;
+      if (fresh.counts[b] !== this.#acct.counts[b] || Math.abs(fresh.bytes[b] - this.#acct.bytes[b]) > 1e-6) {
+        problems.push(`bucket ${b}: counted ${this.#acct.counts[b]}/${this.#acct.bytes[b]}, actual ${fresh.counts[b]}/${fresh.bytes[b]}`);
+      }
+    }
+    if (this.#lru.size !== [...this.#lru.fromOldest()].length) problems.push('LRU size does not match its links');
+    return problems;
   }
 
   // ---- internals -------------------------------------------------------------------

@@ -1,0 +1,61 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { SlowTier } from '../../src/index.js';
+import { KiB, MiB, f64, openStore, waitFor } from '../helpers/store.js';
+
+test('producers that outrun the disk are paused, then resumed once memory is back under target', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 1 * MiB, wrap: (disk) => new SlowTier(disk, 30) });
+  const events: string[] = [];
+  store.on('pause', () => events.push('pause'));
+  store.on('resume', () => events.push('resume'));
+  let peak = 0;
+  for (let i = 0; i < 32; i++) {
+    store.set(`k${i}`, f64(64 * KiB, i));
+    peak = Math.max(peak, store.residentBytes);
+    if (store.paused) {
+      assert.equal(store.stats().paused, true);
+      await store.whenResumed();
+      assert.ok(store.residentBytes <= store.targetBytes);
+    }
+  }
+  await store.flush();
+  assert.ok(events.filter((e) => e === 'pause').length >= 1);
+  assert.equal(events.at(-1), 'resume');
+  // Backpressure, not memory growth: the store never went far past the pause level.
+  assert.ok(peak <= 0.8 * MiB + 64 * KiB + 64, `peak ${peak}`);
+  for (let i = 0; i < 32; i++) assert.equal(((await store.get(`k${i}`)) as Float64Array)[0], i);
+});
+
+test('the memory monitor spills LRU and pauses when process memory is over the limits', async (t) => {
+  // A limit just above this process's RSS: RSS is over spill (0.7) and pause (0.8).
+  // The monitor's timer is unref'd (it never keeps a process alive): hold the loop open.
+  const keepAlive = setInterval(() => undefined, 1000);
+  t.after(() => clearInterval(keepAlive));
+  const rss = process.memoryUsage.rss();
+  const { store } = await openStore(t, { memoryLimit: Math.floor(rss / 0.85), monitorInterval: 10 });
+  const paused = new Promise<unknown>((resolve) => store.once('pause', resolve));
+  for (let i = 0; i < 4; i++) store.set(`k${i}`, f64(64 * KiB, i));
+  const info = (await paused) as { rss: number };
+  assert.ok(info.rss > 0);
+  await waitFor(() => store.stats().disk.count === 4, 3000, 'monitor spill');
+  assert.equal(store.stats().paused, true);
+  for (let i = 0; i < 4; i++) assert.equal(store.where(`k${i}`), 'disk');
+  assert.equal(((await store.get('k2')) as Float64Array)[0], 2);
+});
+
+test('with a roomy limit the monitor does nothing', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 64 * 1024 * MiB, monitorInterval: 10 });
+  store.set('k', f64(64 * KiB, 1));
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.equal(store.paused, false);
+  assert.equal(store.where('k'), 'memory');
+  assert.equal(store.stats().counters.diskWrites, 0);
+});
+
+test('pause and target can be disabled', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 64 * KiB, target: false, pause: false });
+  for (let i = 0; i < 8; i++) store.set(`k${i}`, f64(64 * KiB, i));
+  await store.flush();
+  assert.equal(store.paused, false);
+  assert.equal(store.stats().memory.count, 8);
+});

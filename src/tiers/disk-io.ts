@@ -1,0 +1,95 @@
+import type { FileHandle } from 'node:fs/promises';
+import { decompressChunk, yieldToLoop, type StoredChunk } from './chunks.js';
+import { readFully } from './file-io.js';
+
+/** Where a value's stored bytes are: an open file and the offset they start at. */
+export interface StoredBytes {
+  handle: FileHandle;
+  base: number;
+}
+
+/**
+ * Reads a whole value into `out`. Uncompressed values are read in slices straight into
+ * `out`, the next slice in flight while `onChunk` hashes the previous one; compressed
+ * chunks are read one ahead of their decompression.
+ */
+export async function readValue(
+  stored: StoredBytes,
+  table: readonly StoredChunk[] | undefined,
+  out: Buffer,
+  sliceBytes: number,
+  onChunk?: (chunk: Uint8Array) => void,
+): Promise<void> {
+  const { handle, base } = stored;
+  const size = out.byteLength;
+  if (table === undefined) {
+    let offset = 0;
+    let pending = size > 0 ? readFully(handle, out, 0, Math.min(sliceBytes, size), base) : undefined;
+    while (pending !== undefined) {
+      await pending;
+      const n = Math.min(sliceBytes, size - offset);
+      const landed = out.subarray(offset, offset + n);
+      offset += n;
+      pending = offset < size ? readFully(handle, out, offset, Math.min(sliceBytes, size - offset), base + offset) : undefined;
+      pending?.catch(() => undefined);
+      onChunk?.(landed);
+    }
+    return;
+  }
+  const fetch = (c: StoredChunk): Promise<Buffer> => readStoredChunk(stored, c, out);
+  let next = table.length > 0 ? fetch(table[0]) : undefined;
+  for (let i = 0; next !== undefined; i++) {
+    const c = table[i];
+    const bytes = await next;
+    next = i + 1 < table.length ? fetch(table[i + 1]) : undefined;
+    next?.catch(() => undefined);
+    if (c.compressed) out.set(await decompressChunk(bytes, c.rawLength), c.rawOffset);
+    onChunk?.(out.subarray(c.rawOffset, c.rawOffset + c.rawLength));
+    // Settled awaits are no loop turns: give the loop one between chunks of a big value.
+    if (next !== undefined) await yieldToLoop();
+  }
+}
+
+/** A raw chunk lands in place in `out`; a compressed one in a buffer of its own. */
+async function readStoredChunk(stored: StoredBytes, c: StoredChunk, out: Buffer): Promise<Buffer> {
+  if (!c.compressed) {
+    await readFully(stored.handle, out, c.rawOffset, c.rawLength, stored.base + c.storedOffset);
+    return out.subarray(c.rawOffset, c.rawOffset + c.rawLength);
+  }
+  const bytes = Buffer.allocUnsafe(c.storedLength);
+  await readFully(stored.handle, bytes, 0, c.storedLength, stored.base + c.storedOffset);
+  return bytes;
+}
+
+/** Yields the bytes [start, end) of a value, decompressing only the chunks the range touches. */
+export async function* streamRange(
+  stored: StoredBytes,
+  table: readonly StoredChunk[] | undefined,
+  start: number,
+  end: number,
+  pieceBytes: number,
+): AsyncGenerator<Buffer> {
+  const { handle, base } = stored;
+  if (table === undefined) {
+    for (let at = start; at < end; at += pieceBytes) {
+      const piece = Buffer.allocUnsafe(Math.min(pieceBytes, end - at));
+      await readFully(handle, piece, 0, piece.byteLength, base + at);
+      yield piece;
+    }
+    return;
+  }
+  for (const c of table) {
+    if (c.rawOffset + c.rawLength <= start) continue;
+    if (c.rawOffset >= end) break;
+    const from = Math.max(start, c.rawOffset) - c.rawOffset;
+    const to = Math.min(end, c.rawOffset + c.rawLength) - c.rawOffset;
+    if (!c.compressed) {
+      yield* streamRange({ handle, base: base + c.storedOffset }, undefined, from, to, pieceBytes);
+      continue;
+    }
+    const packed = Buffer.allocUnsafe(c.storedLength);
+    await readFully(handle, packed, 0, c.storedLength, base + c.storedOffset);
+    const raw = await decompressChunk(packed, c.rawLength);
+    yield raw.subarray(from, to);
+  }
+}

@@ -1,0 +1,43 @@
+import type { FileHandle } from 'node:fs/promises';
+import { SpillwayError } from '../errors.js';
+
+/** writev at `position`, looping on short writes (pwritev may write less than asked). */
+export async function writeFully(handle: FileHandle, batch: readonly Uint8Array[], position: number): Promise<void> {
+  let pieces = batch.filter((p) => p.byteLength > 0);
+  while (pieces.length > 0) {
+    const wanted = pieces.reduce((sum, p) => sum + p.byteLength, 0);
+    const { bytesWritten } =
+      pieces.length === 1 ? await handle.write(pieces[0], 0, wanted, position) : await handle.writev(pieces, position);
+    if (bytesWritten === wanted) return;
+    if (bytesWritten <= 0) throw new SpillwayError('SPW_ERR_TIER_SHORT_WRITE', 'write made no progress');
+    position += bytesWritten;
+    let skip = bytesWritten;
+    const rest: Uint8Array[] = [];
+    for (const p of pieces) {
+      if (skip >= p.byteLength) {
+        skip -= p.byteLength;
+        continue;
+      }
+      rest.push(skip > 0 ? p.subarray(skip) : p);
+      skip = 0;
+    }
+    pieces = rest;
+  }
+}
+
+/** Reads exactly `length` bytes at `position` into `out` at `at`; a short file is an error. */
+export async function readFully(handle: FileHandle, out: Uint8Array, at: number, length: number, position: number): Promise<void> {
+  let done = 0;
+  while (done < length) {
+    const { bytesRead } = await handle.read(out, at + done, length - done, position + done);
+    if (bytesRead === 0) {
+      throw new SpillwayError('SPW_ERR_TIER_TRUNCATED', `stored bytes end at ${position + done}, expected ${position + length}`);
+    }
+    done += bytesRead;
+  }
+}
+
+/** Node reports errno failures with `code`; a file already gone is not a failure when removing. */
+export function ignoreMissing(err: NodeJS.ErrnoException): void {
+  if (err.code !== 'ENOENT') throw err;
+}

@@ -1,0 +1,154 @@
+import assert from 'node:assert/strict';
+import fsp from 'node:fs/promises';
+import { describe, it } from 'node:test';
+import { InvalidArgumentError } from '../../src/errors.js';
+import type { CompressionMode } from '../../src/tiers/chunks.js';
+import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk.js';
+import { tierContract } from './contract.js';
+import { collect, filesUnder, noise, randomWalk, rawSource, tempDir } from './helpers.js';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+function harness(options: Omit<DiskTierOptions, 'directory' | 'directories'>, dirCount: number) {
+  return async () => {
+    const parents = await Promise.all(Array.from({ length: dirCount }, () => tempDir()));
+    return {
+      tier: new DiskTier({ ...options, directories: parents }),
+      parents,
+      exactBytes: (options.compression ?? 'none') === 'none',
+      cleanup: async () => {
+        await Promise.all(parents.map((p) => fsp.rm(p, { recursive: true, force: true })));
+      },
+    };
+  };
+}
+
+for (const compression of ['none', 'lz4', 'auto'] as CompressionMode[]) {
+  for (const fused of [true, false]) {
+    for (const dirs of [1, 2]) {
+      const options: DiskTierOptions = { compression, smallValueBytes: fused ? MiB : 0 };
+      tierContract(`DiskTier compression=${compression} ${fused ? 'fused' : 'file per value'} dirs=${dirs}`, harness(options, dirs));
+    }
+  }
+}
+tierContract(
+  'DiskTier small segments (64 KiB values, 256 KiB segments, 16 KiB chunks, lz4)',
+  harness({ compression: 'lz4', smallValueBytes: 64 * KiB, segmentBytes: 256 * KiB, chunkBytes: 16 * KiB }, 2),
+);
+
+describe('DiskTier', () => {
+  it('rejects a misconfiguration in the constructor', () => {
+    const bad: DiskTierOptions[] = [
+      { capacity: 0 },
+      { capacity: -5 },
+      { capacity: Number.NaN },
+      { directories: [] },
+      { directories: [''] },
+      { smallValueBytes: -1 },
+      { smallValueBytes: Number.NaN },
+      { smallValueBytes: 2 * MiB, segmentBytes: MiB },
+      { segmentBytes: 0 },
+      { chunkBytes: 0 },
+      { chunkBytes: 64 * MiB },
+      { compactDeadFraction: 1 },
+      { compactDeadFraction: 0 },
+      { compression: 'gzip' as CompressionMode },
+    ];
+    for (const options of bad) assert.throws(() => new DiskTier(options), InvalidArgumentError, JSON.stringify(options));
+    assert.equal(new DiskTier().capacity, Infinity);
+  });
+
+  it('fuses small values into one segment file and keeps large ones apart', async () => {
+    const parent = await tempDir();
+    const tier = new DiskTier({ directory: parent });
+    await tier.open();
+    try {
+      const small = Array.from({ length: 100 }, (_, i) => noise(100 + i));
+      await Promise.all(small.map((b, i) => tier.write(i, rawSource(b), b.byteLength)));
+      const big = noise(2 * MiB);
+      await tier.write(1000, rawSource(big), big.byteLength);
+      const files = await filesUnder([parent]);
+      assert.equal(files.length, 2, files.map((f) => f.path).join());
+      const stats = tier.stats();
+      assert.equal(stats.details.fusedValues, 100);
+      assert.equal(stats.details.fileValues, 1);
+      assert.equal(stats.details.segmentFiles, 1);
+      assert.ok(stats.details.flushes < 100, `group commit: ${stats.details.flushes} flushes for 100 values`);
+      assert.equal(tier.pathOf(1000), files.find((f) => f.size === big.byteLength)?.path);
+      for (let i = 0; i < 100; i++) await tier.delete(i);
+      await tier.idle();
+      assert.equal((await filesUnder([parent])).length, 1, 'the emptied segment file is deleted');
+    } finally {
+      await tier.close();
+      await fsp.rm(parent, { recursive: true, force: true });
+    }
+  });
+
+  it('uses directories in turn, each with a fresh folder, and removes them all', async () => {
+    const parents = [await tempDir(), await tempDir(), await tempDir()];
+    const tier = new DiskTier({ directories: parents, smallValueBytes: 0 });
+    await tier.open();
+    try {
+      assert.equal(tier.directories.length, 3);
+      for (const [i, dir] of tier.directories.entries()) assert.ok(dir.startsWith(parents[i]) && dir.includes('spillway-'));
+      for (let i = 0; i < 6; i++) await tier.write(i, rawSource(noise(1000)), 1000);
+      for (const parent of parents) assert.equal((await filesUnder([parent])).length, 2);
+    } finally {
+      await tier.close();
+      for (const parent of parents) assert.deepEqual(await fsp.readdir(parent), []);
+      await Promise.all(parents.map((p) => fsp.rm(p, { recursive: true, force: true })));
+    }
+  });
+
+  it('compresses numeric data on disk (lz4 and auto) and skips noise in auto', async () => {
+    const parent = await tempDir();
+    try {
+      for (const compression of ['lz4', 'auto'] as const) {
+        const tier = new DiskTier({ directory: parent, compression });
+        await tier.open();
+        const walk = Buffer.from(randomWalk(MiB / 2).buffer); // 4 MiB
+        const random = noise(3 * MiB);
+        await tier.write(1, rawSource(walk), walk.byteLength);
+        await tier.write(2, rawSource(random), random.byteLength);
+        const files = await filesUnder(tier.directories);
+        const onDisk = files.reduce((s, f) => s + f.size, 0);
+        const stats = tier.stats();
+        assert.equal(onDisk, stats.bytes);
+        assert.ok(stats.bytes < walk.byteLength / 1.5 + random.byteLength + 64, `${compression}: ${stats.bytes} bytes stored`);
+        assert.equal(stats.details.compressedChunks, 4);
+        assert.equal(stats.details.rawChunks, 3);
+        assert.ok((await tier.read(1)).every((b, i) => b === walk[i]));
+        assert.ok((await collect(tier.createReadStream(1, { start: MiB - 5, end: 3 * MiB + 7 }))).equals(walk.subarray(MiB - 5, 3 * MiB + 7)));
+        await tier.close();
+      }
+    } finally {
+      await fsp.rm(parent, { recursive: true, force: true });
+    }
+  });
+
+  it('compacts a mostly dead segment without losing a value, while reads go on', async () => {
+    const parent = await tempDir();
+    const tier = new DiskTier({ directory: parent, smallValueBytes: 16 * KiB, segmentBytes: 64 * KiB });
+    await tier.open();
+    try {
+      const data = Array.from({ length: 64 }, (_, i) => noise(4 * KiB + i));
+      for (const [i, b] of data.entries()) await tier.write(i, rawSource(b), b.byteLength);
+      const before = tier.stats().details.segmentFiles;
+      // Delete 3 of 4: every sealed segment is now mostly dead.
+      for (let i = 0; i < data.length; i++) if (i % 4 !== 0) await tier.delete(i);
+      const reads = data.map((b, i) => (i % 4 === 0 ? tier.read(i).then((got) => assert.ok(Buffer.from(got).equals(b))) : undefined));
+      await Promise.all(reads);
+      await tier.idle();
+      const stats = tier.stats();
+      assert.ok(stats.details.compactions > 0, 'compaction ran');
+      assert.ok(stats.details.segmentFiles < before, `${stats.details.segmentFiles} segment files, ${before} before`);
+      for (let i = 0; i < data.length; i += 4) assert.ok(Buffer.from(await tier.read(i)).equals(data[i]));
+      const onDisk = (await filesUnder([parent])).reduce((s, f) => s + f.size, 0);
+      assert.equal(onDisk, stats.details.segmentFileBytes);
+    } finally {
+      await tier.close();
+      await fsp.rm(parent, { recursive: true, force: true });
+    }
+  });
+});

@@ -111,3 +111,37 @@ export async function readEncoded(store: SpillStore, key: string): Promise<unkno
   for (const c of chunks) offset += c.copy(bytes, offset);
   return decodeVerified(bytes);
 }
+
+/**
+ * The store as the client sees it, with a hook on the bytes of each incoming disk value
+ * (to act mid-transfer: kill the peer, delete the key on the server...).
+ */
+export function watchIncoming(
+  store: SpillStore,
+  onBatch: (key: string, received: number) => void,
+): import('../../src/transfer/index.js').ReceivingStore {
+  return {
+    get memoryLimit() {
+      return store.memoryLimit;
+    },
+    get paused() {
+      return store.paused;
+    },
+    isAboveTarget: () => store.isAboveTarget(),
+    has: (key) => store.has(key),
+    set: (key, value, options) => store.set(key, value, options),
+    delete: (key) => store.delete(key),
+    putEncoded: (key, source, byteLength) => {
+      if (source instanceof Uint8Array) return store.putEncoded(key, source, byteLength);
+      async function* watched(): AsyncGenerator<readonly Uint8Array[]> {
+        let received = 0;
+        for await (const batch of source as AsyncIterable<readonly Uint8Array[]>) {
+          for (const piece of batch) received += piece.byteLength;
+          onBatch(key, received);
+          yield batch;
+        }
+      }
+      return store.putEncoded(key, watched(), byteLength);
+    },
+  };
+}

@@ -1,6 +1,8 @@
 import { InvalidArgumentError } from './errors.js';
 
-const UNITS: Record<string, number> = {
+// A Map, not an object literal: a lookup like UNITS['constructor'] must not find
+// Object.prototype members ('5 constructor' used to parse as NaN bytes).
+const UNITS: ReadonlyMap<string, number> = new Map(Object.entries({
   b: 1,
   kb: 1e3,
   mb: 1e6,
@@ -14,7 +16,7 @@ const UNITS: Record<string, number> = {
   m: 2 ** 20,
   g: 2 ** 30,
   t: 2 ** 40,
-};
+}));
 
 /** Bytes from a number or a string such as '512 MiB', '1.5GB', '256mib', '4096'. */
 export function parseBytes(input: number | string, what = 'size'): number {
@@ -24,18 +26,23 @@ export function parseBytes(input: number | string, what = 'size'): number {
   }
   if (typeof input !== 'string') throw new InvalidArgumentError(`${what} must be a number or a string like '512 MiB'`);
   const match = /^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$/.exec(input);
-  const factor = match === null ? undefined : UNITS[(match[2] || 'b').toLowerCase()];
+  const factor = match === null ? undefined : UNITS.get((match[2] || 'b').toLowerCase());
   if (match === null || factor === undefined) {
     throw new InvalidArgumentError(`${what}: cannot read ${JSON.stringify(input)} as a size (examples: 4096, '512 MiB', '2GB')`);
   }
-  return Math.floor(Number(match[1]) * factor);
+  const bytes = Math.floor(Number(match[1]) * factor);
+  // '9999…9' (hundreds of digits) overflows to Infinity; reject it as the number path does.
+  if (!Number.isFinite(bytes)) throw new InvalidArgumentError(`${what}: ${JSON.stringify(input)} is too large`);
+  return bytes;
 }
 
 export function formatBytes(bytes: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let value = bytes;
   let unit = 0;
-  while (Math.abs(value) >= 1024 && unit < units.length - 1) {
+  // Move up a unit once the value would *print* as 1024.0 (1023.95 and above), so
+  // 1048575 bytes reads '1.0 MiB' rather than '1024.0 KiB'. Whole bytes print exactly.
+  while (Math.abs(value) >= (unit === 0 ? 1024 : 1023.95) && unit < units.length - 1) {
     value /= 1024;
     unit++;
   }

@@ -19,8 +19,15 @@ export function storedChecksum(bytes: Uint8Array, layout: Layout): number {
   return new DataView(bytes.buffer, bytes.byteOffset + layout.trailerOffset, 4).getUint32(0, true);
 }
 
-/** Throws ChecksumError unless `crc` (of bytes before the trailer) matches the trailer. */
+/**
+ * Throws ChecksumError unless `crc` (of bytes before the trailer) matches the trailer,
+ * FormatError if the trailer's reserved bytes are not zero.
+ */
 export function checkChecksum(bytes: Uint8Array, layout: Layout, crc: number, where?: string): void {
+  // The crc does not cover the trailer's reserved half; without this check a flipped byte
+  // there went unnoticed.
+  const reserved = new DataView(bytes.buffer, bytes.byteOffset + layout.trailerOffset + 4, 4).getUint32(0, true);
+  if (reserved !== 0) throw new FormatError(`trailer of ${where ?? 'encoded value'}: reserved bytes are not zero`);
   const expected = storedChecksum(bytes, layout);
   if (expected !== crc >>> 0) throw new ChecksumError(expected, crc >>> 0, where);
 }

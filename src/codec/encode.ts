@@ -71,34 +71,43 @@ function* pieces(encoded: Encoded): Generator<Uint8Array> {
  * Yields the encoded bytes in batches of at most `batchBytes` (for writev), computing the
  * checksum of each batch just before yielding it. A consumer that asks for the next batch
  * while the previous one is being written overlaps hashing with I/O; the last batch
- * carries the trailer. Large frames are cut into slices (views, not copies).
+ * carries the trailer. Large frames are cut into slices (views, not copies). Every batch
+ * but the last holds exactly `batchBytes` bytes.
  */
 export async function* encodedBatches(
   encoded: Encoded,
   batchBytes = CHECKSUM_SLICE_BYTES,
 ): AsyncGenerator<Uint8Array[], void, undefined> {
+  // 0, a fraction or NaN would loop forever on empty slices (or cut at fractional offsets).
+  if (!Number.isSafeInteger(batchBytes) || batchBytes < 1) {
+    throw new RangeError(`batchBytes must be a positive integer, got ${batchBytes}`);
+  }
   const crc = new Crc32();
   let batch: Uint8Array[] = [];
   let batchLength = 0;
-  for (const piece of pieces(encoded)) {
+  /** Appends `piece` to the current batch, yielding each batch it fills. */
+  function* cut(piece: Uint8Array, hash: boolean): Generator<Uint8Array[]> {
     for (let offset = 0; offset < piece.byteLength; ) {
       const take = Math.min(piece.byteLength - offset, batchBytes - batchLength);
       const slice = offset === 0 && take === piece.byteLength ? piece : piece.subarray(offset, offset + take);
-      crc.update(slice);
+      if (hash) crc.update(slice);
       batch.push(slice);
       batchLength += take;
       offset += take;
-      if (batchLength >= batchBytes) {
+      if (batchLength === batchBytes) {
         yield batch;
         batch = [];
         batchLength = 0;
       }
     }
   }
+  for (const piece of pieces(encoded)) yield* cut(piece, true);
   const trailer = Buffer.alloc(TRAILER_BYTES);
   trailer.writeUInt32LE(crc.value >>> 0, 0);
-  batch.push(trailer);
-  yield batch;
+  // The trailer is cut like any other piece: appending it whole to the last batch used
+  // to make that batch up to 8 bytes longer than `batchBytes`.
+  yield* cut(trailer, false);
+  if (batchLength > 0) yield batch;
 }
 
 /** Encodes a value into one contiguous buffer (small values, tests, the wire for tiny keys). */

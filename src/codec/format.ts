@@ -97,6 +97,11 @@ export function parseLayout(bytes: Uint8Array, maxTotalLength = Number.MAX_SAFE_
   if (frameCount > MAX_FRAMES) throw new FormatError(`too many frames: ${frameCount}`);
   if (kind === HeaderKind.Binary && frameCount !== 1) throw new FormatError('a binary value has exactly one frame');
   const needed = prefixLength(frameCount);
+  // Checked before asking for the frame table: a corrupt count or header length must not
+  // make a streaming reader wait for (or allocate) bytes the value cannot have.
+  if (needed + headerLength + TRAILER_BYTES > maxTotalLength) {
+    throw new FormatError(`${frameCount} frames and a ${headerLength}-byte header exceed the limit of ${maxTotalLength} bytes`);
+  }
   if (bytes.byteLength < needed) return needed;
   const frameLengths: number[] = [];
   for (let i = 0; i < frameCount; i++) {

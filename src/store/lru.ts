@@ -74,7 +74,9 @@ export class LruList<T> {
 
   private grow(): number {
     if (this.used === this.next.length) {
-      const capacity = this.next.length * 2;
+      // At least 1: with `new LruList(0)` doubling would stay at 0 and writes to the
+      // typed arrays would be silently dropped, corrupting the links.
+      const capacity = Math.max(1, this.next.length * 2);
       const next = new Int32Array(capacity);
       next.set(this.next);
       const prev = new Int32Array(capacity);

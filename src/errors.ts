@@ -92,6 +92,15 @@ export class SpillCapError extends SpillwayError {
   }
 }
 
+/** No tier below memory has room for a value (every one is at its capacity). It stays where it was. */
+export class TiersFullError extends SpillwayError {
+  readonly key: string;
+  constructor(key: string, bytes: number) {
+    super('SPW_ERR_TIERS_FULL', `no tier has room for ${describeKey(key)} (${bytes} bytes); it stays in memory`);
+    this.key = key;
+  }
+}
+
 /** A tier failed to write a value (disk full, I/O error). The value stays where it was. */
 export class TierWriteError extends SpillwayError {
   readonly key: string;

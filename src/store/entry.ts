@@ -1,8 +1,15 @@
 /** Where a key's value sits below memory: which tier, under which id, how many bytes. */
-export interface StoredCopy {
-  readonly tier: number;
-  readonly id: number;
-  readonly bytes: number;
+export class StoredCopy {
+  /** Loads, streams and moves reading this copy; its deletion waits for them. */
+  readers = 0;
+  /** No entry refers to it any more: delete it once the last reader is done. */
+  orphaned = false;
+  constructor(
+    readonly tier: number,
+    readonly id: number,
+    /** Encoded length (what a read returns), whatever the tier stores. */
+    readonly bytes: number,
+  ) {}
 }
 
 /** A write of this entry's value to a tier, in flight. */
@@ -12,7 +19,7 @@ export interface WriteJob {
   cancelled: boolean;
   /** evict() asked for it: drop the value once written, whatever the memory level. */
   force: boolean;
-  readonly done: Promise<number>;
+  done: Promise<number>;
 }
 
 /**
@@ -34,13 +41,13 @@ export class Entry {
   copy: StoredCopy | undefined = undefined;
   write: WriteJob | undefined = undefined;
   load: Promise<unknown> | undefined = undefined;
-  /** Loads and streams reading `copy`; its deletion waits for them. */
-  readers = 0;
-  /** The copy must be deleted once the last reader is done. */
-  copyOrphaned = false;
   pins = 0;
-  /** LRU slot, or -1 when not linked (pinned, in flight, not resident, unspillable). */
+  /** Memory LRU slot, or -1 when not linked (pinned, in flight, not resident, unspillable). */
   slot = -1;
+  /** Slot in the LRU of the tier holding `copy`, or -1. */
+  copySlot = -1;
+  /** The copy is being moved down to the next tier. */
+  moving = false;
   removed = false;
   /** The codec cannot encode it: never try again (until overwritten). */
   unspillable = false;

@@ -1,13 +1,9 @@
-import type { Tier } from '../tiers/tier.js';
+import type { ChainTierStats } from './chain.js';
 import type { StoreCounters } from './counters.js';
 import { type Accounting, Bucket, type CountBytes } from './entry.js';
 
-export interface TierStatsSummary {
-  name: string;
-  count: number;
-  bytes: number;
-  capacity: number;
-}
+/** Per tier: usage, capacity, moves down, and the tier's own counters when it has them. */
+export type TierStatsSummary = ChainTierStats;
 
 export interface StoreStats {
   keys: number;
@@ -46,14 +42,14 @@ export interface UnspillableEvent {
 export function buildStats(input: {
   acct: Accounting;
   counters: StoreCounters;
-  tiers: readonly Tier[];
+  tiers: ChainTierStats[];
   paused: boolean;
   keys: number;
   memoryLimit: number;
   targetBytes: number;
 }): StoreStats {
   const { acct } = input;
-  const tiers = input.tiers.map((tier) => ({ name: tier.name, capacity: tier.capacity, ...tier.usage() }));
+  const tiers = input.tiers;
   const disk = tiers.reduce((sum, t) => ({ count: sum.count + t.count, bytes: sum.bytes + t.bytes }), { count: 0, bytes: 0 });
   const mem = process.memoryUsage();
   const managedBytes = acct.residentBytes + acct.bytes[Bucket.Detached];

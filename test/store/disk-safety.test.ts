@@ -16,10 +16,11 @@ test('any string is a valid key, and no file name comes from a key', async (t) =
   await store.evict();
   for (const key of strangeKeys) assert.equal(store.where(key), 'disk');
   const files = await filesUnder(parent);
-  assert.equal(files.length, strangeKeys.length);
+  assert.ok(files.length >= 1);
   for (const file of files) {
     assert.ok(file.startsWith(inner + path.sep), `${file} is inside the store's directory`);
-    assert.match(path.basename(file), /^\d+\.spw$/);
+    // Names are the store's own ids (one file per value, or shared segment files).
+    assert.match(path.relative(inner, file), /^spillway-[\w]+\/[\w.-]+$/);
   }
   for (const [i, key] of strangeKeys.entries()) assert.deepEqual(await store.get(key), { i, key: key.slice(0, 10) });
 });

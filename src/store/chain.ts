@@ -1,0 +1,77 @@
+import type { Tier, TierStats } from '../tiers/tier.js';
+import type { Entry } from './entry.js';
+import { LruList } from './lru.js';
+
+/** A tier starts moving its least recently used values down above this share of its capacity. */
+export const DEMOTE_AT = 0.9;
+
+export interface ChainTierStats extends Partial<TierStats> {
+  name: string;
+  capacity: number;
+  count: number;
+  bytes: number;
+  /** Values moved down from this tier to the next. */
+  demotions: number;
+}
+
+/**
+ * The tiers below memory, in order, each with an LRU of the entries whose copy it holds
+ * and the bytes reserved for writes in flight. Spills go to the highest tier with room;
+ * a tier past DEMOTE_AT of its capacity hands its coldest values to the next one.
+ */
+export class TierChain {
+  readonly lrus: LruList<Entry>[];
+  readonly reserved: Float64Array;
+  readonly demotions: Float64Array;
+
+  constructor(readonly tiers: readonly Tier[]) {
+    this.lrus = tiers.map(() => new LruList<Entry>(64));
+    this.reserved = new Float64Array(tiers.length);
+    this.demotions = new Float64Array(tiers.length);
+  }
+
+  /** Bytes stored below memory, all tiers together, plus writes in flight. */
+  usedBytes(): number {
+    let total = 0;
+    for (let t = 0; t < this.tiers.length; t++) total += this.tiers[t].usage().bytes + this.reserved[t];
+    return total;
+  }
+
+  /** The first tier at or below `from` with room for `bytes`, or -1. */
+  pick(bytes: number, from = 0): number {
+    for (let t = from; t < this.tiers.length; t++) {
+      const tier = this.tiers[t];
+      if (tier.usage().bytes + this.reserved[t] + bytes <= tier.capacity) return t;
+    }
+    return -1;
+  }
+
+  /** True when tier `t` should move values down (and has somewhere to move them). */
+  overfull(t: number): boolean {
+    const tier = this.tiers[t];
+    return t + 1 < this.tiers.length && tier.usage().bytes + this.reserved[t] > tier.capacity * DEMOTE_AT;
+  }
+
+  link(entry: Entry): void {
+    if (entry.copy !== undefined && entry.copySlot < 0) entry.copySlot = this.lrus[entry.copy.tier].push(entry);
+  }
+
+  unlink(entry: Entry): void {
+    if (entry.copy !== undefined && entry.copySlot >= 0) this.lrus[entry.copy.tier].remove(entry.copySlot);
+    entry.copySlot = -1;
+  }
+
+  touch(entry: Entry): void {
+    if (entry.copy !== undefined && entry.copySlot >= 0) this.lrus[entry.copy.tier].touch(entry.copySlot);
+  }
+
+  stats(): ChainTierStats[] {
+    return this.tiers.map((tier, t) => ({
+      ...tier.stats?.(),
+      name: tier.name,
+      capacity: tier.capacity,
+      ...tier.usage(),
+      demotions: this.demotions[t],
+    }));
+  }
+}

@@ -1,0 +1,87 @@
+import { checkChecksum, Crc32, decodeBody, layoutOfBytes } from '../codec/index.js';
+import { ChecksumError, KeyNotFoundError, SpillwayError, TierReadError } from '../errors.js';
+import { secondsSince } from './counters.js';
+import type { Entry, StoredCopy } from './entry.js';
+import type { StoreState } from './state.js';
+
+/**
+ * Brings values back into memory. Single flight: all concurrent readers of a key share
+ * one read and one decode, so they all get the identical object.
+ */
+export class Loader {
+  constructor(private readonly state: StoreState) {}
+
+  load(entry: Entry): Promise<unknown> {
+    const alive = this.state.reattach(entry);
+    if (alive !== undefined) return Promise.resolve(alive);
+    if (entry.load !== undefined) {
+      this.state.counters.sharedLoads++;
+      return entry.load;
+    }
+    const copy = entry.copy;
+    if (copy === undefined) return Promise.reject(new KeyNotFoundError(entry.key));
+    this.state.startReading(copy);
+    entry.load = this.#read(entry.key, copy).then(
+      (value) => {
+        entry.load = undefined;
+        this.state.doneReading(copy);
+        if (!entry.removed && !entry.resident) this.state.makeResident(entry, value);
+        // A reader that asked before a delete or an overwrite still gets what it asked for;
+        // the value is not put back in the store.
+        return entry.removed ? value : entry.value;
+      },
+      (err: unknown) => {
+        entry.load = undefined;
+        this.state.doneReading(copy);
+        throw err;
+      },
+    );
+    return entry.load;
+  }
+
+  /** Reads a copy, hashing each piece as it lands (overlapping the next read), then decodes. */
+  async #read(key: string, copy: StoredCopy): Promise<unknown> {
+    const { counters } = this.state;
+    const tier = this.state.opts.tiers[copy.tier];
+    const crc = new Crc32();
+    const hashLimit = copy.bytes - 8;
+    let hashed = 0;
+    let hashSeconds = 0;
+    const start = performance.now();
+    let bytes: Uint8Array;
+    try {
+      bytes = await tier.read(copy.id, (chunk) => {
+        const t = performance.now();
+        const take = Math.min(chunk.byteLength, Math.max(0, hashLimit - hashed));
+        if (take > 0) crc.update(take === chunk.byteLength ? chunk : chunk.subarray(0, take));
+        hashed += chunk.byteLength;
+        hashSeconds += secondsSince(t);
+      });
+    } catch (err) {
+      counters.readErrors++;
+      throw err instanceof SpillwayError && err.code === 'SPW_ERR_CLOSED' ? err : new TierReadError(tier.name, key, err);
+    }
+    counters.readSeconds += secondsSince(start);
+    const decodeStart = performance.now();
+    try {
+      const layout = layoutOfBytes(bytes);
+      if (hashed !== bytes.byteLength) {
+        // The tier did not report its pieces: hash the whole buffer now.
+        crc.value = 0;
+        crc.update(bytes.subarray(0, layout.trailerOffset));
+      }
+      checkChecksum(bytes, layout, crc.value, `value of key ${JSON.stringify(key.slice(0, 80))} in tier "${tier.name}"`);
+      const value = decodeBody(bytes, layout);
+      counters.diskReads++;
+      counters.unspilledBytes += bytes.byteLength;
+      return value;
+    } catch (err) {
+      if (err instanceof ChecksumError) counters.checksumErrors++;
+      else counters.readErrors++;
+      this.state.report(err);
+      throw err;
+    } finally {
+      counters.decodeSeconds += hashSeconds + secondsSince(decodeStart);
+    }
+  }
+}

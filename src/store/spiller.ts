@@ -1,0 +1,330 @@
+import type { Readable } from 'node:stream';
+import { encode, encodedBatches } from '../codec/index.js';
+import { ChecksumError, ClosedError, CodecError, SpillCapError, SpillwayError, TierWriteError, TiersFullError } from '../errors.js';
+import type { WriteSource } from '../tiers/tier.js';
+import { secondsSince } from './counters.js';
+import { timed, verifiedSource } from './encoded-io.js';
+import { Bucket, type Entry, StoredCopy, type WriteJob } from './entry.js';
+import type { StoreState } from './state.js';
+import type { UnspillableEvent } from './stats.js';
+
+/**
+ * Moves values down: memory → tiers (spilling, LRU first, `spillConcurrency` writes at a
+ * time) and tier → next tier (demotion, when a tier passes its capacity). A value being
+ * written stays readable from memory; a failed write leaves it there. Nothing is lost.
+ */
+export class Spiller {
+  readonly #writes = new Set<Promise<unknown>>();
+  #active = 0;
+  #queued = 0;
+  readonly #waiters: (() => void)[] = [];
+  readonly #demoting = new Set<number>();
+  #retryTimer: NodeJS.Timeout | undefined;
+  #stuckReported = false;
+
+  constructor(private readonly state: StoreState) {}
+
+  /** Starts background writes, LRU first, while memory (net of writes in flight) is over target. */
+  pump(): void {
+    const { acct, lru, opts } = this.state;
+    if (this.state.closed) return;
+    const now = performance.now();
+    while (acct.residentBytes - acct.bytes[Bucket.Spilling] > opts.targetBytes) {
+      const entry = lru.oldest();
+      if (entry === undefined || entry.retryAfter > now) {
+        this.#reportStuck(entry);
+        return;
+      }
+      if (entry.copy !== undefined) {
+        this.state.drop(entry);
+        continue;
+      }
+      if (this.#active + this.#queued >= opts.spillConcurrency) return;
+      void this.spill(entry, false);
+    }
+    this.#stuckReported = false;
+    this.state.onShrink();
+  }
+
+  /** Spills LRU first until `bytes` are out of memory; resolves to the bytes evicted. */
+  async evict(bytes: number): Promise<number> {
+    const chosen: Entry[] = [];
+    let planned = 0;
+    const now = performance.now();
+    for (const entry of this.state.lru.fromOldest()) {
+      if (planned >= bytes) break;
+      if (entry.retryAfter > now) continue;
+      chosen.push(entry);
+      planned += entry.size;
+    }
+    const freed = await Promise.all(chosen.map((entry) => this.spill(entry, true)));
+    return freed.reduce((a, b) => a + b, 0);
+  }
+
+  /** Resolves when no write or move is in flight. */
+  async flush(): Promise<void> {
+    while (this.#writes.size > 0) await Promise.allSettled([...this.#writes]);
+  }
+
+  /**
+   * Writes one entry's value below memory; resolves to the bytes freed from memory. With
+   * `force` (evict(), or a value larger than the target) the value is dropped once written.
+   */
+  spill(entry: Entry, force: boolean): Promise<number> {
+    if (entry.write !== undefined) return entry.write.done.then(() => 0);
+    if (entry.copy !== undefined) {
+      if (!entry.resident || entry.pins > 0) return Promise.resolve(0);
+      this.state.drop(entry);
+      this.state.onShrink();
+      return Promise.resolve(entry.size);
+    }
+    const job: WriteJob = { id: this.state.newId(), cancelled: false, force, done: Promise.resolve(0) };
+    const { acct } = this.state;
+    acct.remove(entry);
+    entry.write = job;
+    if (entry.slot >= 0) {
+      this.state.lru.remove(entry.slot);
+      entry.slot = -1;
+    }
+    acct.add(entry);
+    this.#queued++;
+    job.done = this.#inSlot(() => this.#write(entry, job)).finally(() => {
+      this.#writes.delete(job.done);
+      this.pump();
+    });
+    this.#writes.add(job.done);
+    return job.done;
+  }
+
+  /**
+   * Stores already-encoded bytes straight into the first tier with room, verifying the
+   * layout and checksum as they pass. Resolves to the new copy.
+   */
+  async writeEncoded(key: string, source: Uint8Array | WriteSource, byteLength: number): Promise<StoredCopy> {
+    const { counters } = this.state;
+    this.#checkCap(key, byteLength);
+    const t = this.#pickTier(key, byteLength);
+    const tier = this.state.opts.tiers[t];
+    const id = this.state.newId();
+    this.state.chain.reserved[t] += byteLength;
+    const start = performance.now();
+    const done = (async () => {
+      try {
+        await tier.write(id, verifiedSource(source, byteLength), byteLength);
+      } catch (err) {
+        if (err instanceof ChecksumError) counters.checksumErrors++;
+        throw err instanceof SpillwayError ? err : new TierWriteError(tier.name, key, err);
+      } finally {
+        this.state.chain.reserved[t] -= byteLength;
+      }
+    })();
+    this.#writes.add(done);
+    try {
+      await done;
+    } finally {
+      this.#writes.delete(done);
+    }
+    counters.writeSeconds += secondsSince(start);
+    counters.diskWrites++;
+    counters.spilledBytes += byteLength;
+    this.#afterTierWrite(t);
+    return new StoredCopy(t, id, byteLength);
+  }
+
+  /** Runs `work` in one of the `spillConcurrency` write slots. */
+  async #inSlot<T>(work: () => Promise<T>): Promise<T> {
+    if (this.#active >= this.state.opts.spillConcurrency) await new Promise<void>((resolve) => this.#waiters.push(resolve));
+    this.#queued--;
+    this.#active++;
+    try {
+      return await work();
+    } finally {
+      this.#active--;
+      this.#waiters.shift()?.();
+    }
+  }
+
+  async #write(entry: Entry, job: WriteJob): Promise<number> {
+    const { state } = this;
+    const { counters, acct } = state;
+    let failure: unknown;
+    let copy: StoredCopy | undefined;
+    let tierName = state.opts.tiers[0].name;
+    const encodeStart = performance.now();
+    try {
+      if (entry.removed || job.cancelled || state.closed) throw new ClosedError();
+      const encoded = encode(entry.value);
+      counters.encodeSeconds += secondsSince(encodeStart);
+      this.#checkCap(entry.key, encoded.byteLength);
+      const t = this.#pickTier(entry.key, encoded.byteLength);
+      const tier = state.opts.tiers[t];
+      tierName = tier.name;
+      state.chain.reserved[t] += encoded.byteLength;
+      const writeStart = performance.now();
+      try {
+        await tier.write(job.id, timed(encodedBatches(encoded), (s) => (counters.encodeSeconds += s)), encoded.byteLength);
+      } finally {
+        state.chain.reserved[t] -= encoded.byteLength;
+      }
+      counters.writeSeconds += secondsSince(writeStart);
+      counters.diskWrites++;
+      counters.spilledBytes += encoded.byteLength;
+      copy = new StoredCopy(t, job.id, encoded.byteLength);
+    } catch (err) {
+      failure = err;
+    }
+    acct.remove(entry);
+    entry.write = undefined;
+    if (copy === undefined) {
+      acct.add(entry);
+      if (!entry.removed && !state.closed) this.#failed(entry, failure, tierName);
+      else state.relink(entry);
+      return 0;
+    }
+    if (entry.removed || job.cancelled) {
+      // Deleted or overwritten while being written: its file must not outlive it.
+      acct.add(entry);
+      state.orphan(copy);
+      return 0;
+    }
+    state.setCopy(entry, copy);
+    entry.retryAfter = 0;
+    acct.add(entry);
+    state.relink(entry);
+    this.#afterTierWrite(copy.tier);
+    if (entry.pins === 0 && (job.force || acct.residentBytes > state.opts.targetBytes)) {
+      state.drop(entry);
+      state.onShrink();
+      return entry.size;
+    }
+    return 0;
+  }
+
+  #failed(entry: Entry, err: unknown, tierName: string): void {
+    const { counters, opts } = this.state;
+    if (err instanceof CodecError) {
+      counters.codecErrors++;
+      entry.unspillable = true;
+      this.state.report(new CodecError(`key ${JSON.stringify(entry.key.slice(0, 80))} stays in memory: ${err.message}`, { cause: err, key: entry.key }));
+    } else {
+      entry.retryAfter = performance.now() + opts.retryDelay;
+      if (err instanceof SpillCapError || err instanceof TiersFullError) {
+        this.state.report(err);
+      } else {
+        counters.writeErrors++;
+        this.state.report(err instanceof SpillwayError ? err : new TierWriteError(tierName, entry.key, err));
+      }
+    }
+    this.state.relink(entry);
+  }
+
+  #checkCap(key: string, bytes: number): void {
+    const used = this.state.chain.usedBytes();
+    const cap = this.state.opts.maxSpill;
+    if (used + bytes > cap) {
+      this.state.counters.spillCapRejections++;
+      throw new SpillCapError(key, bytes, cap, used);
+    }
+  }
+
+  #pickTier(key: string, bytes: number): number {
+    const t = this.state.chain.pick(bytes);
+    if (t < 0) throw new TiersFullError(key, bytes);
+    return t;
+  }
+
+  #afterTierWrite(t: number): void {
+    if (this.state.chain.overfull(t) && !this.#demoting.has(t)) {
+      const done = this.#demote(t).catch((err: unknown) => this.state.report(err));
+      this.#writes.add(done);
+      void done.finally(() => this.#writes.delete(done));
+    }
+  }
+
+  /** Moves the coldest copies of tier `t` to the next tier with room, one at a time. */
+  async #demote(t: number): Promise<void> {
+    const { state } = this;
+    const { chain } = state;
+    this.#demoting.add(t);
+    try {
+      while (chain.overfull(t) && !state.closed) {
+        let victim: Entry | undefined;
+        for (const entry of chain.lrus[t].fromOldest()) {
+          if (!entry.moving && entry.copy !== undefined && entry.copy.readers === 0) {
+            victim = entry;
+            break;
+          }
+        }
+        if (victim === undefined || !(await this.#move(victim, t))) return;
+      }
+    } finally {
+      this.#demoting.delete(t);
+    }
+  }
+
+  async #move(entry: Entry, t: number): Promise<boolean> {
+    const { state } = this;
+    const old = entry.copy as StoredCopy;
+    const target = state.chain.pick(old.bytes, t + 1);
+    if (target < 0) return false;
+    const tier = state.opts.tiers[target];
+    const id = state.newId();
+    entry.moving = true;
+    state.startReading(old);
+    state.chain.reserved[target] += old.bytes;
+    try {
+      await tier.write(id, streamSource(state.opts.tiers[t].createReadStream(old.id)), old.bytes);
+    } catch (err) {
+      state.report(new TierWriteError(tier.name, entry.key, err));
+      return false;
+    } finally {
+      state.chain.reserved[target] -= old.bytes;
+      state.doneReading(old);
+      entry.moving = false;
+    }
+    const moved = new StoredCopy(target, id, old.bytes);
+    state.chain.demotions[t]++;
+    if (entry.removed || entry.copy !== old) {
+      state.orphan(moved);
+      return true;
+    }
+    state.setCopy(entry, moved);
+    state.orphan(old);
+    this.#afterTierWrite(target);
+    return true;
+  }
+
+  /** Memory is over target and nothing more can be spilled now: say exactly why. */
+  #reportStuck(next: Entry | undefined): void {
+    const { acct, opts } = this.state;
+    if (next !== undefined) this.#scheduleRetry(next.retryAfter - performance.now());
+    if (this.#stuckReported || acct.bytes[Bucket.Spilling] > 0) return;
+    this.#stuckReported = true;
+    const event: UnspillableEvent = {
+      residentBytes: acct.residentBytes,
+      targetBytes: opts.targetBytes,
+      pinned: acct.get(Bucket.Pinned),
+      memory: acct.get(Bucket.Memory),
+      reason: next !== undefined ? 'write-failures' : acct.bytes[Bucket.Memory] > 0 ? 'unencodable' : 'all-pinned',
+    };
+    this.state.events.emit('unspillable', event);
+  }
+
+  #scheduleRetry(delay: number): void {
+    if (this.#retryTimer !== undefined || this.state.closed) return;
+    this.#retryTimer = setTimeout(() => {
+      this.#retryTimer = undefined;
+      this.#stuckReported = false;
+      this.pump();
+    }, Math.max(1, delay));
+    this.#retryTimer.unref();
+  }
+
+  stop(): void {
+    clearTimeout(this.#retryTimer);
+  }
+}
+
+async function* streamSource(stream: Readable): WriteSource {
+  for await (const chunk of stream) yield [chunk as Uint8Array];
+}

@@ -1,0 +1,176 @@
+import type { EventEmitter } from 'node:events';
+import { SpillwayError, TierWriteError } from '../errors.js';
+import { TierChain } from './chain.js';
+import { newCounters } from './counters.js';
+import { Accounting, type Entry, type StoredCopy } from './entry.js';
+import { LruList } from './lru.js';
+import type { ResolvedOptions } from './options.js';
+
+/**
+ * Everything the store's parts share: the entries, the memory LRU, the accounting, the
+ * tier chain, and the small state transitions that must keep them consistent. Every
+ * change to an entry that can move it between buckets goes `acct.remove` → change →
+ * `acct.add`, so the totals are right by construction (and checked in tests).
+ */
+export class StoreState {
+  readonly entries = new Map<string, Entry>();
+  readonly lru = new LruList<Entry>();
+  readonly acct = new Accounting();
+  readonly counters = newCounters();
+  readonly chain: TierChain;
+  closed = false;
+  /** Hooks set by the store: memory may have grown (spill?) or shrunk (resume?). */
+  onGrowth: () => void = () => undefined;
+  onShrink: () => void = () => undefined;
+  #nextId = 0;
+  readonly #registry = new FinalizationRegistry<{ entry: Entry; token: object }>((held) => this.#collected(held));
+  readonly #lastWarning = new Map<string, number>();
+
+  constructor(
+    readonly opts: ResolvedOptions,
+    readonly events: EventEmitter,
+  ) {
+    this.chain = new TierChain(opts.tiers);
+  }
+
+  /** A fresh tier id: ids are never reused, so a late write can never clobber a newer one. */
+  newId(): number {
+    return ++this.#nextId;
+  }
+
+  pin(entry: Entry): void {
+    this.acct.remove(entry);
+    entry.pins++;
+    this.#unlinkMemory(entry);
+    this.acct.add(entry);
+  }
+
+  unpin(entry: Entry): void {
+    this.acct.remove(entry);
+    entry.pins--;
+    this.acct.add(entry);
+    this.relink(entry);
+    this.onGrowth();
+  }
+
+  /** Puts an entry back in the memory LRU if it may be evicted now. */
+  relink(entry: Entry): void {
+    if (entry.slot < 0 && entry.resident && !entry.removed && entry.pins === 0 && entry.write === undefined && !entry.unspillable) {
+      entry.slot = this.lru.push(entry);
+    }
+  }
+
+  #unlinkMemory(entry: Entry): void {
+    if (entry.slot >= 0) {
+      this.lru.remove(entry.slot);
+      entry.slot = -1;
+    }
+  }
+
+  /** Makes `value` the resident value of an entry that was below memory. */
+  makeResident(entry: Entry, value: unknown): void {
+    this.acct.remove(entry);
+    this.#forgetWeak(entry);
+    entry.resident = true;
+    entry.value = value;
+    this.acct.add(entry);
+    this.relink(entry);
+    this.chain.touch(entry);
+    this.onGrowth();
+  }
+
+  /** Gives an entry its copy below memory (after a spill or a move). */
+  setCopy(entry: Entry, copy: StoredCopy): void {
+    this.chain.unlink(entry);
+    entry.copy = copy;
+    this.chain.link(entry);
+  }
+
+  /** Forgets a key: its value, its weak reference, and (once no reader needs it) its copy. */
+  remove(entry: Entry, deleteCopy = true): void {
+    this.acct.remove(entry);
+    entry.removed = true;
+    if (this.entries.get(entry.key) === entry) this.entries.delete(entry.key);
+    this.#unlinkMemory(entry);
+    this.chain.unlink(entry);
+    if (entry.write !== undefined) entry.write.cancelled = true;
+    this.#forgetWeak(entry);
+    entry.value = entry.resolved = undefined;
+    if (entry.copy !== undefined && deleteCopy) this.orphan(entry.copy);
+  }
+
+  /** The copy is no longer wanted: delete it now, or when its last reader is done. */
+  orphan(copy: StoredCopy): void {
+    copy.orphaned = true;
+    if (copy.readers === 0) this.#deleteCopy(copy);
+  }
+
+  startReading(copy: StoredCopy): void {
+    copy.readers++;
+  }
+
+  doneReading(copy: StoredCopy): void {
+    copy.readers--;
+    if (copy.readers === 0 && copy.orphaned) this.#deleteCopy(copy);
+  }
+
+  #deleteCopy(copy: StoredCopy): void {
+    const tier = this.opts.tiers[copy.tier];
+    tier.delete(copy.id).catch((err: unknown) => this.report(new TierWriteError(tier.name, `#${copy.id}`, err)));
+  }
+
+  /** Drops the in-memory value of an entry that has a copy below; keeps a weak reference. */
+  drop(entry: Entry): void {
+    this.acct.remove(entry);
+    this.#unlinkMemory(entry);
+    const value = entry.value;
+    if ((typeof value === 'object' && value !== null) || typeof value === 'function') {
+      const token = {};
+      entry.weak = new WeakRef(value);
+      entry.weakToken = token;
+      entry.detached = true;
+      this.#registry.register(value, { entry, token }, token);
+    }
+    entry.value = entry.resolved = undefined;
+    entry.resident = false;
+    this.acct.add(entry);
+    this.counters.evictions++;
+  }
+
+  /** A dropped value that is still alive elsewhere comes back without I/O. */
+  reattach(entry: Entry): unknown {
+    const value = entry.detached ? entry.weak?.deref() : undefined;
+    if (value === undefined) return undefined;
+    this.counters.weakHits++;
+    this.makeResident(entry, value);
+    return value;
+  }
+
+  #forgetWeak(entry: Entry): void {
+    if (entry.weakToken !== undefined) this.#registry.unregister(entry.weakToken);
+    entry.weak = entry.weakToken = undefined;
+    entry.detached = false;
+  }
+
+  #collected(held: { entry: Entry; token: object }): void {
+    const { entry, token } = held;
+    if (entry.weakToken !== token || !entry.detached || entry.removed) return;
+    this.acct.remove(entry);
+    entry.detached = false;
+    entry.weak = entry.weakToken = undefined;
+    this.acct.add(entry);
+  }
+
+  /** 'error' events when someone listens; otherwise a rate-limited process warning, never a crash. */
+  report(err: unknown): void {
+    if (this.events.listenerCount('error') > 0) {
+      this.events.emit('error', err);
+      return;
+    }
+    const code = err instanceof SpillwayError ? err.code : 'SPW_ERR_UNKNOWN';
+    const now = Date.now();
+    if (now - (this.#lastWarning.get(code) ?? 0) < 5000) return;
+    this.#lastWarning.set(code, now);
+    process.emitWarning(err instanceof Error ? err.message : String(err), { code, type: 'SpillwayWarning' });
+  }
+}

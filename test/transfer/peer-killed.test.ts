@@ -1,0 +1,76 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { afterEach, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { DataClient, DataServer, TransferError } from '../../src/transfer/index.js';
+import { Fixture, pattern, waitFor, watchIncoming } from './helpers.js';
+
+const MiB = 1024 * 1024;
+const child = path.join(path.dirname(fileURLToPath(import.meta.url)), 'child-peer.ts');
+
+/** Starts a child peer; resolves with its first stdout line (JSON). */
+async function spawnPeer(fx: Fixture, args: string[]): Promise<{ proc: ChildProcess; info: { port?: number; directory: string } }> {
+  const proc = spawn(process.execPath, ['--import', 'tsx', child, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  fx.defer(async () => {
+    if (proc.exitCode === null && proc.signalCode === null) {
+      proc.kill('SIGKILL');
+      await new Promise((r) => proc.once('exit', r));
+    }
+  });
+  const line = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    proc.stdout?.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      if (out.includes('\n')) resolve(out.slice(0, out.indexOf('\n')));
+    });
+    proc.once('exit', () => reject(new Error('child exited early')));
+  });
+  const info = JSON.parse(line) as { port?: number; directory: string };
+  // A SIGKILLed child cannot clean up after itself.
+  fx.defer(() => fs.rm(info.directory, { recursive: true, force: true }));
+  return { proc, info };
+}
+
+describe('peer killed mid-transfer', () => {
+  const fx = new Fixture();
+  afterEach(() => fx.cleanup());
+
+  it('a server killed mid-value: the client fails with TransferError and its store is unchanged', async () => {
+    const { proc, info } = await spawnPeer(fx, ['serve', '256']);
+    const target = await fx.store();
+    let killed = false;
+    const watched = watchIncoming(target, (_key, received) => {
+      if (!killed && received > 8 * MiB) {
+        killed = true;
+        proc.kill('SIGKILL');
+      }
+    });
+    const fetching = new DataClient({ diskQueueBytes: MiB }).fetch({ host: '127.0.0.1', port: info.port ?? 0 }, ['small', 'big'], watched);
+    await assert.rejects(fetching, TransferError);
+    assert.ok(killed);
+    assert.equal(target.has('small'), false, 'the value received before the kill is rolled back');
+    assert.equal(target.has('big'), false);
+    assert.equal(target.stats().disk.count, 0);
+    assert.equal(target.stats().keys, 0);
+  });
+
+  it('a client killed mid-value: the server releases the key and goes on serving', async () => {
+    const source = await fx.store();
+    source.set('big', pattern(256 * MiB));
+    await source.evict(Infinity);
+    const server = await DataServer.listen(source);
+    fx.defer(() => server.close());
+    const { proc } = await spawnPeer(fx, ['fetch', String(server.address.port), 'big']);
+    await waitFor(() => server.stats().bytesInFlight > 0, 10_000);
+    proc.kill('SIGKILL');
+    await waitFor(() => server.stats().activeRequests === 0 && server.stats().bytesInFlight === 0, 10_000);
+    assert.equal(server.stats().aborted, 1);
+    assert.equal(source.delete('big'), true);
+    source.set('next', pattern(1000));
+    const target = await fx.store();
+    await new DataClient().fetch(server.address, ['next'], target);
+    assert.deepEqual(await target.get('next'), pattern(1000));
+  });
+});

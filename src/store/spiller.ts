@@ -4,6 +4,7 @@ import { ChecksumError, ClosedError, CodecError, SpillCapError, SpillwayError, T
 import type { WriteSource } from '../tiers/tier.js';
 import { secondsSince } from './counters.js';
 import { timed, verifiedSource } from './encoded-io.js';
+import { DEMOTE_AT } from './chain.js';
 import { Bucket, type Entry, StoredCopy, type WriteJob } from './entry.js';
 import type { StoreState } from './state.js';
 import type { UnspillableEvent } from './stats.js';
@@ -18,7 +19,7 @@ export class Spiller {
   #active = 0;
   #queued = 0;
   readonly #waiters: (() => void)[] = [];
-  readonly #demoting = new Set<number>();
+  readonly #demoting = new Map<number, Promise<void>>();
   #retryTimer: NodeJS.Timeout | undefined;
   #stuckReported = false;
 
@@ -103,7 +104,7 @@ export class Spiller {
   async writeEncoded(key: string, source: Uint8Array | WriteSource, byteLength: number): Promise<StoredCopy> {
     const { counters } = this.state;
     this.#checkCap(key, byteLength);
-    const t = this.#pickTier(key, byteLength);
+    const t = await this.#room(key, byteLength);
     const tier = this.state.opts.tiers[t];
     const id = this.state.newId();
     this.state.chain.reserved[t] += byteLength;
@@ -156,7 +157,7 @@ export class Spiller {
       const encoded = encode(entry.value);
       counters.encodeSeconds += secondsSince(encodeStart);
       this.#checkCap(entry.key, encoded.byteLength);
-      const t = this.#pickTier(entry.key, encoded.byteLength);
+      const t = await this.#room(entry.key, encoded.byteLength);
       const tier = state.opts.tiers[t];
       tierName = tier.name;
       state.chain.reserved[t] += encoded.byteLength;
@@ -227,38 +228,57 @@ export class Spiller {
     }
   }
 
-  #pickTier(key: string, bytes: number): number {
-    const t = this.state.chain.pick(bytes);
-    if (t < 0) throw new TiersFullError(key, bytes);
-    return t;
+  /**
+   * The tier a new value of `bytes` goes to: the highest one with room, after moving its
+   * coldest values down when it could hold the new one that way. New spills are the
+   * warmest data below memory, so they belong at the top, not at the bottom.
+   */
+  async #room(key: string, bytes: number): Promise<number> {
+    const { chain } = this.state;
+    for (let t = 0; t < chain.tiers.length; t++) {
+      if (chain.pick(bytes, t) === t) return t;
+      if (t + 1 < chain.tiers.length && bytes <= chain.tiers[t].capacity * DEMOTE_AT) {
+        await this.#demote(t, bytes);
+        if (chain.pick(bytes, t) === t) return t;
+      }
+    }
+    throw new TiersFullError(key, bytes);
   }
 
   #afterTierWrite(t: number): void {
     if (this.state.chain.overfull(t) && !this.#demoting.has(t)) {
-      const done = this.#demote(t).catch((err: unknown) => this.state.report(err));
+      const done = this.#demote(t, 0).catch((err: unknown) => this.state.report(err));
       this.#writes.add(done);
       void done.finally(() => this.#writes.delete(done));
     }
   }
 
-  /** Moves the coldest copies of tier `t` to the next tier with room, one at a time. */
-  async #demote(t: number): Promise<void> {
+  /**
+   * Moves the coldest copies of tier `t` to the next tier with room, one at a time, until
+   * `incoming` more bytes fit under its demotion mark. One mover per tier: a second caller
+   * waits for the running one.
+   */
+  #demote(t: number, incoming: number): Promise<void> {
+    const running = this.#demoting.get(t);
+    if (running !== undefined) return running;
+    const done = this.#demoteNow(t, incoming).finally(() => this.#demoting.delete(t));
+    this.#demoting.set(t, done);
+    return done;
+  }
+
+  async #demoteNow(t: number, incoming: number): Promise<void> {
     const { state } = this;
     const { chain } = state;
-    this.#demoting.add(t);
-    try {
-      while (chain.overfull(t) && !state.closed) {
-        let victim: Entry | undefined;
-        for (const entry of chain.lrus[t].fromOldest()) {
-          if (!entry.moving && entry.copy !== undefined && entry.copy.readers === 0) {
-            victim = entry;
-            break;
-          }
+    const tier = chain.tiers[t];
+    while (tier.usage().bytes + chain.reserved[t] + incoming > tier.capacity * DEMOTE_AT && !state.closed) {
+      let victim: Entry | undefined;
+      for (const entry of chain.lrus[t].fromOldest()) {
+        if (!entry.moving && entry.copy !== undefined && entry.copy.readers === 0) {
+          victim = entry;
+          break;
         }
-        if (victim === undefined || !(await this.#move(victim, t))) return;
       }
-    } finally {
-      this.#demoting.delete(t);
+      if (victim === undefined || !(await this.#move(victim, t))) return;
     }
   }
 

@@ -1,0 +1,97 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { CompressedMemoryTier } from '../../src/tiers/compressed-memory.js';
+import { DiskTier, InvalidArgumentError, SpillStore, type Tier } from '../../src/index.js';
+import { checkInvariants } from '../../src/store/spill-store.js';
+import { KiB, MiB, tempDir, waitFor } from '../helpers/store.js';
+
+/** Compressible data: a rounded random walk. */
+function walk(n: number, seed: number): Float64Array {
+  const a = new Float64Array(n);
+  let x = seed;
+  let s = seed * 7919 + 1;
+  for (let i = 0; i < n; i++) {
+    s = (s * 1103515245 + 12345) % 2147483648;
+    x += s % 3 === 0 ? 0.5 : -0.25;
+    a[i] = Math.round(x * 4) / 4;
+  }
+  return a;
+}
+
+async function openChain(t: import('node:test').TestContext, compressedCapacity: number): Promise<{ store: SpillStore; compressed: CompressedMemoryTier }> {
+  const dir = await tempDir(t);
+  const compressed = new CompressedMemoryTier({ name: 'lz4', capacity: compressedCapacity });
+  const store = await SpillStore.open({
+    memoryLimit: 256 * KiB,
+    monitorInterval: 0,
+    tiers: [compressed, new DiskTier({ directory: dir })],
+  });
+  t.after(() => store.close());
+  return { store, compressed };
+}
+
+test('values flow memory → compressed memory → disk, coldest first; where() names the tier', async (t) => {
+  const { store } = await openChain(t, 200 * KiB);
+  for (let i = 0; i < 16; i++) {
+    store.set(`k${i}`, walk(8 * KiB, i)); // 64 KiB each
+    await store.flush();
+  }
+  await waitFor(() => store.stats().tiers[0].bytes <= 200 * KiB, 3000, 'demotion');
+  await store.flush();
+  const places = Array.from({ length: 16 }, (_, i) => store.where(`k${i}`));
+  assert.ok(places.includes('disk'), places.join());
+  assert.ok(places.includes('lz4'), places.join());
+  assert.equal(places[15], 'memory');
+  // The oldest went furthest down.
+  t.diagnostic(places.join());
+  assert.equal(places[0], 'disk');
+  assert.ok(places.lastIndexOf('disk') < places.indexOf('lz4'), places.join());
+  const tiers = store.stats().tiers;
+  assert.ok(tiers[0].demotions > 0);
+  assert.ok((tiers[0].compressionRatio ?? 1) > 1.5, `ratio ${tiers[0].compressionRatio}`);
+  assert.deepEqual(store[checkInvariants](), []);
+  for (let i = 0; i < 16; i++) assert.deepEqual(await store.get(`k${i}`), walk(8 * KiB, i));
+});
+
+test('reading a value from a lower tier brings it to memory and keeps the lower copy', async (t) => {
+  const { store } = await openChain(t, 1 * MiB);
+  store.set('k', walk(8 * KiB, 1));
+  await store.evict();
+  assert.equal(store.where('k'), 'lz4');
+  const writes = store.stats().counters.diskWrites;
+  const value = await store.get('k');
+  assert.equal(store.where('k'), 'memory');
+  assert.deepEqual(value, walk(8 * KiB, 1));
+  await store.evict();
+  assert.equal(store.where('k'), 'lz4');
+  assert.equal(store.stats().counters.diskWrites, writes, 'evicting again wrote nothing');
+});
+
+test('a value too large for the upper tier goes straight to the next one', async (t) => {
+  const { store } = await openChain(t, 64 * KiB);
+  store.set('big', walk(32 * KiB, 2)); // 256 KiB encoded: never fits in 64 KiB
+  await store.flush();
+  assert.equal(store.where('big'), 'disk');
+  assert.deepEqual(await store.get('big'), walk(32 * KiB, 2));
+});
+
+test('deleting keys during demotion leaves no copy anywhere', async (t) => {
+  const { store } = await openChain(t, 128 * KiB);
+  for (let i = 0; i < 12; i++) store.set(`k${i}`, walk(8 * KiB, i));
+  await store.evict();
+  for (let i = 0; i < 12; i++) store.delete(`k${i}`);
+  await store.flush();
+  await waitFor(() => store.stats().disk.count === 0, 3000, 'all copies removed');
+  assert.deepEqual(store[checkInvariants](), []);
+});
+
+test('a misconfigured chain is rejected at open', async (t) => {
+  const dir = await tempDir(t);
+  const disk = (name = 'disk'): Tier => new DiskTier({ directory: dir, name });
+  await assert.rejects(SpillStore.open({ tiers: [disk('a'), disk('a')] }), (e: unknown) => e instanceof InvalidArgumentError && /two tiers/.test(e.message));
+  await assert.rejects(SpillStore.open({ tiers: [disk('memory')] }), InvalidArgumentError);
+  const noCapacity = Object.assign(disk('x'), {}) as Tier;
+  Object.defineProperty(noCapacity, 'capacity', { value: 0 });
+  await assert.rejects(SpillStore.open({ tiers: [noCapacity] }), /no capacity/);
+  await assert.rejects(SpillStore.open({ tiers: [{} as Tier] }), InvalidArgumentError);
+});

@@ -25,10 +25,12 @@ export class Loader {
       (value) => {
         entry.load = undefined;
         this.state.doneReading(copy);
+        // Becoming resident may push memory over target and drop it again at once (when all
+        // else is pinned): the readers still get this value, and a weak reference to it.
+        // A reader that asked before a delete or an overwrite also gets what it asked for;
+        // the value is not put back in the store then.
         if (!entry.removed && !entry.resident) this.state.makeResident(entry, value);
-        // A reader that asked before a delete or an overwrite still gets what it asked for;
-        // the value is not put back in the store.
-        return entry.removed ? value : entry.value;
+        return value;
       },
       (err: unknown) => {
         entry.load = undefined;

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import fc from 'fast-check';
-import { SpillStore, type Lease } from '../../src/index.js';
+import { DiskTier, SpillStore, type Lease } from '../../src/index.js';
+import { CompressedMemoryTier } from '../../src/tiers/compressed-memory.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
 import { KiB, f64, tempDir } from '../helpers/store.js';
 
@@ -36,13 +37,27 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ op: fc.constant('flush' as const) }) },
 );
 
-const totals = { ops: 0, writes: 0, reads: 0 };
-
 test('model: the store behaves like a Map and keeps its invariants after every step', async (t) => {
   const parent = await tempDir(t);
+  await runModel(t, () => SpillStore.open({ memoryLimit: 32 * KiB, monitorInterval: 0, directory: parent }));
+});
+
+test('model: the same with a chain of tiers (compressed memory, then disk)', async (t) => {
+  const parent = await tempDir(t);
+  await runModel(t, () =>
+    SpillStore.open({
+      memoryLimit: 32 * KiB,
+      monitorInterval: 0,
+      tiers: [new CompressedMemoryTier({ name: 'lz4', capacity: 24 * KiB }), new DiskTier({ directory: parent })],
+    }),
+  );
+});
+
+async function runModel(t: TestContext, open: () => Promise<SpillStore>): Promise<void> {
+  const totals = { ops: 0, writes: 0, reads: 0 };
   await fc.assert(
     fc.asyncProperty(fc.array(opArb, { minLength: 10, maxLength: 60, size: 'max' }), async (ops) => {
-      const store = await SpillStore.open({ memoryLimit: 32 * KiB, monitorInterval: 0, directory: parent });
+      const store = await open();
       const model = new Map<string, { kind: Kind; n: number }>();
       const leases: { lease: Lease; keys: string[] }[] = [];
       try {
@@ -76,7 +91,7 @@ test('model: the store behaves like a Map and keeps its invariants after every s
   // The runs must have exercised the disk, not just memory.
   assert.ok(totals.writes > 100 && totals.reads > 5, JSON.stringify(totals));
   t.diagnostic(`model: ${JSON.stringify(totals)}`);
-});
+}
 
 async function apply(
   store: SpillStore,

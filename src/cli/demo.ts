@@ -140,6 +140,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
     const t0 = performance.now();
     for (let i = 0; i < keys; i++) {
       if (store.paused) await resumed(store, stallTimeoutMs);
+      await yieldToLoop();
       const value = new Uint8Array(valueSize);
       await pattern(value, keySeed(seed, i), true);
       store.set(key(i), value);
@@ -154,6 +155,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
     let readBytes = 0;
     const reader = async (): Promise<void> => {
       for (let i = next++; i < keys; i = next++) {
+        // A value still alive in memory resolves in a microtask: yield so that the store's
+        // background writes (and everything else) get their turn.
+        await yieldToLoop();
         const value = await store.get(key(i));
         const ok = value instanceof Uint8Array && value.byteLength === valueSize && (await pattern(value, keySeed(seed, i), false));
         if (!ok && badKeyCount++ < 10) badKeys.push(key(i));

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import { DataClient, DataServer } from '../../src/transfer/index.js';
-import { Fixture, pattern, readEncoded } from './helpers.js';
+import { Fixture, pattern } from './helpers.js';
 
 const MiB = 1024 * 1024;
 
@@ -105,7 +105,7 @@ describe('fetch between stores', () => {
     const result = await new DataClient().fetch(server.address, ['v'], target);
     assert.equal(result.toDisk, 1);
     assert.equal(target.where('v'), 'disk');
-    assert.deepEqual(await readEncoded(target, 'v'), pattern(4096));
+    assert.deepEqual(await target.get('v'), pattern(4096));
   });
 
   it('accepts "host:port" addresses and answers generic requests', async () => {

@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { SpillStore, decodeVerified } from '../../src/index.js';
+import { SpillStore } from '../../src/index.js';
 import type { SpillStoreOptions } from '../../src/store/options.js';
 import { newNonce, ZERO_PROOF } from '../../src/transfer/auth.js';
 import { PROTOCOL_VERSION } from '../../src/transfer/messages.js';
@@ -97,19 +97,6 @@ export async function waitFor(predicate: () => boolean, timeoutMs = 5000): Promi
     if (Date.now() - start > timeoutMs) throw new Error('timed out waiting for a condition');
     await new Promise((r) => setTimeout(r, 5));
   }
-}
-
-/**
- * The value as stored, read through its encoded bytes (what a peer would get). Used where
- * the store is above its target: there `get` of a disk value is checked separately.
- */
-export async function readEncoded(store: SpillStore, key: string): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of store.createReadStream(key) as AsyncIterable<Buffer>) chunks.push(chunk);
-  const bytes = Buffer.allocUnsafeSlow(chunks.reduce((n, c) => n + c.byteLength, 0));
-  let offset = 0;
-  for (const c of chunks) offset += c.copy(bytes, offset);
-  return decodeVerified(bytes);
 }
 
 /**

@@ -264,6 +264,11 @@ export class DiskTier implements Tier {
     );
   }
 
+  /** The segment files with their live values (diagnostics and tests). */
+  segmentFiles(): { path: string; bytes: number; liveValues: number; liveBytes: number }[] {
+    return this.segments?.list() ?? [];
+  }
+
   /** Resolves once background compaction has finished (for tests and benchmarks). */
   async idle(): Promise<void> {
     await this.segments?.idle();

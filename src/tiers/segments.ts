@@ -37,6 +37,8 @@ class Segment {
   retired = false;
   compacting = false;
   compactQueued = false;
+  /** After a failed compaction (disk full...), do not retry before this time, or it would spin. */
+  compactRetryAt = 0;
   readers = 0;
   readonly ids = new Set<number>();
   queue: QueuedAppend[] = [];
@@ -132,6 +134,11 @@ export class SegmentStore {
     let total = 0;
     for (const seg of this.segments) total += seg.size;
     return total;
+  }
+
+  /** Every segment file with its size and live values (diagnostics and tests). */
+  list(): { path: string; bytes: number; liveValues: number; liveBytes: number }[] {
+    return [...this.segments].map((seg) => ({ path: seg.path, bytes: seg.size, liveValues: seg.liveCount, liveBytes: seg.liveBytes }));
   }
 
   segmentCount(): number {
@@ -258,7 +265,8 @@ export class SegmentStore {
       return;
     }
     const dead = seg.size - seg.liveBytes;
-    if (seg.sealed && !this.closed && !seg.compactQueued && dead >= seg.size * this.options.compactDeadFraction) {
+    const due = !seg.compactQueued && Date.now() >= seg.compactRetryAt;
+    if (seg.sealed && !this.closed && due && dead >= seg.size * this.options.compactDeadFraction) {
       seg.compactQueued = true;
       this.compactQueue.push(seg);
       this.compactRun ??= this.runCompactions().finally(() => (this.compactRun = undefined));
@@ -314,6 +322,9 @@ export class SegmentStore {
         i = j;
       }
       this.counters.compactions++;
+    } catch (err) {
+      seg.compactRetryAt = Date.now() + 1000;
+      throw err;
     } finally {
       seg.compacting = false;
       this.unpin(seg);

@@ -1,0 +1,5 @@
+export type { Tier, TierUsage, TierStats, WriteSource, ByteRange } from './tier.js';
+export { DiskTier, type DiskTierOptions } from './disk.js';
+export { CompressedMemoryTier, type CompressedMemoryTierOptions } from './compressed-memory.js';
+export type { CompressionMode } from './chunks.js';
+export { TierWrapper, SlowTier, FaultyTier, type FaultPlan } from './wrappers.js';

@@ -15,8 +15,8 @@ export class TierCounters {
 
   /** Starts a timer; call the returned function to get seconds elapsed. */
   static timer(): () => number {
-    const start = process.hrtime.bigint();
-    return () => Number(process.hrtime.bigint() - start) / 1e9;
+    const start = performance.now();
+    return () => (performance.now() - start) / 1000;
   }
 
   recordWrite(seconds: number, logical: number, stored: number): void {

@@ -21,8 +21,8 @@ export function checkId(id: number, byteLength: number): void {
 
 interface Job {
   cancelled: boolean;
-  done: Promise<void>;
-  finish: () => void;
+  /** Callers of cancel() waiting for the write to end; most writes never get one. */
+  waiters: (() => void)[] | undefined;
 }
 
 /** Writes in progress, so a delete (or close) can cancel one and wait until it has cleaned up. */
@@ -41,9 +41,7 @@ export class WriteTracker {
     if (this.jobs.has(id)) {
       throw new SpillwayError('SPW_ERR_TIER_DUPLICATE_ID', `tier "${tier}" is already writing value ${id}`);
     }
-    let finish!: () => void;
-    const done = new Promise<void>((resolve) => (finish = resolve));
-    const job: Job = { cancelled: false, done, finish };
+    const job: Job = { cancelled: false, waiters: undefined };
     this.jobs.set(id, job);
     return job;
   }
@@ -51,7 +49,7 @@ export class WriteTracker {
   end(id: number): void {
     const job = this.jobs.get(id);
     this.jobs.delete(id);
-    job?.finish();
+    for (const wake of job?.waiters ?? []) wake();
   }
 
   /** Marks the write cancelled and waits until it has removed what it wrote. */
@@ -59,7 +57,7 @@ export class WriteTracker {
     const job = this.jobs.get(id);
     if (job === undefined) return;
     job.cancelled = true;
-    await job.done;
+    await new Promise<void>((resolve) => (job.waiters ??= []).push(resolve));
   }
 
   async cancelAll(): Promise<void> {

@@ -1,0 +1,151 @@
+/**
+ * `npm run bench -- tiers [--quick]`: the tiers alone, against references measured in the
+ * same run (the machine is shared and noisy, so ratios matter more than speeds).
+ *   1. 100,000 values of 4 KiB written then read: fused segment files vs one file per
+ *      value, and vs the throughput of 32 MiB values (one file each)
+ *   2. compressible numbers (a rounded random walk): compressed memory, disk lz4 and auto,
+ *      vs uncompressed disk: bytes stored and time side by side
+ *   3. event-loop delay while the compressed memory tier writes and reads 64 MiB values
+ */
+import fsp from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { CompressedMemoryTier, DiskTier, type Tier, type WriteSource } from '../src/tiers/index.js';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+const mbps = (bytes: number, ms: number): number => bytes / 1e6 / (ms / 1000);
+const fmt = (x: number, digits = 2): string => x.toFixed(digits);
+const gc = (): void => (globalThis as { gc?: () => void }).gc?.();
+
+async function* once(bytes: Uint8Array): AsyncGenerator<Uint8Array[]> {
+  yield [bytes];
+}
+
+/** In 4 MiB batches, as the encoder yields them. */
+async function* batches(bytes: Uint8Array): AsyncGenerator<Uint8Array[]> {
+  for (let at = 0; at < bytes.byteLength; at += 4 * MiB) yield [bytes.subarray(at, at + 4 * MiB)];
+}
+
+/** Runs `task(i)` for i < count with at most `limit` in flight (how a store spills a batch). */
+async function pool(count: number, limit: number, task: (i: number) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, count) }, async () => {
+      while (next < count) await task(next++);
+    }),
+  );
+}
+
+function randomWalkBytes(bytes: number, seed: number): Buffer {
+  const a = new Float64Array(bytes / 8);
+  let x = 0;
+  let s = seed;
+  for (let i = 0; i < a.length; i++) {
+    s = (s * 1103515245 + 12345) % 2147483648;
+    x += s / 2147483648 - 0.5;
+    a[i] = Math.round(x * 100) / 100;
+  }
+  return Buffer.from(a.buffer);
+}
+
+interface Run {
+  writeMs: number;
+  readMs: number;
+  bytes: number;
+  stored: number;
+}
+
+async function writeRead(tier: Tier, values: Uint8Array[], source: (b: Uint8Array) => WriteSource, concurrency: number): Promise<Run> {
+  await tier.open();
+  try {
+    const total = values.reduce((s, v) => s + v.byteLength, 0);
+    gc();
+    let t = performance.now();
+    await pool(values.length, concurrency, (i) => tier.write(i, source(values[i]), values[i].byteLength));
+    const writeMs = performance.now() - t;
+    const stored = tier.usage().bytes;
+    t = performance.now();
+    let check = 0;
+    await pool(values.length, concurrency, async (i) => {
+      const back = await tier.read(i);
+      check += back.byteLength;
+    });
+    const readMs = performance.now() - t;
+    if (check !== total) throw new Error(`read back ${check} of ${total} bytes`);
+    return { writeMs, readMs, bytes: total, stored };
+  } finally {
+    await tier.close();
+  }
+}
+
+function line(label: string, r: Run): string {
+  return `${label.padEnd(34)} write ${fmt(mbps(r.bytes, r.writeMs), 0).padStart(6)} MB/s (${fmt(r.writeMs / 1000)} s)  read ${fmt(mbps(r.bytes, r.readMs), 0).padStart(6)} MB/s (${fmt(r.readMs / 1000)} s)  stored ${fmt(r.stored / MiB, 1)} MiB`;
+}
+
+export default async function tiers(args: string[]): Promise<void> {
+  const quick = args.includes('--quick');
+  const parent = await fsp.mkdtemp(path.join(os.tmpdir(), 'spw-bench-tiers-'));
+  try {
+    console.log(`tiers benchmark, ${os.cpus().length} cores, load average ${os.loadavg().map((x) => fmt(x, 1)).join(' ')}`);
+    // 1. Small values.
+    const count = quick ? 10_000 : 100_000;
+    const small = Buffer.alloc(4 * KiB, 7);
+    const smallValues = Array.from({ length: count }, () => small);
+    console.log(`\n1. ${count} values of 4 KiB (${fmt((count * 4) / 1024, 0)} MiB), 256 in flight; reads come from the page cache`);
+    const fused = await writeRead(new DiskTier({ directory: parent }), smallValues, once, 256);
+    console.log(line('fused segment files', fused));
+    const perFile = await writeRead(new DiskTier({ directory: parent, smallValueBytes: 0 }), smallValues, once, 256);
+    console.log(line('one file per value', perFile));
+    const largeCount = quick ? 4 : 12;
+    const large = randomWalkBytes(32 * MiB, 3);
+    const largeRun = await writeRead(new DiskTier({ directory: parent }), Array.from({ length: largeCount }, () => large), batches, 2);
+    console.log(line(`${largeCount} values of 32 MiB`, largeRun));
+    const fusedVsFile = perFile.writeMs / fused.writeMs;
+    const fusedVsLarge = mbps(fused.bytes, fused.writeMs) / mbps(largeRun.bytes, largeRun.writeMs);
+    console.log(`   fused vs file per value: write ${fmt(fusedVsFile, 1)}x (target >= 10x), read ${fmt(perFile.readMs / fused.readMs, 1)}x`);
+    console.log(`   fused vs 32 MiB values, write throughput: ${fmt(fusedVsLarge)} (target >= 0.5); read: ${fmt(mbps(fused.bytes, fused.readMs) / mbps(largeRun.bytes, largeRun.readMs))}`);
+
+    // 2. Compression on numbers.
+    const numCount = quick ? 4 : 8;
+    const walks = Array.from({ length: numCount }, (_, i) => randomWalkBytes(32 * MiB, i + 11));
+    console.log(`\n2. ${numCount} values of 32 MiB of rounded random walk (Float64Array, 2 decimals)`);
+    const none = await writeRead(new DiskTier({ directory: parent }), walks, batches, 2);
+    console.log(line('disk, no compression', none));
+    const lz4 = await writeRead(new DiskTier({ directory: parent, compression: 'lz4' }), walks, batches, 2);
+    console.log(line('disk, lz4', lz4));
+    const auto = await writeRead(new DiskTier({ directory: parent, compression: 'auto' }), walks, batches, 2);
+    console.log(line('disk, auto', auto));
+    const mem = await writeRead(new CompressedMemoryTier({ capacity: 4096 * MiB }), walks, batches, 2);
+    console.log(line('compressed memory', mem));
+    for (const [label, r] of [
+      ['disk lz4', lz4],
+      ['disk auto', auto],
+      ['compressed memory', mem],
+    ] as const) {
+      console.log(`   ${label.padEnd(18)} bytes stored / uncompressed: ${fmt(r.stored / none.stored, 3)} (ratio ${fmt(r.bytes / r.stored)}), write time ${fmt(r.writeMs / none.writeMs)}x, read time ${fmt(r.readMs / none.readMs)}x of uncompressed disk`);
+    }
+
+    // 3. Event-loop delay on 64 MiB values.
+    const bigCount = quick ? 2 : 4;
+    const bigValues = Array.from({ length: bigCount }, (_, i) => randomWalkBytes(64 * MiB, i + 101));
+    const idle = monitorEventLoopDelay({ resolution: 10 });
+    idle.enable();
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    idle.disable();
+    const h = monitorEventLoopDelay({ resolution: 10 });
+    const elu0 = performance.eventLoopUtilization();
+    h.enable();
+    const run = await writeRead(new CompressedMemoryTier({ capacity: 4096 * MiB }), bigValues, batches, 1);
+    h.disable();
+    const elu = performance.eventLoopUtilization(elu0);
+    const ms = (ns: number): string => fmt(ns / 1e6, 1);
+    console.log(`\n3. compressed memory tier, ${bigCount} values of 64 MiB written then read one at a time`);
+    console.log(line('compressed memory', run));
+    console.log(`   event-loop delay (resolution 10 ms): max ${ms(h.max)} ms (target < 20), p99 - resolution ${fmt(h.percentile(99) / 1e6 - 10, 1)} ms, utilisation ${fmt(elu.utilization)}`);
+    console.log(`   idle reference (1 s, same monitor): max ${ms(idle.max)} ms, p99 - resolution ${fmt(idle.percentile(99) / 1e6 - 10, 1)} ms`);
+  } finally {
+    await fsp.rm(parent, { recursive: true, force: true });
+  }
+}

@@ -1,12 +1,17 @@
 import type { Readable } from 'node:stream';
-import type { ByteRange, Tier, TierUsage, WriteSource } from './tier.js';
+import type { ByteRange, Tier, TierStats, TierUsage, WriteSource } from './tier.js';
 
 /**
  * Wraps a tier and forwards every call. The base for test and instrumentation wrappers
  * (and a template for third-party tiers that decorate another one).
  */
 export class TierWrapper implements Tier {
-  constructor(protected readonly inner: Tier) {}
+  /** Forwarded only when the inner tier has it, so `tier.stats?.()` still tells the truth. */
+  readonly stats?: () => TierStats;
+  constructor(protected readonly inner: Tier) {
+    const stats = inner.stats?.bind(inner);
+    if (stats !== undefined) this.stats = stats;
+  }
   get name(): string {
     return this.inner.name;
   }

@@ -152,3 +152,24 @@ describe('DiskTier', () => {
     }
   });
 });
+
+describe('tier wrappers', () => {
+  it('SlowTier and FaultyTier still work over DiskTier and forward stats', async () => {
+    const { SlowTier, FaultyTier } = await import('../../src/tiers/wrappers.js');
+    const parent = await tempDir();
+    const disk = new DiskTier({ directory: parent });
+    const faulty = new FaultyTier(new SlowTier(disk, 1), { failWrite: (id) => (id === 2 ? 'ENOSPC' : undefined) });
+    await faulty.open();
+    try {
+      const bytes = noise(5000);
+      await faulty.write(1, rawSource(bytes), bytes.byteLength);
+      await assert.rejects(faulty.write(2, rawSource(bytes), bytes.byteLength), /ENOSPC/);
+      assert.ok(Buffer.from(await faulty.read(1)).equals(bytes));
+      assert.equal(faulty.stats?.().writes, 1);
+      assert.equal(faulty.usage().count, 1);
+    } finally {
+      await faulty.close();
+      await fsp.rm(parent, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,5 +1,7 @@
+import { Bucket } from './entry.js';
 import { MemoryMonitor } from './monitor.js';
 import type { StoreState } from './state.js';
+import type { UnspillableEvent } from './stats.js';
 
 /**
  * Memory pressure: pauses producers above `pause` (of managed bytes, or of process RSS
@@ -11,6 +13,7 @@ export class Pressure {
   #paused = false;
   #waiters: (() => void)[] = [];
   #evicting = false;
+  #unmanagedReported = false;
   readonly monitor: MemoryMonitor;
 
   constructor(
@@ -35,13 +38,17 @@ export class Pressure {
     if (this.state.acct.residentBytes > this.state.opts.pauseBytes) this.#set(true);
   }
 
-  /** After resident bytes shrank: resume if memory is back under target. */
+  /**
+   * After memory shrank: resume once resident values are back under target and process
+   * RSS is too, or spilling can no longer lower it (nothing unpinned is left in memory).
+   * Waiting for RSS that only unmanaged memory holds up would stall producers forever.
+   */
   checkResume(rss = this.monitor.lastRss): void {
     if (!this.#paused) return;
     const { opts, acct } = this.state;
     const resumeAt = Math.min(opts.targetBytes, opts.pauseBytes);
     if (acct.residentBytes > resumeAt) return;
-    if (this.monitor.enabled && rss > resumeAt) return;
+    if (this.monitor.enabled && rss > resumeAt && this.#spillable() > 0) return;
     this.#set(false);
   }
 
@@ -50,11 +57,23 @@ export class Pressure {
     this.#set(false);
   }
 
+  /** Resident bytes that spilling could still free. */
+  #spillable(): number {
+    const { acct } = this.state;
+    return acct.bytes[Bucket.Memory] + acct.bytes[Bucket.Spilling];
+  }
+
   #onSample(rss: number): void {
     const { opts, closed } = this.state;
     if (closed) return;
-    if (rss > opts.pauseBytes) this.#set(true);
-    if (rss > opts.spillBytes && !this.#evicting) {
+    const spillable = this.#spillable();
+    if (rss > opts.pauseBytes) {
+      if (spillable > 0) this.#set(true);
+      else this.#reportUnmanaged(rss);
+    } else {
+      this.#unmanagedReported = false;
+    }
+    if (rss > opts.spillBytes && spillable > 0 && !this.#evicting) {
       // Spill enough managed data to bring the process back to target, LRU first. One
       // round at a time: RSS only drops once the writes in flight finish.
       this.#evicting = true;
@@ -65,10 +84,26 @@ export class Pressure {
     this.checkResume(rss);
   }
 
+  /** Over the pause level with nothing left to spill: say so once, do not pause for nothing. */
+  #reportUnmanaged(rss: number): void {
+    if (this.#unmanagedReported) return;
+    this.#unmanagedReported = true;
+    const { acct, opts } = this.state;
+    const event: UnspillableEvent = {
+      reason: 'unmanaged',
+      residentBytes: acct.residentBytes,
+      targetBytes: opts.targetBytes,
+      pinned: acct.get(Bucket.Pinned),
+      memory: acct.get(Bucket.Memory),
+      rss,
+    };
+    this.state.events.emit('unspillable', event);
+  }
+
   #set(paused: boolean): void {
     if (paused === this.#paused) return;
     this.#paused = paused;
-    const info = { residentBytes: this.state.acct.residentBytes, rss: this.monitor.lastRss };
+    const info = { residentBytes: this.state.acct.residentBytes, rss: process.memoryUsage.rss() };
     this.state.events.emit(paused ? 'pause' : 'resume', info);
     if (!paused) for (const resolve of this.#waiters.splice(0)) resolve();
   }

@@ -40,11 +40,31 @@ export class Spiller {
         this.state.drop(entry);
         continue;
       }
-      if (this.#active + this.#queued >= opts.spillConcurrency) return;
+      if (this.#active + this.#queued >= opts.spillConcurrency) {
+        // Every write slot is busy: values that already have a copy below can still go,
+        // for free. Without this, reads that bring values back (weak hits, loads) would
+        // grow memory past target until a write finishes.
+        this.#dropCopied();
+        return;
+      }
       void this.spill(entry, false);
     }
     this.#stuckReported = false;
     this.state.onShrink();
+  }
+
+  /** Drops LRU values that have a copy below until memory net of writes is at target. */
+  #dropCopied(): void {
+    const { acct, lru, opts } = this.state;
+    let excess = acct.residentBytes - acct.bytes[Bucket.Spilling] - opts.targetBytes;
+    const copied: Entry[] = [];
+    for (const entry of lru.fromOldest()) {
+      if (excess <= 0) break;
+      if (entry.copy === undefined) continue;
+      copied.push(entry);
+      excess -= entry.size;
+    }
+    for (const entry of copied) this.state.drop(entry);
   }
 
   /** Spills LRU first until `bytes` are out of memory; resolves to the bytes evicted. */

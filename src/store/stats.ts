@@ -35,8 +35,15 @@ export interface UnspillableEvent {
   targetBytes: number;
   pinned: CountBytes;
   memory: CountBytes;
-  /** all-pinned: every resident value is held by a lease; unencodable: the rest cannot be encoded; write-failures: writes failed and wait for their retry. */
-  reason: 'all-pinned' | 'unencodable' | 'write-failures';
+  /**
+   * all-pinned: every resident value is held by a lease; unencodable: the rest cannot be
+   * encoded; write-failures: writes failed and wait for their retry; unmanaged: process
+   * RSS is over the pause level but nothing is left to spill (memory the store does not
+   * manage holds it up, so the store does not pause for nothing).
+   */
+  reason: 'all-pinned' | 'unencodable' | 'write-failures' | 'unmanaged';
+  /** Process RSS, with reason 'unmanaged'. */
+  rss?: number;
 }
 
 export function buildStats(input: {

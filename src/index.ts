@@ -4,9 +4,8 @@ export type { StoreStats, UnspillableEvent, TierStatsSummary } from './store/sta
 export type { StoreCounters } from './store/counters.js';
 export type { EncodedReadStream } from './store/encoded-io.js';
 export { Lease } from './store/lease.js';
-export type { Tier, TierUsage, WriteSource, ByteRange } from './tiers/tier.js';
-export { DiskTier, type DiskTierOptions } from './tiers/disk.js';
-export { TierWrapper, SlowTier, FaultyTier, type FaultPlan } from './tiers/wrappers.js';
+export * from './tiers/index.js';
+export * from './transfer/index.js';
 export { encode, encodedBatches, encodeToBuffer, decodeVerified, sizeof, type Encoded } from './codec/index.js';
 export { parseBytes, formatBytes } from './units.js';
 export * from './errors.js';

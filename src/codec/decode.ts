@@ -1,7 +1,7 @@
 import v8 from 'node:v8';
 import { ChecksumError, FormatError, errorMessage } from '../errors.js';
 import { restoreBinary } from './binary.js';
-import { crc32Chunked } from './checksum.js';
+import { crc32cChunked } from './checksum.js';
 import { HeaderKind, type Layout, parseLayout } from './format.js';
 import { unpackHeader } from './msgpack.js';
 
@@ -56,6 +56,6 @@ export function decodeBody(bytes: Uint8Array, layout: Layout): unknown {
 /** Verifies the checksum (yielding to the loop every few MiB) and decodes. */
 export async function decodeVerified(bytes: Uint8Array, where?: string): Promise<unknown> {
   const layout = layoutOfBytes(bytes);
-  checkChecksum(bytes, layout, await crc32Chunked(bytes.subarray(0, layout.trailerOffset)), where);
+  checkChecksum(bytes, layout, await crc32cChunked(bytes.subarray(0, layout.trailerOffset)), where);
   return decodeBody(bytes, layout);
 }

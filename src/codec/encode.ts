@@ -1,7 +1,7 @@
 import v8 from 'node:v8';
 import { CodecError, errorMessage } from '../errors.js';
 import { binaryBytes } from './binary.js';
-import { CHECKSUM_SLICE_BYTES, Crc32 } from './checksum.js';
+import { CHECKSUM_SLICE_BYTES, Crc32c } from './checksum.js';
 import { HeaderKind, type Layout, TRAILER_BYTES, layoutOf, writePrefix } from './format.js';
 import { packHeader } from './msgpack.js';
 import { planEncoding } from './plan.js';
@@ -82,7 +82,7 @@ export async function* encodedBatches(
   if (!Number.isSafeInteger(batchBytes) || batchBytes < 1) {
     throw new RangeError(`batchBytes must be a positive integer, got ${batchBytes}`);
   }
-  const crc = new Crc32();
+  const crc = new Crc32c();
   let batch: Uint8Array[] = [];
   let batchLength = 0;
   /** Appends `piece` to the current batch, yielding each batch it fills. */

@@ -12,7 +12,7 @@ import { FormatError } from '../errors.js';
  *  16  8F  frame lengths (u64 LE)
  *  ..   H  header, then zero padding to a multiple of 8
  *  ..      each frame, zero padded to a multiple of 8 (so typed arrays can view it in place)
- *  end  8  trailer: crc32 of every byte before it (u32 LE), then 4 zero bytes
+ *  end  8  trailer: CRC-32C of every byte before it (u32 LE), then 4 zero bytes
  */
 export const MAGIC = 0x59575053; // "SPWY" read as u32 LE
 export const FORMAT_VERSION = 1;

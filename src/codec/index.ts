@@ -2,4 +2,4 @@ export { encode, encodedBatches, encodeToBuffer, type Encoded } from './encode.j
 export { decodeBody, decodeVerified, layoutOfBytes, checkChecksum } from './decode.js';
 export { parseLayout, type Layout, FORMAT_VERSION, TRAILER_BYTES } from './format.js';
 export { sizeof } from './sizeof.js';
-export { Crc32, crc32Chunked } from './checksum.js';
+export { Crc32c, crc32c, crc32cChunked, crc32cPortable, nativeChecksum } from './checksum.js';

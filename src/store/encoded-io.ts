@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import { Crc32, encodedBatches, parseLayout, type Encoded } from '../codec/index.js';
+import { Crc32c, encodedBatches, parseLayout, type Encoded } from '../codec/index.js';
 import { ChecksumError, FormatError, SpillwayError } from '../errors.js';
 import type { WriteSource } from '../tiers/tier.js';
 
@@ -43,7 +43,7 @@ export async function* timed(source: WriteSource, add: (seconds: number) => void
 export async function* verifiedSource(input: Uint8Array | WriteSource, byteLength: number): WriteSource {
   const trailerStart = byteLength - 8;
   if (trailerStart < 16) throw new FormatError(`an encoded value has at least 24 bytes, got ${byteLength}`);
-  const crc = new Crc32();
+  const crc = new Crc32c();
   const trailer = Buffer.alloc(8);
   let prefix: Buffer | undefined = Buffer.alloc(0);
   let position = 0;

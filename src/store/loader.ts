@@ -1,4 +1,4 @@
-import { checkChecksum, Crc32, decodeBody, layoutOfBytes } from '../codec/index.js';
+import { checkChecksum, Crc32c, decodeBody, layoutOfBytes } from '../codec/index.js';
 import { ChecksumError, KeyNotFoundError, SpillwayError, TierReadError } from '../errors.js';
 import { secondsSince } from './counters.js';
 import type { Entry, StoredCopy } from './entry.js';
@@ -45,7 +45,7 @@ export class Loader {
   async #read(key: string, copy: StoredCopy): Promise<unknown> {
     const { counters } = this.state;
     const tier = this.state.opts.tiers[copy.tier];
-    const crc = new Crc32();
+    const crc = new Crc32c();
     const hashLimit = copy.bytes - 8;
     let hashed = 0;
     let hashSeconds = 0;

@@ -1,4 +1,4 @@
-import { Crc32, checkChecksum, decodeBody, parseLayout, type Layout } from '../codec/index.js';
+import { Crc32c, checkChecksum, decodeBody, parseLayout, type Layout } from '../codec/index.js';
 import { FormatError } from '../errors.js';
 import { ProtocolError } from './errors.js';
 import type { ParsedEvent } from './messages.js';
@@ -149,7 +149,7 @@ export class GetDataReceiver {
 /** Collects a value into one buffer of its own (8-byte aligned), hashing as bytes land. */
 class MemorySink implements Sink {
   private readonly buffer: Buffer;
-  private readonly crc = new Crc32();
+  private readonly crc = new Crc32c();
   private filled = 0;
   private layout: Layout | undefined;
 

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { describe, it } from 'node:test';
-import zlib from 'node:zlib';
 import fc from 'fast-check';
 import { decodeVerified, encode, encodeToBuffer, layoutOfBytes, parseLayout } from '../../src/codec/index.js';
+import { crc32cPortable } from '../../src/codec/checksum.js';
 import { ChecksumError, CodecError, FormatError, SpillwayError } from '../../src/errors.js';
 import { binaryArb } from './arbitraries.js';
 
@@ -38,7 +38,7 @@ async function assertRejectsCorrupt(bytes: Uint8Array, note: string): Promise<vo
 function resealed(bytes: Uint8Array): Buffer {
   const out = Buffer.from(bytes);
   const trailer = out.byteLength - 8;
-  out.writeUInt32LE(zlib.crc32(out.subarray(0, trailer)), trailer);
+  out.writeUInt32LE(crc32cPortable(out.subarray(0, trailer)), trailer);
   out.writeUInt32LE(0, trailer + 4);
   return out;
 }

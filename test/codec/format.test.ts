@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import v8 from 'node:v8';
-import zlib from 'node:zlib';
 import { FORMAT_VERSION, encodeToBuffer, parseLayout, type Layout } from '../../src/codec/index.js';
+import { crc32cPortable } from '../../src/codec/checksum.js';
 
 /**
  * Byte-level tests in the style of pg-protocol's: the expected bytes are written out by
@@ -15,11 +15,11 @@ const u64 = (n: number): number[] => [...u32(n), 0, 0, 0, 0];
 const zeros = (n: number): number[] => new Array<number>(n).fill(0);
 const MAGIC = [0x53, 0x50, 0x57, 0x59]; // 'SPWY'
 
-/** Appends the trailer: crc32 (zlib's, an independent implementation) of all before it, then 4 zeros. */
+/** Appends the trailer: CRC-32C (the portable reference, not the native one) of all before it, then 4 zeros. */
 function sealed(body: number[]): Buffer {
   assert.equal(body.length % 8, 0, 'the trailer starts 8-byte aligned');
   const bytes = Buffer.from(body);
-  return Buffer.concat([bytes, Buffer.from([...u32(zlib.crc32(bytes)), 0, 0, 0, 0])]);
+  return Buffer.concat([bytes, Buffer.from([...u32(crc32cPortable(bytes)), 0, 0, 0, 0])]);
 }
 
 function assertBytes(actual: Buffer, expected: Buffer): void {

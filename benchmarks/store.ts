@@ -447,9 +447,8 @@ export default async function storeBenchmarks(args: string[]): Promise<void> {
     if (run('lookups')) await lookups(1024, quick ? 250_000 : 500_000);
     gc();
     if (run('eventloop')) {
-      // The RSS monitor is off by default: with it on, a paused store can wait forever for RSS
-      // to fall under target (see docs/benchmarks.md). `--monitor` runs it anyway.
-      const monitor = args.includes('--monitor') ? 100 : 0;
+      // The store's defaults: the RSS monitor runs every 100 ms. `--no-monitor` turns it off.
+      const monitor = args.includes('--no-monitor') ? 0 : 100;
       await eventLoop(parent, quick ? 512 * MiB : 2 * GiB, 8 * MiB, 256 * MiB, monitor);
     }
   } finally {

@@ -10,7 +10,7 @@ export interface DemoOptions {
   dataSize?: number;
   /** Parent directory for spill files. Default: os.tmpdir(). */
   directory?: string;
-  /** RSS monitor interval (ms); 0 = off, so pausing follows the store's managed bytes. */
+  /** RSS monitor interval (ms), default 100 as in the store; 0 = off, pausing then follows the store's managed bytes. */
   monitorInterval?: number;
   /** Seed of the generated content (every key derives its own from it). */
   seed?: number;
@@ -116,7 +116,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
   const seed = (options.seed ?? 0x5eed) >>> 0;
   const stallTimeoutMs = options.stallTimeoutMs ?? 30_000;
   const dataBytes = keys * valueSize;
-  const store = await SpillStore.open({ memoryLimit, directory: options.directory, monitorInterval: options.monitorInterval ?? 0 });
+  const store = await SpillStore.open({ memoryLimit, directory: options.directory, monitorInterval: options.monitorInterval ?? 100 });
   let pauses = 0;
   store.on('pause', () => pauses++);
   // Failed writes keep values in memory (nothing is lost); count them for the summary.

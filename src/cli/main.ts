@@ -91,7 +91,7 @@ program
   .option('--value-size <size>', 'size of each value', size, 8 * 2 ** 20)
   .option('--data <size>', 'bytes to push through (default: 4 × the memory limit)', size)
   .option('--directory <path>', 'parent directory for spill files (default: the OS temp directory)')
-  .option('--monitor-interval <ms>', 'RSS monitor interval in ms; 0 = off, pausing then follows the bytes the store holds', milliseconds, 0)
+  .option('--monitor-interval <ms>', 'RSS monitor interval in ms; 0 = off, pausing then follows the bytes the store holds', milliseconds, 100)
   .option('--seed <n>', 'seed of the generated content', milliseconds, 0x5eed)
   .option('--json', 'print a one-line JSON summary instead of text (no progress bar)', false)
   .action(async (flags: DemoFlags) => {

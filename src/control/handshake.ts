@@ -1,0 +1,82 @@
+import { clientProof, newNonce, proofMatches, serverProof, ZERO_PROOF } from '../transfer/auth.js';
+import type { Connection } from '../transfer/connection.js';
+import { AuthError, ProtocolError, ProtocolVersionError, TransferTimeoutError } from '../transfer/errors.js';
+import { type Message, MessageType, PROTOCOL_VERSION } from '../transfer/messages.js';
+import { serializeAuth, serializeError, serializeHello, serializeHelloOk, serializeReady } from '../transfer/serializer.js';
+
+/**
+ * The control plane opens with the same handshake as the data plane (docs/protocol.md):
+ * version, then mutual HMAC proof of the shared token. Nothing else is accepted before it.
+ */
+export class HandshakeReader {
+  private readonly queue: Message[] = [];
+  private waiting: ((message: Message) => void) | undefined;
+
+  push(message: Message): void {
+    if (this.waiting !== undefined) {
+      const resolve = this.waiting;
+      this.waiting = undefined;
+      resolve(message);
+    } else if (this.queue.push(message) > 8) {
+      throw new ProtocolError('too many messages before the handshake finished');
+    }
+  }
+
+  next(connection: Connection, timeoutMs: number): Promise<Message> {
+    const queued = this.queue.shift();
+    if (queued !== undefined) return Promise.resolve(queued);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new TransferTimeoutError('handshake', timeoutMs)), timeoutMs);
+      const off = connection.onClose((err) => {
+        clearTimeout(timer);
+        reject(err ?? new ProtocolError('connection closed during the handshake'));
+      });
+      this.waiting = (message) => {
+        clearTimeout(timer);
+        off();
+        resolve(message);
+      };
+    });
+  }
+}
+
+export async function clientHandshake(connection: Connection, reader: HandshakeReader, token: string | undefined, timeoutMs: number): Promise<void> {
+  const nonce = newNonce();
+  await connection.write(serializeHello(PROTOCOL_VERSION, nonce));
+  const hello = await reader.next(connection, timeoutMs);
+  if (hello.type === MessageType.Error) throw new AuthError(`server refused: ${hello.message}`);
+  if (hello.type !== MessageType.HelloOk) throw new ProtocolError(`expected HelloOk, got message ${hello.type}`);
+  if (hello.version !== PROTOCOL_VERSION) throw new ProtocolVersionError(hello.version, PROTOCOL_VERSION);
+  if (token === undefined) {
+    if (hello.authRequired) throw new AuthError('the server requires a token and none was given');
+  } else {
+    if (!hello.authRequired) throw new AuthError('the server does not authenticate (it has no token)');
+    if (!proofMatches(serverProof(token, nonce, hello.nonce), hello.proof)) throw new AuthError('the server failed authentication: wrong token');
+    await connection.write(serializeAuth(clientProof(token, nonce, hello.nonce)));
+  }
+  const ready = await reader.next(connection, timeoutMs);
+  if (ready.type === MessageType.Error) throw new AuthError(`server refused: ${ready.message}`);
+  if (ready.type !== MessageType.Ready) throw new ProtocolError(`expected Ready, got message ${ready.type}`);
+}
+
+export async function serverHandshake(connection: Connection, reader: HandshakeReader, token: string | undefined, timeoutMs: number): Promise<void> {
+  const hello = await reader.next(connection, timeoutMs);
+  if (hello.type !== MessageType.Hello) throw new ProtocolError(`expected Hello, got message ${hello.type}`);
+  if (hello.version !== PROTOCOL_VERSION) {
+    connection.end(serializeError(0, 'SPW_ERR_PROTOCOL_VERSION', `version ${hello.version} is not supported`));
+    throw new ProtocolVersionError(hello.version, PROTOCOL_VERSION);
+  }
+  const nonce = newNonce();
+  if (token === undefined) {
+    await connection.write(serializeHelloOk(PROTOCOL_VERSION, false, nonce, ZERO_PROOF));
+    await connection.write(serializeReady());
+    return;
+  }
+  await connection.write(serializeHelloOk(PROTOCOL_VERSION, true, nonce, serverProof(token, hello.nonce, nonce)));
+  const auth = await reader.next(connection, timeoutMs);
+  if (auth.type !== MessageType.Auth || !proofMatches(clientProof(token, hello.nonce, nonce), auth.proof)) {
+    connection.end(serializeError(0, 'SPW_ERR_AUTH', 'wrong token'));
+    throw new AuthError('client failed authentication: wrong token');
+  }
+  await connection.write(serializeReady());
+}

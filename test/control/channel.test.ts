@@ -1,0 +1,68 @@
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { test } from 'node:test';
+import { Channel, ControlServer } from '../../src/control/index.js';
+import { AuthError, RemoteError } from '../../src/index.js';
+
+async function pair(t: import('node:test').TestContext, token?: string): Promise<{ server: ControlServer; client: Channel; remote: Channel }> {
+  const server = await ControlServer.listen({ token });
+  t.after(() => server.close());
+  const accepted = new Promise<Channel>((resolve) => server.once('channel', resolve));
+  const client = await Channel.connect(server.address, { token });
+  t.after(() => client.close());
+  return { server, client, remote: await accepted };
+}
+
+test('requests and notifications flow both ways', async (t) => {
+  const { client, remote } = await pair(t, 'secret');
+  remote.handle('add', (p) => (p as { a: number; b: number }).a + (p as { a: number; b: number }).b);
+  client.handle('ping', () => 'pong');
+  assert.equal(await client.request('add', { a: 2, b: 3 }), 5);
+  assert.equal(await remote.request('ping'), 'pong');
+  const got = new Promise<unknown>((resolve) => client.handle('event', (p) => resolve(p)));
+  remote.notify('event', { x: [1, 2, 3], bin: new Uint8Array([9]) });
+  assert.deepEqual(await got, { x: [1, 2, 3], bin: new Uint8Array([9]) });
+});
+
+test('a failing handler rejects the request with its code; unknown methods are typed errors', async (t) => {
+  const { client, remote } = await pair(t);
+  remote.handle('boom', () => {
+    throw new AuthError('nope');
+  });
+  await assert.rejects(client.request('boom'), (e: unknown) => e instanceof RemoteError && /nope/.test(e.message));
+  await assert.rejects(client.request('missing'), (e: unknown) => e instanceof RemoteError && /unknown method/.test(e.message));
+});
+
+test('pending requests reject when the channel closes; the server keeps serving others', async (t) => {
+  const { server, client, remote } = await pair(t);
+  remote.handle('never', () => new Promise(() => undefined));
+  const pending = client.request('never');
+  remote.close();
+  await assert.rejects(pending);
+  const again = await Channel.connect(server.address);
+  t.after(() => again.close());
+  assert.equal(again.closed, false);
+});
+
+test('a wrong token is refused during the handshake', async (t) => {
+  const server = await ControlServer.listen({ token: 'right' });
+  t.after(() => server.close());
+  const errors: unknown[] = [];
+  server.on('channel-error', (err) => errors.push(err));
+  await assert.rejects(Channel.connect(server.address, { token: 'wrong' }), AuthError);
+  await assert.rejects(Channel.connect(server.address), AuthError);
+});
+
+test('garbage from a raw socket closes that connection only', async (t) => {
+  const server = await ControlServer.listen();
+  t.after(() => server.close());
+  const failed = new Promise((resolve) => server.once('channel-error', resolve));
+  const socket = net.connect(server.address.port, server.address.host);
+  socket.on('error', () => undefined);
+  socket.write(Buffer.from('GET / HTTP/1.1\r\n\r\n'));
+  await failed;
+  socket.destroy();
+  const ok = await Channel.connect(server.address);
+  t.after(() => ok.close());
+  assert.equal(ok.closed, false);
+});

@@ -147,3 +147,30 @@ export class TierWriteCancelledError extends SpillwayError {
     this.id = id;
   }
 }
+
+/** A submitted graph is invalid (a cycle, a missing key, a malformed task, an unknown function). Nothing of it ran. */
+export class GraphError extends SpillwayError {
+  constructor(message: string) {
+    super('SPW_ERR_GRAPH', message);
+  }
+}
+
+/** A task's function threw on a worker; `remoteStack` is the stack as the worker saw it. */
+export class TaskError extends SpillwayError {
+  readonly key: string;
+  readonly failedKey: string;
+  readonly remoteName: string;
+  readonly remoteStack: string | undefined;
+  constructor(key: string, failedKey: string, info: { name: string; message: string; stack?: string }) {
+    super(
+      'SPW_ERR_TASK',
+      failedKey === key
+        ? `task ${describeKey(key)} failed: ${info.name}: ${info.message}`
+        : `task ${describeKey(key)} cannot run: its input ${describeKey(failedKey)} failed: ${info.name}: ${info.message}`,
+    );
+    this.key = key;
+    this.failedKey = failedKey;
+    this.remoteName = info.name;
+    this.remoteStack = info.stack;
+  }
+}

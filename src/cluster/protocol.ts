@@ -1,0 +1,262 @@
+/**
+ * The control-plane contract between clients, the scheduler and workers (docs/cluster.md).
+ * Every exchange is a request (answered) or a notification (one way) on a `Channel`
+ * (src/control). Method names and payload shapes here are the whole protocol: the
+ * scheduler, the worker and the client all import them from this one module.
+ */
+
+/** Where a worker serves its data (a DataServer). */
+export interface DataAddress {
+  host: string;
+  port: number;
+}
+
+/** A function every worker can import: `(await import(module))[name]`. `module` is an absolute file URL or a package name. */
+export interface FunctionRef {
+  module: string;
+  name: string;
+}
+
+/**
+ * One task of a graph. Arguments are plain data (msgpack-able). A reference to another
+ * key is `{ $ref: 'key' }` anywhere inside an argument (arrays and plain objects are
+ * searched); the worker replaces it with that key's value. A literal object that
+ * happens to look like a reference is written `{ $literal: value }`.
+ */
+export interface TaskSpec {
+  fn: FunctionRef;
+  args?: unknown[];
+}
+
+/** A graph maps keys to tasks. */
+export type Graph = Record<string, TaskSpec>;
+
+export interface TaskErrorInfo {
+  /** The error's class name, message and stack as the worker saw them. */
+  name: string;
+  message: string;
+  stack?: string;
+  /** SpillwayError code when there is one. */
+  code?: string;
+}
+
+/** What a worker's heartbeat carries: its store's stats() in short, and its own. */
+export interface WorkerHeartbeat {
+  workerId: string;
+  /** Bytes held in memory by the store (memory + spilling + pinned). */
+  residentBytes: number;
+  memory: { count: number; bytes: number };
+  pinned: { count: number; bytes: number };
+  disk: { count: number; bytes: number };
+  detached: { count: number; bytes: number };
+  unmanaged: number;
+  rss: number;
+  paused: boolean;
+  /** Max event-loop delay (ms) since the previous heartbeat. */
+  eventLoopDelayMs: number;
+  /** Tasks running now and waiting in the worker's queue. */
+  executing: number;
+  queued: number;
+  /** Cumulative: bytes spilled and unspilled by the store, bytes served to peers from disk and from memory. */
+  spilledBytes: number;
+  unspilledBytes: number;
+  servedFromDiskBytes: number;
+  servedFromMemoryBytes: number;
+}
+
+// ---- worker → scheduler ------------------------------------------------------------
+
+/** Request 'register-worker'. Answer: RegisterWorkerResult. */
+export interface RegisterWorkerParams {
+  name: string;
+  data: DataAddress;
+  memoryLimit: number;
+  nthreads: number;
+  pid: number;
+}
+export interface RegisterWorkerResult {
+  workerId: string;
+  /** Send a 'heartbeat' notification this often (ms). */
+  heartbeatIntervalMs: number;
+}
+
+/** Notification 'heartbeat': WorkerHeartbeat. */
+
+/** Notification 'task-finished'. `size`: in-memory bytes of the result (store estimate). */
+export interface TaskFinishedParams {
+  workerId: string;
+  key: string;
+  size: number;
+  /** 'memory' or the tier the result went to. */
+  where: string;
+  /** Seconds the function ran, and seconds spent getting its inputs. */
+  computeSeconds: number;
+  fetchSeconds: number;
+}
+
+/** Notification 'task-erred': the function threw (or its inputs could not be had). */
+export interface TaskErredParams {
+  workerId: string;
+  key: string;
+  error: TaskErrorInfo;
+}
+
+/**
+ * Notification 'missing-data': the worker could not get `key` from any holder the
+ * scheduler named (dead, or it no longer has it). The scheduler corrects its records
+ * (and recomputes the key if nobody has it), then sends the task again.
+ */
+export interface MissingDataParams {
+  workerId: string;
+  /** The task that needed the data. */
+  task: string;
+  key: string;
+  /** Holders that failed. */
+  holders: DataAddress[];
+}
+
+/** Request 'who-has' (from workers and clients): current holders of keys. */
+export interface WhoHasParams {
+  keys: string[];
+}
+export type WhoHasResult = Record<string, DataAddress[]>;
+
+// ---- scheduler → worker ------------------------------------------------------------
+
+/**
+ * Notification 'compute-task': run `spec` and store its result under `key`. `deps` lists,
+ * for each key the task refers to, the workers holding it (this worker's own address
+ * included when it holds it). `priority`: lower runs first among ready tasks.
+ */
+export interface ComputeTaskParams {
+  key: string;
+  spec: TaskSpec;
+  deps: Record<string, DataAddress[]>;
+  priority: number;
+}
+
+/** Notification 'release-keys': delete these keys (nobody needs them any more). */
+export interface ReleaseKeysParams {
+  keys: string[];
+}
+
+/** Notification 'cancel-task': forget a queued task (its result is no longer wanted). */
+export interface CancelTaskParams {
+  key: string;
+}
+
+// ---- client → scheduler ------------------------------------------------------------
+
+/** Request 'register-client'. Answer: { clientId }. */
+export interface RegisterClientParams {
+  name: string;
+}
+
+/**
+ * Request 'submit': add a graph and say which keys the client wants. Answer: SubmitResult.
+ * Rejected as a whole, before anything runs, with a GraphError (code SPW_ERR_GRAPH) for a
+ * cycle, a reference to a key that is neither in the graph nor already computed, or a
+ * malformed task. Keys already known to the scheduler are not recomputed.
+ */
+export interface SubmitParams {
+  graph: Graph;
+  wanted: string[];
+}
+export interface SubmitResult {
+  /** Tasks added (keys not already known). */
+  added: number;
+}
+
+/** Request 'release': the client no longer wants these keys. Answer: null. */
+export interface ReleaseParams {
+  keys: string[];
+}
+
+// ---- scheduler → client ------------------------------------------------------------
+
+/** Notification 'key-ready': a wanted key is computed; fetch it from `holders`. */
+export interface KeyReadyParams {
+  key: string;
+  holders: DataAddress[];
+  size: number;
+}
+
+/** Notification 'key-erred': a wanted key (or one it depends on) failed. */
+export interface KeyErredParams {
+  key: string;
+  /** The key whose task threw (may be a dependency of `key`). */
+  failedKey: string;
+  error: TaskErrorInfo;
+}
+
+export const Methods = {
+  registerWorker: 'register-worker',
+  heartbeat: 'heartbeat',
+  taskFinished: 'task-finished',
+  taskErred: 'task-erred',
+  missingData: 'missing-data',
+  whoHas: 'who-has',
+  computeTask: 'compute-task',
+  releaseKeys: 'release-keys',
+  cancelTask: 'cancel-task',
+  registerClient: 'register-client',
+  submit: 'submit',
+  release: 'release',
+  keyReady: 'key-ready',
+  keyErred: 'key-erred',
+} as const;
+
+/** A `{ $ref: key }` marker. */
+export function ref(key: string): { $ref: string } {
+  return { $ref: key };
+}
+
+/** Escapes a literal that would otherwise read as a reference. */
+export function literal(value: unknown): { $literal: unknown } {
+  return { $literal: value };
+}
+
+/** True for `{ $ref: string }` (exactly that one property). */
+export function isRef(value: unknown): value is { $ref: string } {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const keys = Object.keys(value);
+  return keys.length === 1 && keys[0] === '$ref' && typeof (value as { $ref: unknown }).$ref === 'string';
+}
+
+/** True for `{ $literal: value }` (exactly that one property). */
+export function isLiteral(value: unknown): value is { $literal: unknown } {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const keys = Object.keys(value);
+  return keys.length === 1 && keys[0] === '$literal';
+}
+
+/** Every key referenced by a task's arguments, in order, without duplicates. */
+export function dependencies(spec: TaskSpec): string[] {
+  const found = new Set<string>();
+  const visit = (value: unknown): void => {
+    if (isRef(value)) found.add(value.$ref);
+    else if (isLiteral(value)) return;
+    else if (Array.isArray(value)) value.forEach(visit);
+    else if (typeof value === 'object' && value !== null && Object.getPrototypeOf(value) === Object.prototype) {
+      for (const item of Object.values(value)) visit(item);
+    }
+  };
+  (spec.args ?? []).forEach(visit);
+  return [...found];
+}
+
+/** Replaces references by values (`resolve(key)`) and unwraps literals. */
+export function substitute(args: readonly unknown[], resolve: (key: string) => unknown): unknown[] {
+  const visit = (value: unknown): unknown => {
+    if (isRef(value)) return resolve(value.$ref);
+    if (isLiteral(value)) return value.$literal;
+    if (Array.isArray(value)) return value.map(visit);
+    if (typeof value === 'object' && value !== null && Object.getPrototypeOf(value) === Object.prototype) {
+      const out: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(value)) out[k] = visit(v);
+      return out;
+    }
+    return value;
+  };
+  return args.map(visit);
+}

@@ -189,6 +189,41 @@ export interface KeyErredParams {
   error: TaskErrorInfo;
 }
 
+// ---- additions for the client and the CLI (optional: nothing above depends on them) ----
+
+/**
+ * Notification 'progress' (scheduler → client, optional): the tasks of this client's
+ * graphs. Clients that do not get it count 'key-ready' notifications instead.
+ */
+export interface ProgressParams {
+  /** Tasks finished (result in memory or on disk somewhere), erred, and in all. */
+  done: number;
+  erred: number;
+  total: number;
+}
+
+/** One worker in `GET /api/state`. */
+export interface ClusterStateWorker {
+  workerId: string;
+  name?: string;
+  pid?: number;
+  memoryLimit: number;
+  nthreads?: number;
+  data?: DataAddress;
+  /** The last heartbeat received; absent until the first one. */
+  heartbeat?: WorkerHeartbeat;
+}
+
+/**
+ * What the client and the CLI read from the scheduler's `GET /api/state` (the scheduler
+ * may add anything else). `tasks`: count of tasks by state name (e.g. waiting,
+ * processing, memory, erred, released).
+ */
+export interface ClusterState {
+  workers: ClusterStateWorker[];
+  tasks?: Record<string, number>;
+}
+
 export const Methods = {
   registerWorker: 'register-worker',
   heartbeat: 'heartbeat',
@@ -204,6 +239,8 @@ export const Methods = {
   release: 'release',
   keyReady: 'key-ready',
   keyErred: 'key-erred',
+  /** Optional (added for the client): scheduler → client progress of its tasks. */
+  progress: 'progress',
 } as const;
 
 /** A `{ $ref: key }` marker. */

@@ -174,3 +174,59 @@ export class TaskError extends SpillwayError {
     this.remoteStack = info.stack;
   }
 }
+
+/** A tier was asked for a value id it does not hold. */
+export class TierMissingError extends SpillwayError {
+  constructor(tier: string, id: number) {
+    super('SPW_ERR_TIER_MISSING', `tier "${tier}" holds no value ${id}`);
+  }
+}
+
+/** A tier was asked to write an id it already holds or is writing (ids are never reused). */
+export class TierDuplicateIdError extends SpillwayError {
+  constructor(tier: string, id: number, state = 'already holds') {
+    super('SPW_ERR_TIER_DUPLICATE_ID', `tier "${tier}" ${state} value ${id}`);
+  }
+}
+
+/** A tier was used before open(). */
+export class TierNotOpenError extends SpillwayError {
+  constructor(tier: string) {
+    super('SPW_ERR_TIER_NOT_OPEN', `tier "${tier}" is not open`);
+  }
+}
+
+/** A write source gave more or fewer bytes than declared. Nothing was stored. */
+export class TierLengthError extends SpillwayError {
+  constructor(got: number, expected: number) {
+    super('SPW_ERR_TIER_LENGTH', `source gave ${got} bytes, expected ${expected}`);
+  }
+}
+
+/** Stored bytes end early: the file was truncated behind the tier's back. */
+export class TierTruncatedError extends SpillwayError {
+  constructor(message: string) {
+    super('SPW_ERR_TIER_TRUNCATED', message);
+  }
+}
+
+/** A compressed chunk does not decompress to its recorded size. */
+export class TierCorruptError extends SpillwayError {
+  constructor(message: string) {
+    super('SPW_ERR_TIER_CORRUPT', message);
+  }
+}
+
+/** The operating system accepted no bytes of a write. */
+export class TierShortWriteError extends SpillwayError {
+  constructor() {
+    super('SPW_ERR_TIER_SHORT_WRITE', 'write made no progress');
+  }
+}
+
+/** A failure that is a bug, not bad input: a non-Error was thrown somewhere. */
+export class InternalError extends SpillwayError {
+  constructor(message: string) {
+    super('SPW_ERR_INTERNAL', message);
+  }
+}

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { Crc32c, encodedBatches, parseLayout, type Encoded } from '../codec/index.js';
-import { ChecksumError, FormatError, SpillwayError } from '../errors.js';
+import { ChecksumError, FormatError } from '../errors.js';
 import type { WriteSource } from '../tiers/tier.js';
 
 /** A stream of a value's encoded bytes, as stored and as sent to peers. */
@@ -84,5 +84,5 @@ async function* single(bytes: Uint8Array): WriteSource {
   // Cut into slices so one large buffer is hashed and written in overlapping steps.
   const slice = 4 * 1024 * 1024;
   for (let offset = 0; offset < bytes.byteLength; offset += slice) yield [bytes.subarray(offset, offset + slice)];
-  if (bytes.byteLength === 0) throw new SpillwayError('SPW_ERR_FORMAT', 'empty encoded value');
+  if (bytes.byteLength === 0) throw new FormatError('empty encoded value');
 }

@@ -1,6 +1,6 @@
 import { compress, compressSync, uncompress, uncompressSync } from 'lz4-napi';
 import { Readable } from 'node:stream';
-import { InvalidArgumentError, SpillwayError } from '../errors.js';
+import { InvalidArgumentError, SpillwayError, TierCorruptError, TierLengthError } from '../errors.js';
 import type { ByteRange, WriteSource } from './tier.js';
 
 /** `lz4`: compress every chunk; `auto`: only chunks a quick probe says will shrink; `none`: never. */
@@ -30,7 +30,7 @@ export interface StoredChunk {
 export const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 export function lengthError(got: number, expected: number): SpillwayError {
-  return new SpillwayError('SPW_ERR_TIER_LENGTH', `source gave ${got} bytes, expected ${expected}`);
+  return new TierLengthError(got, expected);
 }
 
 /**
@@ -102,7 +102,7 @@ export async function compressChunk(raw: Buffer, mode: CompressionMode): Promise
 export async function decompressChunk(stored: Uint8Array, rawLength: number): Promise<Buffer> {
   const raw = rawLength <= SYNC_BYTES ? uncompressSync(stored) : await uncompress(stored);
   if (raw.byteLength !== rawLength) {
-    throw new SpillwayError('SPW_ERR_TIER_CORRUPT', `compressed chunk gave ${raw.byteLength} bytes, expected ${rawLength}`);
+    throw new TierCorruptError(`compressed chunk gave ${raw.byteLength} bytes, expected ${rawLength}`);
   }
   return raw;
 }

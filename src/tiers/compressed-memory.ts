@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import { ClosedError, InvalidArgumentError, SpillwayError, TierWriteCancelledError } from '../errors.js';
+import { ClosedError, InvalidArgumentError, SpillwayError, TierDuplicateIdError, TierMissingError, TierWriteCancelledError } from '../errors.js';
 import {
   DEFAULT_CHUNK_BYTES,
   MAX_CHUNK_BYTES,
@@ -175,7 +175,7 @@ export class CompressedMemoryTier implements Tier {
 
   private get(id: number): Held {
     const held = this.values.get(id);
-    if (held === undefined) throw new SpillwayError('SPW_ERR_TIER_MISSING', `tier "${this.name}" holds no value ${id}`);
+    if (held === undefined) throw new TierMissingError(this.name, id);
     return held;
   }
 
@@ -186,5 +186,5 @@ export class CompressedMemoryTier implements Tier {
 }
 
 export function duplicate(tier: string, id: number): SpillwayError {
-  return new SpillwayError('SPW_ERR_TIER_DUPLICATE_ID', `tier "${tier}" already holds or is writing value ${id}`);
+  return new TierDuplicateIdError(tier, id, 'already holds or is writing');
 }

@@ -2,7 +2,7 @@ import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { ClosedError, InvalidArgumentError, SpillwayError, TierWriteCancelledError } from '../errors.js';
+import { ClosedError, InvalidArgumentError, SpillwayError, TierDuplicateIdError, TierMissingError, TierNotOpenError, TierWriteCancelledError } from '../errors.js';
 import {
   DEFAULT_CHUNK_BYTES,
   MAX_CHUNK_BYTES,
@@ -172,7 +172,7 @@ export class DiskTier implements Tier {
   async write(id: number, source: WriteSource, byteLength: number): Promise<void> {
     if (this.closed) throw new ClosedError(`tier "${this.name}"`);
     checkId(id, byteLength);
-    if (this.entries.has(id)) throw new SpillwayError('SPW_ERR_TIER_DUPLICATE_ID', `tier "${this.name}" already holds value ${id}`);
+    if (this.entries.has(id)) throw new TierDuplicateIdError(this.name, id);
     const segments = this.openSegments();
     const elapsed = TierCounters.timer();
     const job = this.writes.begin(this.name, id);
@@ -285,18 +285,18 @@ export class DiskTier implements Tier {
   }
 
   private owned(): string[] {
-    if (this.dirs === undefined) throw new SpillwayError('SPW_ERR_TIER_NOT_OPEN', `tier "${this.name}" is not open`);
+    if (this.dirs === undefined) throw new TierNotOpenError(this.name);
     return this.dirs;
   }
 
   private openSegments(): SegmentStore {
-    if (this.segments === undefined) throw new SpillwayError('SPW_ERR_TIER_NOT_OPEN', `tier "${this.name}" is not open`);
+    if (this.segments === undefined) throw new TierNotOpenError(this.name);
     return this.segments;
   }
 
   private get(id: number): Entry {
     const entry = this.entries.get(id);
-    if (entry === undefined) throw new SpillwayError('SPW_ERR_TIER_MISSING', `tier "${this.name}" holds no value ${id}`);
+    if (entry === undefined) throw new TierMissingError(this.name, id);
     return entry;
   }
 
@@ -384,7 +384,7 @@ export class DiskTier implements Tier {
       return { stored: { handle, base: 0 }, release: () => handle.close() };
     }
     const pin = this.segments?.pin(id);
-    if (pin === undefined) throw new SpillwayError('SPW_ERR_TIER_MISSING', `tier "${this.name}" holds no value ${id}`);
+    if (pin === undefined) throw new TierMissingError(this.name, id);
     try {
       return { stored: { handle: await pin.handle, base: pin.offset }, release: async () => pin.release() };
     } catch (err) {

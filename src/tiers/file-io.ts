@@ -1,5 +1,5 @@
 import type { FileHandle } from 'node:fs/promises';
-import { SpillwayError } from '../errors.js';
+import { TierShortWriteError, TierTruncatedError } from '../errors.js';
 
 /** writev at `position`, looping on short writes (pwritev may write less than asked). */
 export async function writeFully(handle: FileHandle, batch: readonly Uint8Array[], position: number): Promise<void> {
@@ -9,7 +9,7 @@ export async function writeFully(handle: FileHandle, batch: readonly Uint8Array[
     const { bytesWritten } =
       pieces.length === 1 ? await handle.write(pieces[0], 0, wanted, position) : await handle.writev(pieces, position);
     if (bytesWritten === wanted) return;
-    if (bytesWritten <= 0) throw new SpillwayError('SPW_ERR_TIER_SHORT_WRITE', 'write made no progress');
+    if (bytesWritten <= 0) throw new TierShortWriteError();
     position += bytesWritten;
     let skip = bytesWritten;
     const rest: Uint8Array[] = [];
@@ -31,7 +31,7 @@ export async function readFully(handle: FileHandle, out: Uint8Array, at: number,
   while (done < length) {
     const { bytesRead } = await handle.read(out, at + done, length - done, position + done);
     if (bytesRead === 0) {
-      throw new SpillwayError('SPW_ERR_TIER_TRUNCATED', `stored bytes end at ${position + done}, expected ${position + length}`);
+      throw new TierTruncatedError(`stored bytes end at ${position + done}, expected ${position + length}`);
     }
     done += bytesRead;
   }

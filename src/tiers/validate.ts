@@ -1,4 +1,4 @@
-import { InvalidArgumentError, SpillwayError } from '../errors.js';
+import { InvalidArgumentError, TierDuplicateIdError } from '../errors.js';
 
 /** Rejects capacities, sizes and thresholds that are not positive numbers (NaN included). */
 export function checkPositive(label: string, value: unknown, allowInfinity = false): asserts value is number {
@@ -39,7 +39,7 @@ export class WriteTracker {
 
   begin(tier: string, id: number): { readonly cancelled: boolean } {
     if (this.jobs.has(id)) {
-      throw new SpillwayError('SPW_ERR_TIER_DUPLICATE_ID', `tier "${tier}" is already writing value ${id}`);
+      throw new TierDuplicateIdError(tier, id, 'is already writing');
     }
     const job: Job = { cancelled: false, waiters: undefined };
     this.jobs.set(id, job);

@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net';
-import { SpillwayError, errorMessage } from '../errors.js';
+import { InternalError, errorMessage } from '../errors.js';
 import { TransferError, TransferTimeoutError } from './errors.js';
 import type { ParsedEvent } from './messages.js';
 import { Parser, type ParserOptions } from './parser.js';
@@ -126,5 +126,5 @@ export class Connection {
 
 export function asError(err: unknown): Error {
   if (err instanceof Error) return err;
-  return new SpillwayError('SPW_ERR_INTERNAL', errorMessage(err));
+  return new InternalError(errorMessage(err));
 }

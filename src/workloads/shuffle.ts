@@ -1,0 +1,171 @@
+/**
+ * `shuffle`: an all-to-all exchange. Input partition i (generated on a worker from a seed)
+ * is split into P pieces by a hash of each value; output j concatenates piece j of every
+ * input, so every worker fetches pieces from every other one. A small summary per output
+ * (count, sum, fingerprint, misplaced values) comes back to the client, which checks it
+ * against the same figures computed by regenerating the inputs itself.
+ *
+ * The task functions are exported from this module, which every worker imports.
+ */
+import type { Graph } from '../cluster/protocol.js';
+import { ref } from '../cluster/protocol.js';
+import { allocFloat64, elementsPerPartition, mix32, nextState, partitionSeed, type Verification, yieldToLoop } from './common.js';
+
+const MODULE = import.meta.url;
+/** Values are integers below 2^20: a partition's sum stays exact far beyond 2^40 elements. */
+const VALUE_BITS = 20;
+const BUCKET_SALT = 0x51ed270b;
+const PRINT_SALT = 0x2f0b3c19;
+
+export interface ShuffleSummary {
+  count: number;
+  sum: number;
+  /** Sum mod 2^32 of a hash of every value: order-free, catches swapped values a sum would miss. */
+  fingerprint: number;
+  /** Values whose bucket is not this output's. */
+  misplaced: number;
+}
+
+const bucketOf = (x: number, parts: number): number => mix32(x, BUCKET_SALT) % parts;
+
+// ---- task functions -----------------------------------------------------------------
+
+/** Input partition `index`: `count` integer values from the run's seed. */
+export function generate(seed: number, index: number, count: number): Float64Array {
+  const out = allocFloat64(count);
+  let s = partitionSeed(seed, index);
+  for (let i = 0; i < count; i++) {
+    s = nextState(s);
+    out[i] = s >>> (32 - VALUE_BITS);
+  }
+  return out;
+}
+
+/** Splits a partition into `parts` pieces by the hash of each value (two passes, no growing arrays). */
+export function split(data: Float64Array, parts: number): Float64Array[] {
+  const buckets = new Uint16Array(data.length); // parts ≤ 65536 (checked by shuffleGraph)
+  const sizes = new Uint32Array(parts);
+  for (let i = 0; i < data.length; i++) {
+    const b = bucketOf(data[i], parts);
+    buckets[i] = b;
+    sizes[b]++;
+  }
+  const pieces = Array.from(sizes, (n) => allocFloat64(n));
+  const fill = new Uint32Array(parts);
+  for (let i = 0; i < data.length; i++) {
+    const b = buckets[i];
+    pieces[b][fill[b]++] = data[i];
+  }
+  return pieces;
+}
+
+/** Piece `j` of a split partition, as a value of its own (never a view into the whole). */
+export function pick(pieces: Float64Array[], j: number): Float64Array {
+  const piece = pieces[j];
+  if (piece.byteOffset === 0 && piece.byteLength === piece.buffer.byteLength) return piece;
+  const copy = allocFloat64(piece.length);
+  copy.set(piece);
+  return copy;
+}
+
+/** Output partition: piece j of every input, one after the other. */
+export function concat(pieces: Float64Array[]): Float64Array {
+  const out = allocFloat64(pieces.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const piece of pieces) {
+    out.set(piece, at);
+    at += piece.length;
+  }
+  return out;
+}
+
+/** The figures the client checks for output `j`. */
+export function summarize(data: Float64Array, j: number, parts: number): ShuffleSummary {
+  let sum = 0;
+  let fingerprint = 0;
+  let misplaced = 0;
+  for (let i = 0; i < data.length; i++) {
+    const x = data[i];
+    sum += x;
+    fingerprint = (fingerprint + mix32(x, PRINT_SALT)) >>> 0;
+    if (bucketOf(x, parts) !== j) misplaced++;
+  }
+  return { count: data.length, sum, fingerprint, misplaced };
+}
+
+// ---- graph and verification ---------------------------------------------------------
+
+export interface ShuffleOptions {
+  /** Bytes of input data in all (rounded down to whole elements per partition). */
+  bytes: number;
+  partitions: number;
+  seed?: number;
+}
+
+export interface ShufflePlan {
+  graph: Graph;
+  /** `check-j` for every output j: the summaries, in order. */
+  wanted: string[];
+  dataBytes: number;
+  elements: number;
+  verify(results: readonly unknown[]): Promise<Verification>;
+}
+
+export function shuffleGraph(options: ShuffleOptions): ShufflePlan {
+  const P = options.partitions;
+  const seed = options.seed ?? 0x5eed;
+  const count = elementsPerPartition(options.bytes, P);
+  const fn = (name: string): { module: string; name: string } => ({ module: MODULE, name });
+  const graph: Graph = {};
+  for (let i = 0; i < P; i++) {
+    graph[`input-${i}`] = { fn: fn('generate'), args: [seed, i, count] };
+    graph[`split-${i}`] = { fn: fn('split'), args: [ref(`input-${i}`), P] };
+    for (let j = 0; j < P; j++) graph[`piece-${i}-${j}`] = { fn: fn('pick'), args: [ref(`split-${i}`), j] };
+  }
+  const wanted: string[] = [];
+  for (let j = 0; j < P; j++) {
+    graph[`output-${j}`] = { fn: fn('concat'), args: [Array.from({ length: P }, (_, i) => ref(`piece-${i}-${j}`))] };
+    graph[`check-${j}`] = { fn: fn('summarize'), args: [ref(`output-${j}`), j, P] };
+    wanted.push(`check-${j}`);
+  }
+  return {
+    graph,
+    wanted,
+    dataBytes: count * 8 * P,
+    elements: count * P,
+    verify: (results) => verifyShuffle(results, seed, P, count),
+  };
+}
+
+/** Regenerates every input on this side, a slice at a time, and compares each output's summary. */
+export async function verifyShuffle(results: readonly unknown[], seed: number, P: number, count: number): Promise<Verification> {
+  const expected = Array.from({ length: P }, () => ({ count: 0, sum: 0, fingerprint: 0 }));
+  const SLICE = 1 << 20;
+  for (let i = 0; i < P; i++) {
+    let s = partitionSeed(seed, i);
+    for (let from = 0; from < count; from += SLICE) {
+      const to = Math.min(count, from + SLICE);
+      for (let k = from; k < to; k++) {
+        s = nextState(s);
+        const x = s >>> (32 - VALUE_BITS);
+        const e = expected[bucketOf(x, P)];
+        e.count++;
+        e.sum += x;
+        e.fingerprint = (e.fingerprint + mix32(x, PRINT_SALT)) >>> 0;
+      }
+      await yieldToLoop();
+    }
+  }
+  const problems: string[] = [];
+  if (results.length !== P) problems.push(`expected ${P} summaries, got ${results.length}`);
+  results.forEach((value, j) => {
+    const got = value as Partial<ShuffleSummary> | null;
+    const e = expected[j];
+    if (got === null || typeof got !== 'object') return problems.push(`output ${j}: not a summary`);
+    if (got.count !== e.count) problems.push(`output ${j}: ${got.count} values, expected ${e.count}`);
+    if (got.sum !== e.sum) problems.push(`output ${j}: sum ${got.sum}, expected ${e.sum}`);
+    if (got.fingerprint !== e.fingerprint) problems.push(`output ${j}: fingerprint ${got.fingerprint}, expected ${e.fingerprint}`);
+    if (got.misplaced !== 0) problems.push(`output ${j}: ${got.misplaced} values belong to another output`);
+  });
+  return { verified: problems.length === 0, problems };
+}

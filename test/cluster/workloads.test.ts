@@ -1,0 +1,57 @@
+/** The built-in workloads run in this process (no cluster): their graphs are sound and their checks are exact. */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { dependencies, substitute, type Graph } from '../../src/cluster/protocol.js';
+import { planWorkload } from '../../src/workloads/index.js';
+
+/** Evaluates a graph depth first, as a worker would, importing each function by reference. */
+async function runInProcess(graph: Graph, wanted: string[]): Promise<unknown[]> {
+  const values = new Map<string, unknown>();
+  const evaluate = async (key: string): Promise<unknown> => {
+    if (values.has(key)) return values.get(key);
+    const spec = graph[key];
+    for (const dep of dependencies(spec)) await evaluate(dep);
+    const mod = (await import(spec.fn.module)) as Record<string, (...args: unknown[]) => unknown>;
+    const value = mod[spec.fn.name](...substitute(spec.args ?? [], (k) => values.get(k)));
+    values.set(key, value);
+    return value;
+  };
+  const out: unknown[] = [];
+  for (const key of wanted) out.push(await evaluate(key));
+  return out;
+}
+
+for (const name of ['shuffle', 'map-reduce'] as const) {
+  test(`${name}: the graph's result verifies, and a corrupted one does not`, async () => {
+    const plan = planWorkload(name, { bytes: 3 * 1024 * 1024, partitions: 5, seed: 42 });
+    assert.equal(plan.dataBytes % (8 * 5), 0);
+    for (const [key, spec] of Object.entries(plan.graph)) {
+      for (const dep of dependencies(spec)) assert.ok(dep in plan.graph, `${key} refers to ${dep}`);
+    }
+    const results = await runInProcess(plan.graph, plan.wanted);
+    const good = await plan.verify(results);
+    assert.deepEqual(good, { verified: true, problems: [] });
+
+    const bad = structuredClone(results) as Array<Record<string, number> | number>;
+    if (name === 'shuffle') (bad[1] as Record<string, number>).sum += 1;
+    else bad[2] = (bad[2] as number) + 1;
+    const check = await plan.verify(bad);
+    assert.equal(check.verified, false);
+    assert.equal(check.problems.length, 1);
+  });
+}
+
+test('shuffle: pieces land in the output their hash names, and nothing is lost', async () => {
+  const plan = planWorkload('shuffle', { bytes: 1024 * 1024, partitions: 3, seed: 7 });
+  const results = (await runInProcess(plan.graph, plan.wanted)) as Array<{ count: number; misplaced: number }>;
+  assert.equal(results.reduce((n, r) => n + r.count, 0), plan.dataBytes / 8);
+  assert.ok(results.every((r) => r.misplaced === 0 && r.count > 0));
+});
+
+test('map-reduce: the mean is exact and the deviations are not trivial', async () => {
+  const plan = planWorkload('map-reduce', { bytes: 1024 * 1024, partitions: 4, seed: 9 });
+  const [total, mean, ssd] = (await runInProcess(plan.graph, plan.wanted)) as [{ count: number }, number, number];
+  assert.equal(total.count, plan.dataBytes / 8);
+  assert.equal(mean, 65536);
+  assert.ok(ssd > total.count, 'deviations average more than 1');
+});

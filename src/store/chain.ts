@@ -23,6 +23,8 @@ export class TierChain {
   readonly lrus: LruList<Entry>[];
   readonly reserved: Float64Array;
   readonly demotions: Float64Array;
+  /** Bytes that passed the maxSpill check but wait for a tier to have room. */
+  unplaced = 0;
 
   constructor(readonly tiers: readonly Tier[]) {
     this.lrus = tiers.map(() => new LruList<Entry>(64));
@@ -32,7 +34,7 @@ export class TierChain {
 
   /** Bytes stored below memory, all tiers together, plus writes in flight. */
   usedBytes(): number {
-    let total = 0;
+    let total = this.unplaced;
     for (let t = 0; t < this.tiers.length; t++) total += this.tiers[t].usage().bytes + this.reserved[t];
     return total;
   }

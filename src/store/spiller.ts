@@ -5,9 +5,14 @@ import type { WriteSource } from '../tiers/tier.js';
 import { secondsSince } from './counters.js';
 import { timed, verifiedSource } from './encoded-io.js';
 import { DEMOTE_AT } from './chain.js';
+import { Slots } from './slots.js';
 import { Bucket, type Entry, StoredCopy, type WriteJob } from './entry.js';
 import type { StoreState } from './state.js';
 import type { UnspillableEvent } from './stats.js';
+
+/** Values under this many bytes count as small (the DiskTier default for fused segments). */
+const SMALL_VALUE_BYTES = 1024 * 1024;
+const SMALL_WRITES_IN_FLIGHT = 64;
 
 /**
  * Moves values down: memory → tiers (spilling, LRU first, `spillConcurrency` writes at a
@@ -16,14 +21,25 @@ import type { UnspillableEvent } from './stats.js';
  */
 export class Spiller {
   readonly #writes = new Set<Promise<unknown>>();
-  #active = 0;
-  #queued = 0;
-  readonly #waiters: (() => void)[] = [];
+  /** Large values: `spillConcurrency` writes at a time. */
+  readonly #large: Slots;
+  /**
+   * Small values get many slots of their own: a tier can then batch them (DiskTier fuses
+   * writes that arrive together into one writev), and a 4 KiB write never waits behind a
+   * 1 GiB one.
+   */
+  readonly #small = new Slots(SMALL_WRITES_IN_FLIGHT);
   readonly #demoting = new Map<number, Promise<void>>();
   #retryTimer: NodeJS.Timeout | undefined;
   #stuckReported = false;
 
-  constructor(private readonly state: StoreState) {}
+  constructor(private readonly state: StoreState) {
+    this.#large = new Slots(state.opts.spillConcurrency);
+  }
+
+  #slotsFor(entry: Entry): Slots {
+    return entry.size < SMALL_VALUE_BYTES ? this.#small : this.#large;
+  }
 
   /** Starts background writes, LRU first, while memory (net of writes in flight) is over target. */
   pump(): void {
@@ -40,7 +56,7 @@ export class Spiller {
         this.state.drop(entry);
         continue;
       }
-      if (this.#active + this.#queued >= opts.spillConcurrency) {
+      if (this.#slotsFor(entry).full) {
         // Every write slot is busy: values that already have a copy below can still go,
         // for free. Without this, reads that bring values back (weak hits, loads) would
         // grow memory past target until a write finishes.
@@ -108,8 +124,7 @@ export class Spiller {
       entry.slot = -1;
     }
     acct.add(entry);
-    this.#queued++;
-    job.done = this.#inSlot(() => this.#write(entry, job)).finally(() => {
+    job.done = this.#slotsFor(entry).run(() => this.#write(entry, job)).finally(() => {
       this.#writes.delete(job.done);
       this.pump();
     });
@@ -123,11 +138,9 @@ export class Spiller {
    */
   async writeEncoded(key: string, source: Uint8Array | WriteSource, byteLength: number): Promise<StoredCopy> {
     const { counters } = this.state;
-    this.#checkCap(key, byteLength);
-    const t = await this.#room(key, byteLength);
+    const t = await this.#capAndRoom(key, byteLength);
     const tier = this.state.opts.tiers[t];
     const id = this.state.newId();
-    this.state.chain.reserved[t] += byteLength;
     const start = performance.now();
     const done = (async () => {
       try {
@@ -152,19 +165,6 @@ export class Spiller {
     return new StoredCopy(t, id, byteLength);
   }
 
-  /** Runs `work` in one of the `spillConcurrency` write slots. */
-  async #inSlot<T>(work: () => Promise<T>): Promise<T> {
-    if (this.#active >= this.state.opts.spillConcurrency) await new Promise<void>((resolve) => this.#waiters.push(resolve));
-    this.#queued--;
-    this.#active++;
-    try {
-      return await work();
-    } finally {
-      this.#active--;
-      this.#waiters.shift()?.();
-    }
-  }
-
   async #write(entry: Entry, job: WriteJob): Promise<number> {
     const { state } = this;
     const { counters, acct } = state;
@@ -176,11 +176,9 @@ export class Spiller {
       if (entry.removed || job.cancelled || state.closed) throw new ClosedError();
       const encoded = encode(entry.value);
       counters.encodeSeconds += secondsSince(encodeStart);
-      this.#checkCap(entry.key, encoded.byteLength);
-      const t = await this.#room(entry.key, encoded.byteLength);
+      const t = await this.#capAndRoom(entry.key, encoded.byteLength);
       const tier = state.opts.tiers[t];
       tierName = tier.name;
-      state.chain.reserved[t] += encoded.byteLength;
       const writeStart = performance.now();
       try {
         await tier.write(job.id, timed(encodedBatches(encoded), (s) => (counters.encodeSeconds += s)), encoded.byteLength);
@@ -237,6 +235,25 @@ export class Spiller {
       }
     }
     this.state.relink(entry);
+  }
+
+  /**
+   * Checks maxSpill and finds a tier. The bytes count as used from the check on (while a
+   * tier makes room), then are reserved on the tier found, in the same turn, so concurrent
+   * writes cannot all pass the same check. The caller releases the reservation.
+   */
+  async #capAndRoom(key: string, bytes: number): Promise<number> {
+    this.#checkCap(key, bytes);
+    const { chain } = this.state;
+    chain.unplaced += bytes;
+    let t: number;
+    try {
+      t = await this.#room(key, bytes);
+    } finally {
+      chain.unplaced -= bytes;
+    }
+    chain.reserved[t] += bytes;
+    return t;
   }
 
   #checkCap(key: string, bytes: number): void {

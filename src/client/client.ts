@@ -1,0 +1,262 @@
+import { randomUUID } from 'node:crypto';
+import { Channel } from '../control/channel.js';
+import {
+  type DataAddress,
+  type Graph,
+  type KeyErredParams,
+  type KeyReadyParams,
+  Methods,
+  type ProgressParams,
+  type RegisterClientParams,
+  type SubmitParams,
+  type SubmitResult,
+  type WhoHasResult,
+} from '../cluster/protocol.js';
+import { ClosedError, GraphError, TaskError } from '../errors.js';
+import { SpillStore } from '../store/spill-store.js';
+import { DataClient, parseAddress } from '../transfer/client.js';
+import { RemoteError } from '../transfer/errors.js';
+import { ResultUnavailableError, SchedulerLostError } from './errors.js';
+import { validateGraph } from './validate.js';
+
+export interface ClientOptions {
+  /** Shared secret of the cluster (scheduler and workers). */
+  token?: string;
+  /** Memory for results on this side before they spill to disk. Default '256 MiB'. */
+  memoryLimit?: number | string;
+  /** Parent directory for the client's spill files. Default: the OS temp directory. */
+  localDirectory?: string;
+  /** Shown by the scheduler. Default: client-<pid>. */
+  name?: string;
+  /** How long to keep looking for a result whose holders are gone (it is being recomputed). Default 120 s. */
+  resultTimeoutMs?: number;
+}
+
+export interface ComputeProgress {
+  /** Wanted keys fetched so far, and in all. */
+  ready: number;
+  wanted: number;
+  /** Tasks of this client's graphs, when the scheduler reports them ('progress'). */
+  tasks?: ProgressParams;
+}
+
+export interface ComputeOptions {
+  onProgress?: (progress: ComputeProgress) => void;
+  /** Keep the results on the workers after fetching them (release them later with `release`). */
+  keep?: boolean;
+}
+
+interface Waiter {
+  ready(params: KeyReadyParams): void;
+  erred(params: KeyErredParams): void;
+}
+
+interface Computation {
+  fail(err: Error): void;
+  progress(tasks: ProgressParams): void;
+}
+
+/**
+ * Submits task graphs to a scheduler and gathers their results. Results are pulled from
+ * the workers that hold them into a client-side SpillStore (so a large result can spill
+ * here too), then handed over and, unless `keep`, released on the cluster.
+ */
+export class Client {
+  readonly #channel: Channel;
+  readonly #store: SpillStore;
+  readonly #data: DataClient;
+  readonly #address: string;
+  readonly #clientId: string;
+  readonly #resultTimeoutMs: number;
+  readonly #waiters = new Map<string, Set<Waiter>>();
+  readonly #computations = new Set<Computation>();
+  readonly #functionChecks = new Map<string, Promise<string | undefined>>();
+  #lost: Error | undefined;
+
+  private constructor(channel: Channel, store: SpillStore, data: DataClient, address: string, clientId: string, options: ClientOptions) {
+    this.#channel = channel;
+    this.#store = store;
+    this.#data = data;
+    this.#address = address;
+    this.#clientId = clientId;
+    this.#resultTimeoutMs = options.resultTimeoutMs ?? 120_000;
+    channel.handle(Methods.keyReady, (p) => this.#dispatch(p as KeyReadyParams, 'ready'));
+    channel.handle(Methods.keyErred, (p) => this.#dispatch(p as KeyErredParams, 'erred'));
+    channel.handle(Methods.progress, (p) => {
+      for (const c of this.#computations) c.progress(p as ProgressParams);
+    });
+    channel.on('close', (err?: Error) => this.#onLost(new SchedulerLostError(address, err)));
+  }
+
+  /** Connects to a scheduler (`host:port` or `{ host, port }`) and registers as a client. */
+  static async connect(address: string | DataAddress, options: ClientOptions = {}): Promise<Client> {
+    const peer = parseAddress(address);
+    const text = `${peer.host}:${peer.port}`;
+    const store = await SpillStore.open({
+      memoryLimit: options.memoryLimit ?? '256 MiB',
+      directory: options.localDirectory,
+      // The process is the user's: its RSS is not the store's to manage.
+      monitorInterval: false,
+    });
+    let channel: Channel | undefined;
+    try {
+      channel = await Channel.connect(peer, { token: options.token });
+      const params: RegisterClientParams = { name: options.name ?? `client-${process.pid}-${randomUUID().slice(0, 8)}` };
+      const { clientId } = await channel.request<{ clientId: string }>(Methods.registerClient, params, 30_000);
+      return new Client(channel, store, new DataClient({ token: options.token }), text, clientId, options);
+    } catch (err) {
+      channel?.close();
+      await store.close();
+      throw err;
+    }
+  }
+
+  get address(): string {
+    return this.#address;
+  }
+  get clientId(): string {
+    return this.#clientId;
+  }
+  get closed(): boolean {
+    return this.#lost !== undefined;
+  }
+
+  /**
+   * Runs `graph` and returns the values of `wanted`, in that order. Rejects with
+   * GraphError before anything runs for a bad graph, TaskError when a task throws
+   * (with the worker's stack), SchedulerLostError when the scheduler goes away.
+   */
+  async compute<T = unknown>(graph: Graph, wanted: readonly string[], options: ComputeOptions = {}): Promise<T[]> {
+    if (this.#lost !== undefined) throw this.#lost;
+    await validateGraph(graph, wanted, this.#functionChecks);
+    const keys = [...new Set(wanted)];
+    if (keys.length === 0) return [];
+    const values = new Map<string, unknown>();
+    const report = (tasks?: ProgressParams): void => options.onProgress?.({ ready: values.size, wanted: keys.length, tasks });
+    let fail!: (err: Error) => void;
+    let finish!: () => void;
+    const failed = new Promise<never>((_, reject) => (fail = reject));
+    const done = new Promise<void>((resolve) => (finish = resolve));
+    failed.catch(() => undefined);
+    const computation: Computation = { fail: (err) => fail(err), progress: (tasks) => report(tasks) };
+    const waiters = new Map<string, Waiter>();
+    for (const key of keys) {
+      const waiter: Waiter = {
+        // A key can be announced again (recomputed after a worker died): fetch it once.
+        ready: (params) => {
+          if (!this.#unwait(key, waiter)) return;
+          this.#fetchResult(params).then((value) => {
+            values.set(key, value);
+            report();
+            if (values.size === keys.length) finish();
+          }, computation.fail);
+        },
+        erred: (params) => computation.fail(new TaskError(key, params.failedKey, params.error)),
+      };
+      waiters.set(key, waiter);
+      this.#wait(key, waiter);
+    }
+    this.#computations.add(computation);
+    try {
+      // Waiters first: a key already computed may be announced before submit answers.
+      await Promise.race([this.#submit({ graph, wanted: keys }), failed]);
+      await Promise.race([done, failed]);
+    } catch (err) {
+      if (this.#lost === undefined && !(err instanceof GraphError)) await this.#releaseQuietly(keys, options.keep);
+      throw err;
+    } finally {
+      this.#computations.delete(computation);
+      for (const [key, waiter] of waiters) this.#unwait(key, waiter);
+    }
+    if (options.keep !== true) await this.release(keys);
+    return wanted.map((key) => values.get(key) as T);
+  }
+
+  /** Tells the scheduler this client no longer needs `keys` (kept with `keep: true`). */
+  async release(keys: readonly string[]): Promise<void> {
+    if (this.#lost !== undefined) throw this.#lost;
+    await this.#channel.request(Methods.release, { keys: [...keys] });
+  }
+
+  /** Current holders of keys, from the scheduler. */
+  whoHas(keys: readonly string[]): Promise<WhoHasResult> {
+    return this.#channel.request<WhoHasResult>(Methods.whoHas, { keys: [...keys] }, 30_000);
+  }
+
+  /** Closes the connection (the scheduler releases this client's keys) and the local store. */
+  async close(): Promise<void> {
+    this.#onLost(new ClosedError('client'));
+    this.#channel.close();
+    await this.#store.close();
+  }
+
+  async #submit(params: SubmitParams): Promise<SubmitResult> {
+    try {
+      return await this.#channel.request<SubmitResult>(Methods.submit, params);
+    } catch (err) {
+      if (err instanceof RemoteError && err.remoteCode === 'SPW_ERR_GRAPH') {
+        throw new GraphError(err.message.replace(/^peer error SPW_ERR_GRAPH: /, ''));
+      }
+      throw err;
+    }
+  }
+
+  /** Pulls one result into the local store from a holder, then out of it; asks again when every holder fails. */
+  async #fetchResult(params: KeyReadyParams): Promise<unknown> {
+    const deadline = Date.now() + this.#resultTimeoutMs;
+    let holders = params.holders;
+    let lastError: unknown;
+    for (;;) {
+      for (const holder of holders) {
+        if (this.#lost !== undefined) throw this.#lost;
+        try {
+          const result = await this.#data.fetch(holder, [params.key], this.#store);
+          if (result.missing.length > 0) continue;
+          const value = await this.#store.get(params.key);
+          this.#store.delete(params.key);
+          return value;
+        } catch (err) {
+          lastError = err;
+        }
+      }
+      if (Date.now() > deadline) throw new ResultUnavailableError(params.key, lastError);
+      // Its holders are gone: the scheduler recomputes the key; ask where it is now.
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      if (this.#lost !== undefined) throw this.#lost;
+      holders = (await this.whoHas([params.key]))[params.key] ?? [];
+    }
+  }
+
+  async #releaseQuietly(keys: readonly string[], keep: boolean | undefined): Promise<void> {
+    if (keep === true) return;
+    await this.release(keys).catch(() => undefined);
+  }
+
+  #wait(key: string, waiter: Waiter): void {
+    let set = this.#waiters.get(key);
+    if (set === undefined) this.#waiters.set(key, (set = new Set()));
+    set.add(waiter);
+  }
+
+  #unwait(key: string, waiter: Waiter): boolean {
+    const set = this.#waiters.get(key);
+    const had = set?.delete(waiter) ?? false;
+    if (set?.size === 0) this.#waiters.delete(key);
+    return had;
+  }
+
+  #dispatch(params: KeyReadyParams | KeyErredParams, kind: 'ready' | 'erred'): void {
+    const set = this.#waiters.get(params.key);
+    if (set === undefined) return;
+    for (const waiter of [...set]) {
+      if (kind === 'ready') waiter.ready(params as KeyReadyParams);
+      else waiter.erred(params as KeyErredParams);
+    }
+  }
+
+  #onLost(err: Error): void {
+    if (this.#lost !== undefined) return;
+    this.#lost = err;
+    for (const c of this.#computations) c.fail(err);
+  }
+}

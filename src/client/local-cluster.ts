@@ -1,0 +1,199 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { ClusterState, DataAddress } from '../cluster/protocol.js';
+import { InvalidArgumentError } from '../errors.js';
+import { formatBytes, parseBytes } from '../units.js';
+import { CliProcess, ClusterProcessError } from './processes.js';
+import { fetchClusterState } from './state.js';
+
+export interface LocalClusterOptions {
+  /** Worker processes. Default 2. */
+  workers?: number;
+  /** Memory limit of each worker: bytes or '256 MiB'. Default '256 MiB'. */
+  memoryLimit?: number | string;
+  /** Task threads per worker. Default: this machine's cores shared among the workers (at least 1). */
+  nthreads?: number;
+  /** Shared secret. Default: a fresh random token; `false` runs without one. */
+  token?: string | false;
+  /** Parent of the cluster's scratch folder. Default: the OS temp directory. */
+  localDirectory?: string;
+  /** Port of the scheduler's HTTP endpoint (/api/state, /metrics). Default: any free port. */
+  httpPort?: number;
+  /** Heartbeat interval the scheduler asks of workers (ms). */
+  heartbeatIntervalMs?: number;
+  /** Where the processes' stderr goes: kept (and shown when one fails), or this process's stderr. Default 'pipe'. */
+  stderr?: 'pipe' | 'inherit';
+  /** Time for the processes to start and register. Default 60 s. */
+  startTimeoutMs?: number;
+  /** Time each process gets to exit after SIGTERM before SIGKILL. Default 5 s. */
+  closeTimeoutMs?: number;
+}
+
+export interface LocalWorkerInfo {
+  pid: number;
+  workerId: string;
+  data: DataAddress;
+}
+
+const live = new Set<CliProcess>();
+let exitHookInstalled = false;
+
+/** Last resort when the parent exits without close(): no process is left behind. */
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once('exit', () => {
+    for (const p of live) if (p.running) p.child.kill('SIGKILL');
+  });
+}
+
+/**
+ * A scheduler and N workers on this machine, each its own process started through the
+ * `spillway` CLI, in a scratch folder removed at close().
+ */
+export class LocalCluster {
+  readonly token: string | undefined;
+  readonly memoryLimit: number;
+  readonly #scheduler: CliProcess;
+  readonly #workers: CliProcess[];
+  readonly #infos: LocalWorkerInfo[];
+  readonly #directory: string;
+  readonly #address: DataAddress;
+  readonly #httpAddress: DataAddress | undefined;
+  readonly #closeTimeoutMs: number;
+  #closing: Promise<void> | undefined;
+
+  private constructor(parts: {
+    token: string | undefined;
+    memoryLimit: number;
+    scheduler: CliProcess;
+    workers: CliProcess[];
+    infos: LocalWorkerInfo[];
+    directory: string;
+    address: DataAddress;
+    httpAddress: DataAddress | undefined;
+    closeTimeoutMs: number;
+  }) {
+    this.token = parts.token;
+    this.memoryLimit = parts.memoryLimit;
+    this.#scheduler = parts.scheduler;
+    this.#workers = parts.workers;
+    this.#infos = parts.infos;
+    this.#directory = parts.directory;
+    this.#address = parts.address;
+    this.#httpAddress = parts.httpAddress;
+    this.#closeTimeoutMs = parts.closeTimeoutMs;
+  }
+
+  static async start(options: LocalClusterOptions = {}): Promise<LocalCluster> {
+    const count = options.workers ?? 2;
+    if (!Number.isInteger(count) || count < 1) throw new InvalidArgumentError(`workers must be a positive integer, got ${count}`);
+    const memoryLimit = parseBytes(options.memoryLimit ?? '256 MiB', 'memoryLimit');
+    if (memoryLimit <= 0) throw new InvalidArgumentError('memoryLimit must be positive');
+    const nthreads = options.nthreads ?? Math.max(1, Math.floor(os.availableParallelism() / count));
+    const token = options.token === false ? undefined : (options.token ?? randomBytes(24).toString('hex'));
+    const timeout = options.startTimeoutMs ?? 60_000;
+    const stderr = options.stderr ?? 'pipe';
+    // The token travels in the environment, never on a command line (visible in `ps`).
+    const env: NodeJS.ProcessEnv = token === undefined ? { SPILLWAY_TOKEN: '' } : { SPILLWAY_TOKEN: token };
+    installExitHook();
+    const directory = await mkdtemp(path.join(options.localDirectory ?? os.tmpdir(), 'spillway-cluster-'));
+    const started: CliProcess[] = [];
+    const launch = (label: string, args: string[]): CliProcess => {
+      const p = new CliProcess(label, args, env, stderr);
+      started.push(p);
+      live.add(p);
+      void p.exited.then(() => live.delete(p));
+      return p;
+    };
+    try {
+      const schedulerArgs = ['scheduler', '--host', '127.0.0.1', '--port', '0', '--http-port', String(options.httpPort ?? 0)];
+      if (options.heartbeatIntervalMs !== undefined) schedulerArgs.push('--heartbeat-interval', String(options.heartbeatIntervalMs));
+      const scheduler = launch('scheduler', schedulerArgs);
+      const listening = await scheduler.waitForEvent('listening', timeout);
+      const address = listening.address as DataAddress;
+      const httpAddress = (listening.httpAddress ?? undefined) as DataAddress | undefined;
+      const workers = Array.from({ length: count }, (_, i) =>
+        launch(`worker ${i}`, [
+          'worker',
+          '--scheduler', `${address.host}:${address.port}`,
+          '--memory-limit', String(memoryLimit),
+          '--nthreads', String(nthreads),
+          '--local-directory', directory,
+          '--name', `local-${i}`,
+        ]),
+      );
+      const ready = await Promise.all(workers.map((w) => w.waitForEvent('ready', timeout)));
+      const infos = ready.map((r, i) => ({ pid: workers[i].pid, workerId: String(r.workerId), data: r.data as DataAddress }));
+      return new LocalCluster({ token, memoryLimit, scheduler, workers, infos, directory, address, httpAddress, closeTimeoutMs: options.closeTimeoutMs ?? 5_000 });
+    } catch (err) {
+      await Promise.all(started.map((p) => p.stop(1_000)));
+      await rm(directory, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  /** The scheduler's control address, `host:port`. */
+  get address(): string {
+    return `${this.#address.host}:${this.#address.port}`;
+  }
+
+  /** The scheduler's HTTP endpoint, `http://host:port`, if it serves one. */
+  get httpAddress(): string | undefined {
+    return this.#httpAddress === undefined ? undefined : `http://${this.#httpAddress.host}:${this.#httpAddress.port}`;
+  }
+
+  /** Process ids of the workers, in start order (a killed worker keeps its place). */
+  get workers(): number[] {
+    return this.#workers.map((w) => w.pid);
+  }
+
+  get workerInfo(): readonly LocalWorkerInfo[] {
+    return this.#infos;
+  }
+
+  get schedulerPid(): number {
+    return this.#scheduler.pid;
+  }
+
+  /** The scratch folder the workers spill into (removed at close). */
+  get directory(): string {
+    return this.#directory;
+  }
+
+  /** Sends `signal` to worker `i` and waits for it to exit. */
+  async killWorker(i: number, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    const worker = this.#workers[i];
+    if (worker === undefined) throw new InvalidArgumentError(`no worker ${i} (there are ${this.#workers.length})`);
+    if (!worker.running) return;
+    worker.child.kill(signal);
+    await worker.exited;
+  }
+
+  /** GET /api/state from the scheduler. */
+  state(): Promise<ClusterState> {
+    if (this.#httpAddress === undefined) throw new ClusterProcessError('the scheduler serves no HTTP endpoint');
+    return fetchClusterState(this.httpAddress as string);
+  }
+
+  /** Peak and current RSS of each worker process (Linux /proc; undefined elsewhere or once exited). */
+  workerMemory(): Promise<Array<{ peakRss: number; rss: number } | undefined>> {
+    return Promise.all(this.#workers.map((w) => (w.running ? w.memory() : undefined)));
+  }
+
+  /** Stops the workers, then the scheduler (SIGTERM, SIGKILL after a timeout), and removes the scratch folder. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      await Promise.all(this.#workers.map((w) => w.stop(this.#closeTimeoutMs)));
+      await this.#scheduler.stop(this.#closeTimeoutMs);
+      await rm(this.#directory, { recursive: true, force: true });
+    })();
+    return this.#closing;
+  }
+
+  toString(): string {
+    return `LocalCluster(${this.#workers.length} workers × ${formatBytes(this.memoryLimit)} at ${this.address})`;
+  }
+}

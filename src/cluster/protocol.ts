@@ -202,26 +202,29 @@ export interface ProgressParams {
   total: number;
 }
 
-/** One worker in `GET /api/state`. */
+/** One worker in `GET /api/state` (the fields the client and CLI read). */
 export interface ClusterStateWorker {
-  workerId: string;
-  name?: string;
-  pid?: number;
+  id: string;
+  name: string;
+  pid: number;
   memoryLimit: number;
-  nthreads?: number;
-  data?: DataAddress;
-  /** The last heartbeat received; absent until the first one. */
-  heartbeat?: WorkerHeartbeat;
+  nthreads: number;
+  data: DataAddress;
+  /** Keys it holds. */
+  keys: number;
+  /** The last heartbeat received; null until the first one. */
+  lastHeartbeat: WorkerHeartbeat | null;
 }
 
 /**
  * What the client and the CLI read from the scheduler's `GET /api/state` (the scheduler
- * may add anything else). `tasks`: count of tasks by state name (e.g. waiting,
- * processing, memory, erred, released).
+ * adds more). `tasks`: count of tasks by state (released, waiting, ready, processing,
+ * memory, erred) and `total`.
  */
 export interface ClusterState {
   workers: ClusterStateWorker[];
-  tasks?: Record<string, number>;
+  tasks: Record<string, number>;
+  clients: Array<{ id: string; name: string; wanted: number }>;
 }
 
 export const Methods = {

@@ -121,6 +121,12 @@ export interface WhoHasParams {
 }
 export type WhoHasResult = Record<string, DataAddress[]>;
 
+/**
+ * Notification 'worker-closing' (optional; no payload): the worker is shutting down on
+ * purpose. The scheduler places no new task on it; tasks already sent may still finish.
+ * It is removed (and what only it held is recomputed) when its channel closes.
+ */
+
 // ---- scheduler → worker ------------------------------------------------------------
 
 /**
@@ -234,6 +240,7 @@ export const Methods = {
   taskErred: 'task-erred',
   missingData: 'missing-data',
   whoHas: 'who-has',
+  workerClosing: 'worker-closing',
   computeTask: 'compute-task',
   releaseKeys: 'release-keys',
   cancelTask: 'cancel-task',

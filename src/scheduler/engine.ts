@@ -1,0 +1,403 @@
+import { GraphError, describeKey } from '../errors.js';
+import type {
+  ComputeTaskParams,
+  DataAddress,
+  KeyErredParams,
+  KeyReadyParams,
+  MissingDataParams,
+  SubmitResult,
+  TaskErrorInfo,
+  TaskFinishedParams,
+  WhoHasResult,
+  WorkerHeartbeat,
+} from '../cluster/protocol.js';
+import { LOST_INPUT_CODE } from './errors.js';
+import type { ValidSubmission } from './graph.js';
+import { Placement } from './placement.js';
+import { type Failure, type TaskRecord, TaskTable } from './state.js';
+import { type WorkerRecord, capacity, sameAddress } from './workers.js';
+
+/** Where the engine's decisions go (the Scheduler sends them on channels; tests may record them). */
+export interface Outbox {
+  computeTask(worker: WorkerRecord, params: ComputeTaskParams): void;
+  releaseKeys(worker: WorkerRecord, keys: string[]): void;
+  cancelTask(worker: WorkerRecord, key: string): void;
+  keyReady(clientId: string, params: KeyReadyParams): void;
+  keyErred(clientId: string, params: KeyErredParams): void;
+}
+
+export interface ClientRecord {
+  readonly id: string;
+  readonly name: string;
+  readonly wanted: Set<string>;
+  readonly since: number;
+}
+
+export interface Counters {
+  tasksFinished: number;
+  tasksErred: number;
+  tasksRecomputed: number;
+  workersLost: number;
+}
+
+/**
+ * The scheduler's decisions, free of I/O: every method is one event (a message, a lost
+ * worker) and leaves the records consistent, with the resulting messages handed to the
+ * Outbox. Task-state rules are in docs/cluster.md#scheduler.
+ */
+export class Engine {
+  readonly tasks = new TaskTable();
+  readonly workers = new Map<string, WorkerRecord>();
+  readonly clients = new Map<string, ClientRecord>();
+  readonly counters: Counters = { tasksFinished: 0, tasksErred: 0, tasksRecomputed: 0, workersLost: 0 };
+  readonly placement = new Placement(this.tasks, this.workers);
+  readonly #out: Outbox;
+  /** release-keys to send at the end of the current event, per worker. */
+  readonly #releases = new Map<WorkerRecord, string[]>();
+  #nextPriority = 0;
+
+  constructor(outbox: Outbox) {
+    this.#out = outbox;
+  }
+
+  // ---- workers -----------------------------------------------------------------------
+
+  addWorker(worker: WorkerRecord): void {
+    this.workers.set(worker.id, worker);
+    this.placement.addWorker(worker.id);
+    this.#done();
+  }
+
+  heartbeat(worker: WorkerRecord, heartbeat: WorkerHeartbeat): void {
+    worker.heartbeat = heartbeat;
+  }
+
+  /** The worker is going away: no new tasks; what waits for it goes elsewhere. */
+  markClosing(worker: WorkerRecord): void {
+    if (worker.closing) return;
+    worker.closing = true;
+    for (const record of this.placement.takeQueue(worker.id)) this.placement.enqueue(record);
+    this.#done();
+  }
+
+  /** The worker is gone: its tasks run elsewhere, keys only it held are recomputed when still needed. */
+  removeWorker(worker: WorkerRecord): void {
+    if (this.workers.get(worker.id) !== worker) return;
+    this.workers.delete(worker.id);
+    this.counters.workersLost++;
+    this.#releases.delete(worker);
+    const requeue = this.placement.takeQueue(worker.id);
+    const lost: TaskRecord[] = [];
+    for (const key of worker.has) {
+      const record = this.tasks.get(key);
+      if (record === undefined || !record.holders.delete(worker.id)) continue;
+      if (record.holders.size === 0 && record.state === 'memory') lost.push(record);
+    }
+    for (const record of lost) this.#lose(record);
+    for (const key of worker.processing) {
+      const record = this.tasks.get(key);
+      if (record === undefined || record.state !== 'processing' || record.worker !== worker.id) continue;
+      record.worker = undefined;
+      this.#reassess(record);
+    }
+    for (const record of requeue) if (record.state === 'ready' && record.queue === undefined) this.placement.enqueue(record);
+    this.#done();
+  }
+
+  taskFinished(worker: WorkerRecord, params: TaskFinishedParams): void {
+    worker.processing.delete(params.key);
+    const record = this.tasks.get(params.key);
+    if (record === undefined || record.state === 'erred' || (record.state !== 'memory' && !this.tasks.needed(record))) {
+      // Cancelled or forgotten meanwhile: nobody needs this copy.
+      if (record?.worker === worker.id) record.worker = undefined;
+      this.#release(worker, params.key);
+    } else if (record.state === 'memory') {
+      this.#addHolder(record, worker);
+    } else {
+      if (record.state === 'processing') this.#unassign(record, record.worker !== worker.id);
+      record.size = params.size;
+      record.where = params.where;
+      record.computed = true;
+      this.#addHolder(record, worker);
+      this.tasks.setState(record, 'memory');
+      this.counters.tasksFinished++;
+      const holders = this.#addresses(record);
+      for (const client of record.wantedBy) this.#out.keyReady(client, { key: record.key, holders, size: record.size });
+      for (const key of record.dependents) {
+        const dependent = this.tasks.get(key);
+        if (dependent?.state === 'waiting' && dependent.waitingOn.delete(record.key) && dependent.waitingOn.size === 0) {
+          this.#makeReady(dependent);
+        }
+      }
+      this.#settle([record.key, ...record.deps]);
+    }
+    this.#done();
+  }
+
+  taskErred(worker: WorkerRecord, key: string, error: TaskErrorInfo): void {
+    const record = this.tasks.get(key);
+    if (record?.state === 'processing' && record.worker === worker.id) {
+      this.#unassign(record, false);
+      this.counters.tasksErred++;
+      this.#fail(record, { failedKey: key, error });
+    } else {
+      worker.processing.delete(key);
+    }
+    this.#done();
+  }
+
+  /** The worker could not get `key` from the holders it names: drop them, recompute if nobody is left, resend the task. */
+  missingData(worker: WorkerRecord, params: MissingDataParams): void {
+    const record = this.tasks.get(params.key);
+    for (const address of params.holders) {
+      const holder = [...this.workers.values()].find((w) => sameAddress(w.data, address));
+      if (holder === undefined || record === undefined || !record.holders.delete(holder.id)) continue;
+      holder.has.delete(record.key);
+      holder.nbytes -= record.size;
+      // It may still have a copy we no longer track.
+      this.#release(holder, record.key);
+    }
+    if (record?.state === 'memory' && record.holders.size === 0) this.#lose(record);
+    const task = this.tasks.get(params.task);
+    if (task?.state === 'processing' && task.worker === worker.id) {
+      this.#unassign(task, false);
+      if (record === undefined) {
+        this.#fail(task, {
+          failedKey: params.key,
+          error: {
+            name: 'LostInputError',
+            message: `input ${describeKey(params.key)} of ${describeKey(params.task)} was lost and the scheduler has no task to recompute it`,
+            code: LOST_INPUT_CODE,
+          },
+        });
+      } else {
+        this.#reassess(task);
+      }
+    }
+    this.#done();
+  }
+
+  whoHas(keys: readonly string[]): WhoHasResult {
+    const out: WhoHasResult = {};
+    for (const key of keys) {
+      const record = this.tasks.get(key);
+      out[key] = record?.state === 'memory' ? this.#addresses(record) : [];
+    }
+    return out;
+  }
+
+  // ---- clients -----------------------------------------------------------------------
+
+  addClient(id: string, name: string): void {
+    this.clients.set(id, { id, name, wanted: new Set(), since: Date.now() });
+  }
+
+  /** A client left: everything it wanted is released; work nobody needs any more is cancelled. */
+  removeClient(id: string): void {
+    const client = this.clients.get(id);
+    if (client === undefined) return;
+    this.release(id, [...client.wanted]);
+    this.clients.delete(id);
+  }
+
+  release(id: string, keys: readonly string[]): void {
+    const client = this.clients.get(id);
+    if (client === undefined) return;
+    for (const key of keys) {
+      client.wanted.delete(key);
+      this.tasks.get(key)?.wantedBy.delete(id);
+    }
+    this.#settle(keys);
+    this.#done();
+  }
+
+  /** Adds a validated graph. Keys already known keep their records (and results). */
+  submit(id: string, submission: ValidSubmission): SubmitResult {
+    const client = this.clients.get(id);
+    if (client === undefined) throw new GraphError('submit from an unknown client');
+    // Validation yields to the event loop: a known key may have been forgotten meanwhile.
+    const adding = new Set(submission.order.filter((t) => !this.tasks.has(t.key)).map((t) => t.key));
+    for (const task of submission.order) {
+      for (const dep of task.deps) {
+        if (!adding.has(dep) && !this.tasks.has(dep)) {
+          throw new GraphError(`key ${describeKey(dep)} was released while the graph was being checked; submit it again with its task`);
+        }
+      }
+    }
+    const missing = submission.wanted.find((key) => !adding.has(key) && !this.tasks.has(key));
+    if (missing !== undefined) throw new GraphError(`key ${describeKey(missing)} was released while the graph was being checked; submit it again with its task`);
+    const base = this.#nextPriority;
+    this.#nextPriority += submission.order.length;
+    submission.order.forEach((task, i) => {
+      if (adding.has(task.key)) this.tasks.add(task.key, task.spec, task.deps, base + i);
+    });
+    for (const key of submission.wanted) {
+      const record = this.tasks.get(key) as TaskRecord;
+      record.wantedBy.add(id);
+      client.wanted.add(key);
+      if (record.state === 'memory') this.#out.keyReady(id, { key, holders: this.#addresses(record), size: record.size });
+      else if (record.state === 'erred' && record.failure !== undefined) this.#out.keyErred(id, { key, ...record.failure });
+    }
+    this.#settle([...adding, ...submission.wanted]);
+    this.#done();
+    return { added: adding.size };
+  }
+
+  // ---- transitions -------------------------------------------------------------------
+
+  /**
+   * Re-examines keys whose need may have changed (iteratively, through their inputs):
+   * forgets what nobody refers to, releases data and cancels work nobody needs, and
+   * starts computing released keys that are needed again.
+   */
+  #settle(start: Iterable<string>): void {
+    const work = [...start];
+    for (let key = work.pop(); key !== undefined; key = work.pop()) {
+      const record = this.tasks.get(key);
+      if (record === undefined) continue;
+      if (this.tasks.forgettable(record)) {
+        this.tasks.forget(record);
+        work.push(...record.deps);
+      } else if (this.tasks.needed(record)) {
+        if (record.state === 'released') this.#activate(record, work);
+      } else if (record.state === 'memory') {
+        this.#dropData(record);
+        this.tasks.setState(record, 'released');
+        work.push(record.key);
+      } else if (record.state === 'waiting' || record.state === 'ready' || record.state === 'processing') {
+        if (record.state === 'processing') this.#unassign(record, true);
+        this.tasks.setState(record, 'released');
+        work.push(...record.deps, record.key);
+      }
+    }
+  }
+
+  /** A released key is needed: compute it (after its inputs, which may need computing too). */
+  #activate(record: TaskRecord, work: string[]): void {
+    const failed = record.deps.map((dep) => this.tasks.get(dep)).find((dep) => dep?.state === 'erred');
+    if (failed?.failure !== undefined) {
+      this.#fail(record, failed.failure);
+      return;
+    }
+    if (record.computed) this.counters.tasksRecomputed++;
+    this.tasks.setState(record, 'waiting');
+    for (const dep of record.deps) {
+      if (this.tasks.get(dep)?.state === 'memory') continue;
+      record.waitingOn.add(dep);
+      work.push(dep);
+    }
+    if (record.waitingOn.size === 0) this.#makeReady(record);
+  }
+
+  /** A task that was running (or about to) must be placed again: ready, or waiting for lost inputs. */
+  #reassess(record: TaskRecord): void {
+    const inputs = record.deps.map((dep) => this.tasks.get(dep) as TaskRecord);
+    const failed = inputs.find((dep) => dep.state === 'erred');
+    if (failed?.failure !== undefined) return this.#fail(record, failed.failure);
+    const missing = inputs.filter((dep) => dep.state !== 'memory');
+    if (missing.length === 0) return this.#makeReady(record);
+    this.tasks.setState(record, 'waiting');
+    for (const dep of missing) record.waitingOn.add(dep.key);
+    this.#settle(missing.map((dep) => dep.key));
+  }
+
+  #makeReady(record: TaskRecord): void {
+    this.tasks.setState(record, 'ready');
+    this.placement.enqueue(record);
+  }
+
+  /** A key's last copy is gone. Tasks waiting for it wait again; it is recomputed if needed. */
+  #lose(record: TaskRecord): void {
+    this.tasks.setState(record, 'released');
+    for (const key of record.dependents) {
+      const dependent = this.tasks.get(key);
+      if (dependent?.state === 'ready') this.tasks.setState(dependent, 'waiting');
+      if (dependent?.state === 'waiting') dependent.waitingOn.add(record.key);
+    }
+    this.#settle([record.key]);
+  }
+
+  /** A task failed: it and every task waiting on it are erred; clients wanting them are told. */
+  #fail(first: TaskRecord, failure: Failure): void {
+    const stack = [first];
+    const inputs: string[] = [];
+    for (let record = stack.pop(); record !== undefined; record = stack.pop()) {
+      if (record.state === 'erred' || record.state === 'memory') continue;
+      if (record.state === 'processing') this.#unassign(record, record !== first);
+      record.failure = failure;
+      this.tasks.setState(record, 'erred');
+      inputs.push(...record.deps);
+      for (const client of record.wantedBy) this.#out.keyErred(client, { key: record.key, ...failure });
+      for (const key of record.dependents) {
+        const dependent = this.tasks.get(key);
+        if (dependent?.state === 'waiting') stack.push(dependent);
+      }
+    }
+    this.#settle([first.key, ...inputs]);
+  }
+
+  #unassign(record: TaskRecord, cancel: boolean): void {
+    const worker = record.worker === undefined ? undefined : this.workers.get(record.worker);
+    if (worker !== undefined) {
+      worker.processing.delete(record.key);
+      if (cancel) this.#out.cancelTask(worker, record.key);
+    }
+    record.worker = undefined;
+  }
+
+  #addHolder(record: TaskRecord, worker: WorkerRecord): void {
+    if (record.holders.has(worker.id)) return;
+    record.holders.add(worker.id);
+    worker.has.add(record.key);
+    worker.nbytes += record.size;
+  }
+
+  #dropData(record: TaskRecord): void {
+    for (const id of record.holders) {
+      const worker = this.workers.get(id);
+      if (worker === undefined) continue;
+      worker.has.delete(record.key);
+      worker.nbytes -= record.size;
+      this.#release(worker, record.key);
+    }
+    record.holders.clear();
+  }
+
+  #release(worker: WorkerRecord, key: string): void {
+    const keys = this.#releases.get(worker);
+    if (keys === undefined) this.#releases.set(worker, [key]);
+    else keys.push(key);
+  }
+
+  #addresses(record: TaskRecord): DataAddress[] {
+    const out: DataAddress[] = [];
+    for (const id of record.holders) {
+      const worker = this.workers.get(id);
+      if (worker !== undefined) out.push(worker.data);
+    }
+    return out;
+  }
+
+  /** End of an event: fill free slots, then send the batched releases. */
+  #done(): void {
+    for (const worker of this.workers.values()) {
+      if (worker.closing) continue;
+      while (worker.processing.size < capacity(worker)) {
+        const record = this.placement.next(worker);
+        if (record === undefined) break;
+        this.#send(worker, record);
+      }
+    }
+    for (const [worker, keys] of this.#releases) if (this.workers.get(worker.id) === worker) this.#out.releaseKeys(worker, keys);
+    this.#releases.clear();
+  }
+
+  #send(worker: WorkerRecord, record: TaskRecord): void {
+    const deps: Record<string, DataAddress[]> = {};
+    for (const dep of record.deps) deps[dep] = this.#addresses(this.tasks.get(dep) as TaskRecord);
+    this.tasks.setState(record, 'processing');
+    record.worker = worker.id;
+    worker.processing.add(record.key);
+    this.#out.computeTask(worker, { key: record.key, spec: record.spec, deps, priority: record.priority });
+  }
+}

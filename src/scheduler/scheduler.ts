@@ -1,0 +1,244 @@
+import { InvalidArgumentError } from '../errors.js';
+import { Methods, type RegisterWorkerResult, type TaskErrorInfo, type WorkerHeartbeat } from '../cluster/protocol.js';
+import { type Channel, ControlServer } from '../control/index.js';
+import { Engine, type Outbox } from './engine.js';
+import { SchedulerProtocolError } from './errors.js';
+import { validateSubmission } from './graph.js';
+import { HttpEndpoint } from './http.js';
+import { type Logger, resolveLogger } from './log.js';
+import { SchedulerMetrics } from './metrics.js';
+import { type SchedulerState, snapshot } from './snapshot.js';
+import { type WorkerRecord, checkRegisterWorker, newWorker, object, string, stringArray } from './workers.js';
+
+export interface SchedulerOptions {
+  host?: string;
+  port?: number;
+  token?: string;
+  /** Serve /metrics and /api/state here: 0 = any free port; undefined = no HTTP. */
+  httpPort?: number;
+  heartbeatIntervalMs?: number;
+  /** A worker silent for this long is removed. Default 5 × heartbeatIntervalMs. */
+  workerTimeoutMs?: number;
+  /** Default: silent, unless SPILLWAY_LOG names a pino level. */
+  logger?: Logger;
+}
+
+type Session = { role: 'none' } | { role: 'worker'; worker: WorkerRecord } | { role: 'client'; id: string };
+
+const WORKER_METHODS = new Set<string>([Methods.heartbeat, Methods.taskFinished, Methods.taskErred, Methods.missingData, Methods.workerClosing]);
+const CLIENT_METHODS = new Set<string>([Methods.submit, Methods.release]);
+
+/**
+ * The scheduler: accepts workers and clients on a ControlServer, keeps the task graph and
+ * where every key lives (Engine), and serves /metrics and /api/state over HTTP.
+ */
+export class Scheduler {
+  readonly #server: ControlServer;
+  readonly #engine: Engine;
+  readonly #log: Logger;
+  readonly #http: HttpEndpoint | undefined;
+  readonly #channels = new Map<string, Channel>();
+  readonly #heartbeatIntervalMs: number;
+  readonly #workerTimeoutMs: number;
+  readonly #monitor: NodeJS.Timeout;
+  #nextId = 1;
+  #closed = false;
+
+  private constructor(server: ControlServer, options: SchedulerOptions, log: Logger, http: HttpEndpoint | undefined, engine: Engine) {
+    this.#server = server;
+    this.#log = log;
+    this.#http = http;
+    this.#engine = engine;
+    this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? 1000;
+    this.#workerTimeoutMs = options.workerTimeoutMs ?? 5 * this.#heartbeatIntervalMs;
+    this.#monitor = setInterval(() => this.#checkHeartbeats(), Math.max(10, Math.min(this.#heartbeatIntervalMs, this.#workerTimeoutMs / 2)));
+    this.#monitor.unref();
+    server.on('channel', (channel: Channel) => this.#accept(channel));
+    server.on('channel-error', (err: unknown, remote: string) => log.warn({ err, remote }, 'control handshake failed'));
+  }
+
+  static async start(options: SchedulerOptions = {}): Promise<Scheduler> {
+    const interval = options.heartbeatIntervalMs ?? 1000;
+    if (!(interval > 0)) throw new InvalidArgumentError('heartbeatIntervalMs must be a positive number');
+    if (options.workerTimeoutMs !== undefined && !(options.workerTimeoutMs > 0)) throw new InvalidArgumentError('workerTimeoutMs must be a positive number');
+    const log = resolveLogger(options.logger);
+    // The outbox needs the scheduler's channels, which exist once it is constructed.
+    const holder: { scheduler?: Scheduler } = {};
+    const engine = new Engine(outbox(() => holder.scheduler));
+    const metrics = new SchedulerMetrics(engine);
+    const server = await ControlServer.listen({ host: options.host ?? '127.0.0.1', port: options.port ?? 0, token: options.token });
+    let http: HttpEndpoint | undefined;
+    try {
+      if (options.httpPort !== undefined) {
+        http = await HttpEndpoint.listen(options.host ?? '127.0.0.1', options.httpPort, {
+          metrics: () => metrics.render(),
+          contentType: metrics.contentType,
+          state: () => holder.scheduler?.state(),
+        });
+      }
+    } catch (err) {
+      await server.close();
+      throw err;
+    }
+    holder.scheduler = new Scheduler(server, options, log, http, engine);
+    log.info({ address: server.address, http: http?.address }, 'scheduler started');
+    return holder.scheduler;
+  }
+
+  get address(): { host: string; port: number } {
+    return this.#server.address;
+  }
+
+  get httpAddress(): { host: string; port: number } | undefined {
+    return this.#http?.address;
+  }
+
+  /** A JSON snapshot: workers (with their last heartbeat), task counts by state, clients, counters. */
+  state(): SchedulerState {
+    return snapshot(this.#engine, this.address, this.httpAddress);
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearInterval(this.#monitor);
+    await Promise.all([this.#server.close(), this.#http?.close()]);
+    this.#log.info({}, 'scheduler closed');
+  }
+
+  /** @internal The channel of a worker or client (for the outbox). */
+  channelOf(id: string): Channel | undefined {
+    return this.#channels.get(id);
+  }
+
+  #accept(channel: Channel): void {
+    const session: { current: Session } = { current: { role: 'none' } };
+    const on = (method: string, fn: (params: unknown) => unknown): void => {
+      channel.handle(method, (params) => this.#guard(channel, session.current, method, () => fn(params)));
+    };
+    on(Methods.registerWorker, (params) => {
+      const worker = newWorker(`w-${this.#nextId++}`, checkRegisterWorker(params));
+      session.current = { role: 'worker', worker };
+      this.#channels.set(worker.id, channel);
+      this.#engine.addWorker(worker);
+      this.#log.info({ worker: worker.id, name: worker.name, data: worker.data, nthreads: worker.nthreads }, 'worker registered');
+      const result: RegisterWorkerResult = { workerId: worker.id, heartbeatIntervalMs: this.#heartbeatIntervalMs };
+      return result;
+    });
+    on(Methods.registerClient, (params) => {
+      const id = `c-${this.#nextId++}`;
+      this.#engine.addClient(id, string(object(params, 'register-client params').name, 'register-client: name'));
+      session.current = { role: 'client', id };
+      this.#channels.set(id, channel);
+      this.#log.info({ client: id }, 'client registered');
+      return { clientId: id };
+    });
+    const worker = (): WorkerRecord => (session.current as { worker: WorkerRecord }).worker;
+    const clientId = (): string => (session.current as { id: string }).id;
+    on(Methods.heartbeat, (params) => this.#engine.heartbeat(worker(), object(params, 'heartbeat') as unknown as WorkerHeartbeat));
+    on(Methods.taskFinished, (params) => {
+      const p = object(params, 'task-finished params');
+      const size = typeof p.size === 'number' && p.size >= 0 ? p.size : 0;
+      const where = typeof p.where === 'string' ? p.where : 'memory';
+      const key = string(p.key, 'task-finished: key');
+      this.#engine.taskFinished(worker(), { workerId: worker().id, key, size, where, computeSeconds: 0, fetchSeconds: 0 });
+    });
+    on(Methods.taskErred, (params) => {
+      const p = object(params, 'task-erred params');
+      this.#engine.taskErred(worker(), string(p.key, 'task-erred: key'), errorInfo(p.error));
+    });
+    on(Methods.missingData, (params) => {
+      const p = object(params, 'missing-data params');
+      const holders = Array.isArray(p.holders) ? p.holders.map((h) => object(h, 'missing-data holder')) : [];
+      this.#engine.missingData(worker(), {
+        workerId: worker().id,
+        task: string(p.task, 'missing-data: task'),
+        key: string(p.key, 'missing-data: key'),
+        holders: holders.map((h) => ({ host: string(h.host, 'missing-data: holder host'), port: Number(h.port) })),
+      });
+    });
+    on(Methods.workerClosing, () => this.#engine.markClosing(worker()));
+    on(Methods.whoHas, (params) => this.#engine.whoHas(stringArray(object(params, 'who-has params').keys, 'who-has: keys')));
+    on(Methods.submit, async (params) => {
+      const id = clientId();
+      const valid = await validateSubmission(params, (key) => this.#engine.tasks.has(key));
+      if (!this.#engine.clients.has(id)) return { added: 0 }; // it left while its graph was checked
+      const result = this.#engine.submit(id, valid);
+      this.#log.debug({ client: id, added: result.added, wanted: valid.wanted.length }, 'graph submitted');
+      return result;
+    });
+    on(Methods.release, (params) => {
+      this.#engine.release(clientId(), stringArray(object(params, 'release params').keys, 'release: keys'));
+      return null;
+    });
+    channel.on('unhandled', (method: string) => {
+      this.#log.warn({ method, remote: channel.remoteAddress }, 'unknown notification');
+      if (session.current.role === 'none') channel.close();
+    });
+    channel.on('handler-error', (method: string, err: unknown) => this.#log.warn({ method, err }, 'notification refused'));
+    channel.once('close', () => this.#onClose(session.current));
+  }
+
+  /** Checks the caller's role before running a handler; a first message that is not a registration closes the channel. */
+  #guard(channel: Channel, session: Session, method: string, run: () => unknown): unknown {
+    if (this.#closed) throw new SchedulerProtocolError('SPW_ERR_NOT_REGISTERED', 'the scheduler is closing');
+    const registering = method === Methods.registerWorker || method === Methods.registerClient;
+    if (session.role === 'none' && !registering) {
+      setImmediate(() => channel.close());
+      throw new SchedulerProtocolError('SPW_ERR_NOT_REGISTERED', `${method} before register-worker or register-client; closing the channel`);
+    }
+    if (session.role !== 'none' && registering) throw new SchedulerProtocolError('SPW_ERR_ALREADY_REGISTERED', `this channel is already registered as a ${session.role}`);
+    if (session.role !== 'worker' && WORKER_METHODS.has(method)) throw new SchedulerProtocolError('SPW_ERR_WRONG_ROLE', `${method} is for workers`);
+    if (session.role !== 'client' && CLIENT_METHODS.has(method)) throw new SchedulerProtocolError('SPW_ERR_WRONG_ROLE', `${method} is for clients`);
+    if (session.role === 'worker') session.worker.lastSeen = Date.now();
+    return run();
+  }
+
+  #onClose(session: Session): void {
+    if (session.role === 'worker') {
+      this.#channels.delete(session.worker.id);
+      if (this.#closed) return;
+      this.#log.warn({ worker: session.worker.id, name: session.worker.name }, 'worker connection closed');
+      this.#engine.removeWorker(session.worker);
+    } else if (session.role === 'client') {
+      this.#channels.delete(session.id);
+      if (this.#closed) return;
+      this.#log.info({ client: session.id }, 'client left');
+      this.#engine.removeClient(session.id);
+    }
+  }
+
+  #checkHeartbeats(): void {
+    const now = Date.now();
+    for (const worker of [...this.#engine.workers.values()]) {
+      if (now - worker.lastSeen <= this.#workerTimeoutMs) continue;
+      this.#log.warn({ worker: worker.id, silentMs: now - worker.lastSeen }, 'worker missed its heartbeats; removing it');
+      this.#engine.removeWorker(worker);
+      this.#channels.get(worker.id)?.close();
+      this.#channels.delete(worker.id);
+    }
+  }
+}
+
+/** Sends the engine's decisions. Client notifications wait a turn so a submit's answer goes out first. */
+function outbox(scheduler: () => Scheduler | undefined): Outbox {
+  const send = (id: string, method: string, params: unknown): void => scheduler()?.channelOf(id)?.notify(method, params);
+  return {
+    computeTask: (worker, params) => send(worker.id, Methods.computeTask, params),
+    releaseKeys: (worker, keys) => send(worker.id, Methods.releaseKeys, { keys }),
+    cancelTask: (worker, key) => send(worker.id, Methods.cancelTask, { key }),
+    keyReady: (client, params) => setImmediate(() => send(client, Methods.keyReady, params)),
+    keyErred: (client, params) => setImmediate(() => send(client, Methods.keyErred, params)),
+  };
+}
+
+function errorInfo(value: unknown): TaskErrorInfo {
+  const e = typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : {};
+  const info: TaskErrorInfo = {
+    name: typeof e.name === 'string' ? e.name : 'Error',
+    message: typeof e.message === 'string' ? e.message : String(value),
+  };
+  if (typeof e.stack === 'string') info.stack = e.stack;
+  if (typeof e.code === 'string') info.code = e.code;
+  return info;
+}

@@ -1,0 +1,59 @@
+import type { DataAddress, WorkerHeartbeat } from '../cluster/protocol.js';
+import type { Counters, Engine } from './engine.js';
+import type { TaskState } from './state.js';
+
+export interface WorkerSnapshot {
+  id: string;
+  name: string;
+  data: DataAddress;
+  nthreads: number;
+  memoryLimit: number;
+  pid: number;
+  closing: boolean;
+  /** Tasks sent to it and not reported back; ready tasks waiting at the scheduler for it. */
+  processing: number;
+  queued: number;
+  /** Keys it holds and the sum of their reported sizes. */
+  keys: number;
+  bytes: number;
+  lastSeenMsAgo: number;
+  lastHeartbeat: WorkerHeartbeat | null;
+}
+
+export interface SchedulerState {
+  address: { host: string; port: number };
+  httpAddress: { host: string; port: number } | null;
+  workers: WorkerSnapshot[];
+  tasks: Record<TaskState, number> & { total: number };
+  /** Ready tasks no worker holds inputs of (tasks without inputs). */
+  unplaced: number;
+  clients: Array<{ id: string; name: string; wanted: number; connectedSeconds: number }>;
+  counters: Counters;
+}
+
+export function snapshot(engine: Engine, address: { host: string; port: number }, httpAddress: { host: string; port: number } | undefined): SchedulerState {
+  const now = Date.now();
+  return {
+    address,
+    httpAddress: httpAddress ?? null,
+    workers: [...engine.workers.values()].map((w) => ({
+      id: w.id,
+      name: w.name,
+      data: w.data,
+      nthreads: w.nthreads,
+      memoryLimit: w.memoryLimit,
+      pid: w.pid,
+      closing: w.closing,
+      processing: w.processing.size,
+      queued: engine.placement.queued(w.id),
+      keys: w.has.size,
+      bytes: w.nbytes,
+      lastSeenMsAgo: now - w.lastSeen,
+      lastHeartbeat: w.heartbeat ?? null,
+    })),
+    tasks: { ...engine.tasks.counts(), total: engine.tasks.size },
+    unplaced: engine.placement.queued(''),
+    clients: [...engine.clients.values()].map((c) => ({ id: c.id, name: c.name, wanted: c.wanted.size, connectedSeconds: (now - c.since) / 1000 })),
+    counters: { ...engine.counters },
+  };
+}

@@ -1,0 +1,59 @@
+import { Piscina } from 'piscina';
+import type { FunctionRef, TaskErrorInfo } from '../cluster/protocol.js';
+import { errorMessage } from '../errors.js';
+import type { ThreadRequest, ThreadResponse } from './thread-types.js';
+
+export type ExecutionResult =
+  | { ok: true; value: unknown; computeSeconds: number }
+  | { ok: false; error: TaskErrorInfo; computeSeconds: number };
+
+/**
+ * Runs task functions on a pool of worker threads so user code never blocks the event
+ * loop. Inputs are posted as they are: SharedArrayBuffer-backed values are shared, other
+ * binary values are copied by structured clone (measured choice, docs/cluster.md#worker).
+ * Results come back moved (transfer list), not copied.
+ */
+export class Executor {
+  readonly #pool: Piscina<ThreadRequest, ThreadResponse>;
+  readonly nthreads: number;
+
+  constructor(nthreads: number) {
+    this.nthreads = nthreads;
+    // Under tsx (development) this file is .ts and so is the thread; compiled, both are .js.
+    // Threads inherit process.execArgv, so `--import tsx` reaches them and .ts task modules load.
+    const thread = new URL(import.meta.url.endsWith('.ts') ? './thread.ts' : './thread.js', import.meta.url);
+    this.#pool = new Piscina<ThreadRequest, ThreadResponse>({
+      filename: thread.href,
+      minThreads: nthreads,
+      maxThreads: nthreads,
+      // The worker's own memory-aware queue decides what runs; it never gives the pool more than nthreads.
+      idleTimeout: Infinity,
+    });
+  }
+
+  async run(fn: FunctionRef, args: unknown[]): Promise<ExecutionResult> {
+    const started = performance.now();
+    try {
+      const response = await this.#pool.run({ module: fn.module, name: fn.name, args });
+      if (response.ok) return { ok: true, value: response.value, computeSeconds: response.seconds };
+      return { ok: false, error: response.error, computeSeconds: response.seconds };
+    } catch (err) {
+      // The pool itself failed: arguments or result not cloneable, thread crashed.
+      const error = err instanceof Error ? err : new Error(errorMessage(err));
+      return {
+        ok: false,
+        error: { name: error.name, message: error.message, stack: error.stack, code: codeOf(error) },
+        computeSeconds: (performance.now() - started) / 1000,
+      };
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.#pool.destroy();
+  }
+}
+
+function codeOf(err: Error): string | undefined {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' ? code : undefined;
+}

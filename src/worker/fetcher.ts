@@ -1,0 +1,133 @@
+import type { DataAddress, WhoHasResult } from '../cluster/protocol.js';
+import { ClosedError } from '../errors.js';
+import type { SpillStore } from '../store/spill-store.js';
+import type { DataClient } from '../transfer/client.js';
+
+/** Keys nobody could deliver, each with the holders that were tried. */
+export type MissingKeys = Map<string, DataAddress[]>;
+
+export interface FetcherOptions {
+  client: DataClient;
+  store: SpillStore;
+  /** This worker's own DataServer: never a holder to fetch from. */
+  self: DataAddress;
+  /** Asks the scheduler who holds keys now. */
+  whoHas: (keys: string[]) => Promise<WhoHasResult>;
+}
+
+const sameAddress = (a: DataAddress, b: DataAddress): boolean => a.host === b.host && a.port === b.port;
+const addressKey = (a: DataAddress): string => `${a.host}:${a.port}`;
+
+/**
+ * Gets a task's inputs from the workers holding them, batched per holder (one request
+ * carries many keys). A holder that is busy, dead or no longer has a key is replaced by
+ * the next one the scheduler named, then by a fresh 'who-has' answer. Concurrent asks for
+ * the same key share one transfer.
+ */
+export class Fetcher {
+  readonly #inflight = new Map<string, Promise<MissingKeys>>();
+  /** Fetches that failed and were retried elsewhere, for stats and tests. */
+  failures = 0;
+  /** Keys this worker holds only as copies fetched from peers (the scheduler does not know of them). */
+  readonly replicas = new Set<string>();
+
+  constructor(private readonly options: FetcherOptions) {}
+
+  /** Makes every key local; resolves the ones that could not be had (empty when all arrived). */
+  async ensure(keys: readonly string[], deps: Readonly<Record<string, DataAddress[]>>): Promise<MissingKeys> {
+    const { store } = this.options;
+    const waits: Promise<MissingKeys>[] = [];
+    const mine: string[] = [];
+    for (const key of new Set(keys)) {
+      if (store.has(key)) continue;
+      const inflight = this.#inflight.get(key);
+      if (inflight !== undefined) waits.push(inflight);
+      else mine.push(key);
+    }
+    if (mine.length > 0) {
+      const job = this.#fetch(mine, deps);
+      for (const key of mine) this.#inflight.set(key, job);
+      const forget = (): void => {
+        for (const key of mine) if (this.#inflight.get(key) === job) this.#inflight.delete(key);
+      };
+      job.then(forget, forget);
+      waits.push(job);
+    }
+    const missing: MissingKeys = new Map();
+    for (const result of await Promise.all(waits)) {
+      for (const [key, holders] of result) if (keys.includes(key)) missing.set(key, holders);
+    }
+    return missing;
+  }
+
+  async #fetch(keys: string[], deps: Readonly<Record<string, DataAddress[]>>): Promise<MissingKeys> {
+    const { store, self } = this.options;
+    const candidates = new Map<string, DataAddress[]>();
+    const failed = new Map<string, DataAddress[]>();
+    const asked = new Set<string>();
+    for (const key of keys) {
+      candidates.set(key, (deps[key] ?? []).filter((a) => !sameAddress(a, self)));
+      failed.set(key, []);
+    }
+    const missing: MissingKeys = new Map();
+    let pending = keys;
+    while (pending.length > 0) {
+      if (store.closed) throw new ClosedError();
+      pending = pending.filter((key) => !store.has(key));
+      await this.#askScheduler(pending.filter((key) => candidates.get(key)?.length === 0 && !asked.has(key)), candidates, failed, asked);
+      const groups = new Map<string, { holder: DataAddress; keys: string[] }>();
+      for (const key of pending) {
+        const holder = candidates.get(key)?.shift();
+        if (holder === undefined) {
+          missing.set(key, failed.get(key) ?? []);
+          continue;
+        }
+        const group = groups.get(addressKey(holder)) ?? { holder, keys: [] };
+        group.keys.push(key);
+        groups.set(addressKey(holder), group);
+      }
+      const retry = await Promise.all([...groups.values()].map((group) => this.#fetchGroup(group.holder, group.keys)));
+      pending = [];
+      retry.forEach((keysToRetry, i) => {
+        const holder = [...groups.values()][i].holder;
+        for (const key of keysToRetry) {
+          failed.get(key)?.push(holder);
+          pending.push(key);
+        }
+      });
+    }
+    return missing;
+  }
+
+  /** One batched get-data from one holder; resolves the keys still to be had (all of them when it failed). */
+  async #fetchGroup(holder: DataAddress, keys: string[]): Promise<string[]> {
+    try {
+      const result = await this.options.client.fetch(holder, keys, this.options.store);
+      for (const key of result.fetched) this.replicas.add(key);
+      return result.missing;
+    } catch (err) {
+      if (err instanceof ClosedError) throw err;
+      // Busy, dead, unreachable, timed out, bad bytes: the fetch stored nothing; try elsewhere.
+      this.failures++;
+      return keys;
+    }
+  }
+
+  async #askScheduler(keys: string[], candidates: Map<string, DataAddress[]>, failed: Map<string, DataAddress[]>, asked: Set<string>): Promise<void> {
+    if (keys.length === 0) return;
+    for (const key of keys) asked.add(key);
+    let answer: WhoHasResult;
+    try {
+      answer = await this.options.whoHas(keys);
+    } catch {
+      return; // scheduler unreachable: these keys are missing; losing it shuts the worker down anyway
+    }
+    for (const key of keys) {
+      const tried = failed.get(key) ?? [];
+      candidates.set(
+        key,
+        (answer[key] ?? []).filter((a) => !sameAddress(a, this.options.self) && !tried.some((t) => sameAddress(t, a))),
+      );
+    }
+  }
+}

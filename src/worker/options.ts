@@ -1,0 +1,59 @@
+import os from 'node:os';
+import type { DataAddress } from '../cluster/protocol.js';
+import { InvalidArgumentError } from '../errors.js';
+import type { SpillStoreOptions } from '../store/options.js';
+import { parseBytes } from '../units.js';
+
+export interface WorkerOptions extends Pick<SpillStoreOptions, 'target' | 'spill' | 'pause' | 'monitorInterval' | 'maxSpill' | 'spillConcurrency'> {
+  /** The scheduler's control address. */
+  scheduler: DataAddress;
+  /** Shared secret of the cluster: the scheduler, peers' DataServers and this worker's. */
+  token?: string;
+  /** Memory this worker's store may use: bytes or '1 GiB'. */
+  memoryLimit: number | string;
+  /** Threads running tasks. Default os.availableParallelism(). */
+  nthreads?: number;
+  /** Parent of the spill folder. Default os.tmpdir(). */
+  localDirectory?: string;
+  /** Interface the DataServer binds (peers must reach it). Default 127.0.0.1. */
+  host?: string;
+  /** Port of the DataServer. Default any free one. */
+  port?: number;
+  /** Name shown by the scheduler. Default `worker-<pid>-<port>`. */
+  name?: string;
+  /** Ready tasks ahead whose spilled inputs are read back in advance. Default nthreads; 0 turns it off. */
+  prefetch?: number;
+  /** Tasks fetching inputs from peers at once. Default 2. */
+  fetchConcurrency?: number;
+  /** Overrides the interval the scheduler asks for (ms). */
+  heartbeatIntervalMs?: number;
+}
+
+export interface ResolvedWorkerOptions extends WorkerOptions {
+  memoryLimit: number;
+  nthreads: number;
+  host: string;
+  prefetch: number;
+  fetchConcurrency: number;
+}
+
+export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOptions {
+  if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('worker options must be an object');
+  const { scheduler } = options;
+  if (typeof scheduler?.host !== 'string' || !Number.isInteger(scheduler.port)) {
+    throw new InvalidArgumentError('scheduler must be { host, port }');
+  }
+  const memoryLimit = parseBytes(options.memoryLimit, 'memoryLimit');
+  const nthreads = options.nthreads ?? os.availableParallelism();
+  positiveInteger(nthreads, 'nthreads');
+  const prefetch = options.prefetch ?? nthreads;
+  if (!Number.isInteger(prefetch) || prefetch < 0) throw new InvalidArgumentError(`prefetch must be a non-negative integer, got ${prefetch}`);
+  const fetchConcurrency = options.fetchConcurrency ?? 2;
+  positiveInteger(fetchConcurrency, 'fetchConcurrency');
+  if (options.heartbeatIntervalMs !== undefined) positiveInteger(options.heartbeatIntervalMs, 'heartbeatIntervalMs');
+  return { ...options, memoryLimit, nthreads, host: options.host ?? '127.0.0.1', prefetch, fetchConcurrency };
+}
+
+function positiveInteger(value: number, name: string): void {
+  if (!Number.isInteger(value) || value < 1) throw new InvalidArgumentError(`${name} must be a positive integer, got ${value}`);
+}

@@ -1,0 +1,112 @@
+/**
+ * Entry of an executor thread (piscina). Imports the task's module (once per thread),
+ * calls the function, and returns the result with its ArrayBuffers in the transfer list
+ * so they move to the main thread instead of being copied. Errors are returned, not
+ * thrown, so their name, stack and code survive the trip (structured clone drops `code`).
+ */
+import { move, transferableSymbol, valueSymbol } from 'piscina';
+import { SpillwayError } from '../errors.js';
+import { TaskFunctionError, TaskImportError } from './errors.js';
+import type { ThreadRequest, ThreadResponse } from './thread-types.js';
+
+const modules = new Map<string, Promise<Record<string, unknown>>>();
+
+/** Below this an ArrayBuffer is copied, not moved: Node's pooled Buffer slabs (8 KiB) cannot be transferred. */
+const MIN_TRANSFER_BYTES = 64 * 1024;
+
+/**
+ * In development the worker runs under tsx (`node --import tsx`). On Node 20 tsx installs
+ * its ESM hooks on the main thread only, so a thread cannot import a .ts module unless it
+ * registers them itself, before its first import (a failed import is cached per URL).
+ * Registering a second time where tsx already did is harmless (verified on Node 20).
+ */
+const underTsx = process.execArgv.some((arg) => arg.includes('tsx'));
+let tsHooks: Promise<void> | undefined;
+
+function registerTsHooks(): Promise<void> {
+  const api = 'tsx/esm/api'; // a dev dependency: resolved at run time, only under tsx
+  tsHooks ??= import(api).then(
+    (mod: { register: () => unknown }) => void mod.register(),
+    () => undefined, // no tsx API: plain .js modules still load
+  );
+  return tsHooks;
+}
+
+async function importModule(specifier: string): Promise<Record<string, unknown>> {
+  if (underTsx) await registerTsHooks();
+  return (await import(specifier)) as Record<string, unknown>;
+}
+
+function load(specifier: string): Promise<Record<string, unknown>> {
+  let loaded = modules.get(specifier);
+  if (loaded === undefined) {
+    loaded = importModule(specifier).catch((err: unknown) => {
+      modules.delete(specifier); // a fixed module may be retried
+      throw new TaskImportError(specifier, err);
+    });
+    modules.set(specifier, loaded);
+  }
+  return loaded;
+}
+
+export default async function runTask(request: ThreadRequest): Promise<unknown> {
+  let started = performance.now();
+  try {
+    const mod = await load(request.module);
+    const fn = mod[request.name];
+    if (typeof fn !== 'function') {
+      throw new TaskFunctionError(request.module, request.name, fn === undefined ? 'nothing' : typeof fn);
+    }
+    started = performance.now(); // compute time is the call's, not the first import's
+    const value: unknown = await (fn as (...args: unknown[]) => unknown)(...request.args);
+    const response: ThreadResponse = { ok: true, value, seconds: (performance.now() - started) / 1000 };
+    const transfers = collectTransfers(value);
+    if (transfers.length === 0) return response;
+    return move({
+      get [transferableSymbol]() {
+        return transfers;
+      },
+      get [valueSymbol]() {
+        return response;
+      },
+    });
+  } catch (err) {
+    const response: ThreadResponse = { ok: false, error: errorInfo(err), seconds: (performance.now() - started) / 1000 };
+    return response;
+  }
+}
+
+function errorInfo(err: unknown): { name: string; message: string; stack?: string; code?: string } {
+  if (err instanceof Error) {
+    const own = (err as { code?: unknown }).code;
+    const code = err instanceof SpillwayError ? err.code : typeof own === 'string' ? own : undefined;
+    return { name: err.name, message: err.message, stack: err.stack, code };
+  }
+  return { name: 'Error', message: `a non-Error was thrown: ${String(err)}` };
+}
+
+/** ArrayBuffers (not shared ones) reachable through arrays, plain objects, Maps and Sets. */
+function collectTransfers(value: unknown): ArrayBuffer[] {
+  const found = new Set<ArrayBuffer>();
+  const seen = new Set<object>();
+  const visit = (v: unknown): void => {
+    if (typeof v !== 'object' || v === null || seen.has(v)) return;
+    seen.add(v);
+    if (ArrayBuffer.isView(v)) {
+      if (v.buffer instanceof ArrayBuffer && v.buffer.byteLength >= MIN_TRANSFER_BYTES) found.add(v.buffer);
+    } else if (v instanceof ArrayBuffer) {
+      if (v.byteLength >= MIN_TRANSFER_BYTES) found.add(v);
+    } else if (Array.isArray(v) || v instanceof Set) {
+      for (const item of v) visit(item);
+    } else if (v instanceof Map) {
+      for (const [k, item] of v) {
+        visit(k);
+        visit(item);
+      }
+    } else if (Object.getPrototypeOf(v) === Object.prototype) {
+      for (const item of Object.values(v)) visit(item);
+    }
+  };
+  visit(value);
+  return [...found];
+}

@@ -1,0 +1,352 @@
+import { EventEmitter } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  type CancelTaskParams,
+  type ComputeTaskParams,
+  type DataAddress,
+  Methods,
+  type RegisterWorkerParams,
+  type RegisterWorkerResult,
+  type ReleaseKeysParams,
+  type TaskErrorInfo,
+  type WhoHasResult,
+  substitute,
+} from '../cluster/protocol.js';
+import { sizeof } from '../codec/index.js';
+import { Channel } from '../control/channel.js';
+import { InvalidArgumentError, KeyNotFoundError, SpillwayError } from '../errors.js';
+import { SpillStore } from '../store/spill-store.js';
+import type { Lease } from '../store/lease.js';
+import { DataClient } from '../transfer/client.js';
+import { DataServer } from '../transfer/server.js';
+import { Executor } from './executor.js';
+import { Fetcher } from './fetcher.js';
+import { Heartbeat } from './heartbeat.js';
+import { type ResolvedWorkerOptions, type WorkerOptions, resolveWorkerOptions } from './options.js';
+import { type QueuedTask, TaskQueue } from './queue.js';
+
+/**
+ * A worker: a SpillStore, a DataServer serving it to peers, a pool of threads running
+ * tasks, and a control channel to the scheduler. It runs what the scheduler sends
+ * (compute-task), fetches inputs from peers, and reports results; see docs/cluster.md#worker.
+ *
+ * Events: 'task-started' (key), 'task-finished' (TaskFinishedParams), 'task-erred'
+ * (TaskErredParams), 'close' (err?: the scheduler connection was lost).
+ */
+export class Worker extends EventEmitter {
+  readonly store: SpillStore;
+  readonly server: DataServer;
+  readonly channel: Channel;
+  readonly workerId: string;
+  readonly name: string;
+  readonly nthreads: number;
+  readonly #options: ResolvedWorkerOptions;
+  readonly #directory: string;
+  readonly #executor: Executor;
+  readonly #fetcher: Fetcher;
+  readonly #heartbeat: Heartbeat;
+  readonly #queue = new TaskQueue();
+  readonly #running = new Map<string, QueuedTask>();
+  readonly #prefetching = new Set<string>();
+  #fetches = 0;
+  #closing: Promise<void> | undefined;
+
+  private constructor(parts: {
+    options: ResolvedWorkerOptions;
+    directory: string;
+    store: SpillStore;
+    server: DataServer;
+    channel: Channel;
+    executor: Executor;
+    registration: RegisterWorkerResult;
+    name: string;
+  }) {
+    super();
+    const { options, store, server, channel } = parts;
+    this.#options = options;
+    this.#directory = parts.directory;
+    this.store = store;
+    this.server = server;
+    this.channel = channel;
+    this.#executor = parts.executor;
+    this.workerId = parts.registration.workerId;
+    this.name = parts.name;
+    this.nthreads = options.nthreads;
+    this.#fetcher = new Fetcher({
+      client: new DataClient({ token: options.token }),
+      store,
+      self: server.address,
+      whoHas: (keys) => channel.request<WhoHasResult>(Methods.whoHas, { keys }, 30_000),
+    });
+    this.#heartbeat = new Heartbeat(
+      { workerId: this.workerId, store, server, executing: () => this.#running.size, queued: () => this.#queue.size },
+      options.heartbeatIntervalMs ?? parts.registration.heartbeatIntervalMs,
+      (beat) => channel.notify(Methods.heartbeat, beat),
+    );
+    store.on('resume', () => this.#pump());
+    // Spill and read failures lose no data (the store keeps the value); they must not crash the worker.
+    store.on('error', () => undefined);
+  }
+
+  /** Opens the store and the DataServer, connects to the scheduler and registers. */
+  static async start(options: WorkerOptions): Promise<Worker> {
+    const opts = resolveWorkerOptions(options);
+    const directory = await mkdtemp(path.join(opts.localDirectory ?? os.tmpdir(), 'spillway-worker-'));
+    const cleanup: (() => Promise<void>)[] = [() => rm(directory, { recursive: true, force: true })];
+    try {
+      const store = await SpillStore.open({
+        memoryLimit: opts.memoryLimit,
+        directory,
+        target: opts.target,
+        spill: opts.spill,
+        pause: opts.pause,
+        monitorInterval: opts.monitorInterval,
+        maxSpill: opts.maxSpill,
+        spillConcurrency: opts.spillConcurrency,
+      });
+      cleanup.unshift(() => store.close());
+      const server = await DataServer.listen(store, { host: opts.host, port: opts.port, token: opts.token });
+      cleanup.unshift(() => server.close());
+      const executor = new Executor(opts.nthreads);
+      cleanup.unshift(() => executor.close());
+      const channel = await Channel.connect(opts.scheduler, { token: opts.token });
+      cleanup.unshift(async () => channel.close());
+      // Handlers first: a compute-task may follow the registration answer at once.
+      const early: ComputeTaskParams[] = [];
+      channel.handle(Methods.computeTask, (params) => void early.push(params as ComputeTaskParams));
+      const name = opts.name ?? `worker-${process.pid}-${server.address.port}`;
+      const params: RegisterWorkerParams = { name, data: server.address, memoryLimit: opts.memoryLimit, nthreads: opts.nthreads, pid: process.pid };
+      const registration = await channel.request<RegisterWorkerResult>(Methods.registerWorker, params, 30_000);
+      const worker = new Worker({ options: opts, directory, store, server, channel, executor, registration, name });
+      worker.#listen();
+      for (const task of early) worker.#onComputeTask(task);
+      return worker;
+    } catch (err) {
+      for (const step of cleanup) await step().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** Tasks waiting in the queue (inputs being fetched, or no free thread). */
+  get queued(): number {
+    return this.#queue.size;
+  }
+
+  /** Tasks started and not finished. */
+  get executing(): number {
+    return this.#running.size;
+  }
+
+  get closed(): boolean {
+    return this.#closing !== undefined;
+  }
+
+  /** Failed fetches from peers that were retried elsewhere. */
+  get fetchFailures(): number {
+    return this.#fetcher.failures;
+  }
+
+  #listen(): void {
+    const channel = this.channel;
+    channel.handle(Methods.computeTask, (params) => this.#onComputeTask(params as ComputeTaskParams));
+    channel.handle(Methods.releaseKeys, (params) => this.#onReleaseKeys(params as ReleaseKeysParams));
+    channel.handle(Methods.cancelTask, (params) => this.#onCancelTask(params as CancelTaskParams));
+    channel.once('close', (err?: Error) => void this.#shutdown(err));
+    this.#heartbeat.beat();
+  }
+
+  #onComputeTask(params: ComputeTaskParams): void {
+    if (this.closed) return;
+    if (typeof params?.key !== 'string' || typeof params.spec?.fn?.module !== 'string' || typeof params.spec.fn.name !== 'string') {
+      const key = typeof params?.key === 'string' ? params.key : '';
+      this.#erred(key, toErrorInfo(new InvalidArgumentError('compute-task needs a key and spec.fn { module, name }')));
+      return;
+    }
+    if (this.#running.has(params.key)) return; // already running: its result is on its way
+    this.#queue.add({ ...params, deps: params.deps ?? {}, priority: Number(params.priority) || 0 });
+    this.#pump();
+  }
+
+  #onReleaseKeys(params: ReleaseKeysParams): void {
+    // A running task keeps the version its lease pinned; the store frees it when the lease ends.
+    for (const key of params?.keys ?? []) {
+      this.store.delete(key);
+      this.#fetcher.replicas.delete(key);
+    }
+  }
+
+  #onCancelTask(params: CancelTaskParams): void {
+    const task = this.#queue.get(params?.key);
+    if (task === undefined) return;
+    this.#queue.delete(task.key);
+    this.#dropReplicas(task.inputs);
+  }
+
+  /** Starts what can start: tasks (up to nthreads), reads of spilled inputs ahead, fetches of remote inputs. */
+  #pump(): void {
+    if (this.closed || this.store.paused) return; // 'resume' pumps again
+    while (this.#running.size < this.nthreads) {
+      const [next] = this.#queue.ready(this.store, 1);
+      if (next === undefined) break;
+      this.#queue.delete(next.key);
+      void this.#run(next);
+    }
+    this.#prefetch();
+    while (this.#fetches < this.#options.fetchConcurrency) {
+      const [task] = this.#queue.needingFetch(this.store, (key) => this.#running.has(key));
+      if (task === undefined) break;
+      void this.#fetchFor(task);
+    }
+  }
+
+  /** Reads back the spilled inputs of the next ready tasks while the threads are busy (one read per key, shared with acquire). */
+  #prefetch(): void {
+    if (this.#options.prefetch === 0 || this.store.isAboveTarget()) return;
+    for (const task of this.#queue.ready(this.store, this.#options.prefetch)) {
+      for (const key of task.inputs) {
+        if (this.store.where(key) === 'memory' || this.#prefetching.has(key)) continue;
+        this.#prefetching.add(key);
+        this.store
+          .get(key)
+          .catch(() => undefined) // the task's own acquire reports a real failure
+          .finally(() => {
+            this.#prefetching.delete(key);
+            this.#pump();
+          });
+      }
+    }
+  }
+
+  async #fetchFor(task: QueuedTask): Promise<void> {
+    task.fetching = true;
+    this.#fetches++;
+    const started = performance.now();
+    let missing: Map<string, DataAddress[]>;
+    try {
+      // Inputs that a task here will produce are waited for, not fetched.
+      const remote = task.inputs.filter((key) => !this.#queue.has(key) && !this.#running.has(key));
+      missing = await this.#fetcher.ensure(remote, task.deps);
+    } catch (err) {
+      if (this.closed) return;
+      missing = new Map();
+      if (this.#queue.get(task.key) === task) {
+        this.#queue.delete(task.key);
+        this.#erred(task.key, toErrorInfo(err));
+      }
+    } finally {
+      this.#fetches--;
+      task.fetching = false;
+      task.fetchSeconds += (performance.now() - started) / 1000;
+    }
+    if (this.#queue.get(task.key) !== task) {
+      this.#dropReplicas(task.inputs); // cancelled while fetching
+    } else if (missing.size > 0) {
+      // Dropped: the scheduler corrects its records and sends the task again.
+      this.#queue.delete(task.key);
+      for (const [key, holders] of missing) {
+        this.channel.notify(Methods.missingData, { workerId: this.workerId, task: task.key, key, holders });
+      }
+      this.#dropReplicas(task.inputs);
+    }
+    this.#pump();
+  }
+
+  async #run(task: QueuedTask): Promise<void> {
+    this.#running.set(task.key, task);
+    this.emit('task-started', task.key);
+    const started = performance.now();
+    let lease: Lease;
+    try {
+      // Pinned for the whole task: the inputs cannot be evicted under it.
+      lease = await this.store.acquire(task.inputs);
+    } catch (err) {
+      this.#running.delete(task.key);
+      if (err instanceof KeyNotFoundError && !this.closed) {
+        this.#queue.add(task); // an input was released meanwhile: fetch it again
+      } else if (!this.closed) {
+        this.#erred(task.key, toErrorInfo(err));
+      }
+      this.#pump();
+      return;
+    }
+    try {
+      const args = substitute(task.spec.args ?? [], (key) => lease.get(key));
+      const fetchSeconds = task.fetchSeconds + (performance.now() - started) / 1000;
+      const result = await this.#executor.run(task.spec.fn, args);
+      if (this.closed) return;
+      if (!result.ok) {
+        this.#erred(task.key, result.error);
+        return;
+      }
+      const size = sizeof(result.value);
+      this.store.set(task.key, result.value, { size });
+      const finished = {
+        workerId: this.workerId,
+        key: task.key,
+        size,
+        where: this.store.where(task.key) ?? 'memory',
+        computeSeconds: result.computeSeconds,
+        fetchSeconds,
+      };
+      this.channel.notify(Methods.taskFinished, finished);
+      this.emit('task-finished', finished);
+    } catch (err) {
+      if (!this.closed) this.#erred(task.key, toErrorInfo(err));
+    } finally {
+      lease.release();
+      this.#running.delete(task.key);
+      this.#dropReplicas(task.inputs);
+      this.#pump();
+    }
+  }
+
+  #erred(key: string, error: TaskErrorInfo): void {
+    const params = { workerId: this.workerId, key, error };
+    this.channel.notify(Methods.taskErred, params);
+    this.emit('task-erred', params);
+  }
+
+  /**
+   * Deletes fetched copies no queued or running task still reads. The scheduler never
+   * learned of them, so it would never release them: keeping them would fill the store.
+   */
+  #dropReplicas(keys: readonly string[]): void {
+    const replicas = this.#fetcher.replicas;
+    const candidates = keys.filter((key) => replicas.has(key));
+    if (candidates.length === 0) return;
+    const needed = new Set<string>();
+    for (const task of [...this.#queue.values(), ...this.#running.values()]) for (const key of task.inputs) needed.add(key);
+    for (const key of candidates) {
+      if (needed.has(key)) continue;
+      replicas.delete(key);
+      this.store.delete(key);
+    }
+  }
+
+  async #shutdown(err?: Error): Promise<void> {
+    await this.close();
+    this.emit('close', err);
+  }
+
+  /** Stops everything: tasks in flight are abandoned, the spill folder is removed. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      this.#heartbeat.stop();
+      this.channel.close();
+      await this.#executor.close().catch(() => undefined);
+      await this.server.close();
+      await this.store.close();
+      await rm(this.#directory, { recursive: true, force: true });
+    })();
+    return this.#closing;
+  }
+}
+
+function toErrorInfo(err: unknown): TaskErrorInfo {
+  if (err instanceof Error) {
+    return { name: err.name, message: err.message, stack: err.stack, code: err instanceof SpillwayError ? err.code : undefined };
+  }
+  return { name: 'Error', message: String(err) };
+}

@@ -1,6 +1,6 @@
 import { MinHeap } from './heap.js';
 import type { TaskRecord, TaskTable } from './state.js';
-import { type WorkerRecord, occupancy } from './workers.js';
+import { type WorkerRecord, capacity, occupancy } from './workers.js';
 
 /** The queue of ready tasks no worker is better placed for (tasks without inputs). */
 const SHARED = '';
@@ -9,7 +9,7 @@ const SHARED = '';
  * Ready tasks wait in queues: one per worker for tasks whose inputs it holds most of, and
  * a shared one for tasks without inputs. A worker with a free slot takes the earliest
  * (lowest priority) task of its own queue and the shared one, and when both are empty
- * steals from the worker with the longest queue, so nobody idles while work is waiting.
+ * steals from the saturated worker with the longest queue, so nobody idles while work waits.
  * Queue entries are checked when popped: a task that left the ready state is skipped.
  */
 export class Placement {
@@ -100,9 +100,12 @@ export class Placement {
       this.#heaps.get(queue)?.pop();
       return takeOwn ? own : shared;
     }
+    // Steal only from a worker that cannot start the task now itself.
     let victim: string | undefined;
     for (const [id, count] of this.#queued) {
-      if (id !== worker.id && id !== SHARED && count > 0 && (victim === undefined || count > this.queued(victim))) victim = id;
+      if (id === worker.id || id === SHARED || count === 0 || (victim !== undefined && count <= this.queued(victim))) continue;
+      const owner = this.#workers.get(id);
+      if (owner === undefined || owner.processing.size >= capacity(owner)) victim = id;
     }
     if (victim === undefined) return undefined;
     const stolen = this.#head(victim);

@@ -11,6 +11,7 @@ import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { SpillStore } from '../src/store/spill-store.js';
 import { CompressedMemoryTier, DiskTier, type Tier, type WriteSource } from '../src/tiers/index.js';
 
 const KiB = 1024;
@@ -85,6 +86,27 @@ function line(label: string, r: Run): string {
   return `${label.padEnd(34)} write ${fmt(mbps(r.bytes, r.writeMs), 0).padStart(6)} MB/s (${fmt(r.writeMs / 1000)} s)  read ${fmt(mbps(r.bytes, r.readMs), 0).padStart(6)} MB/s (${fmt(r.readMs / 1000)} s)  stored ${fmt(r.stored / MiB, 1)} MiB`;
 }
 
+/** Sets `count` values of `bytes` into a store on `tier` and waits until all are spilled. */
+async function spillThrough(tier: Tier, count: number, bytes: number): Promise<{ bytes: number; ms: number; writes: number }> {
+  const store = await SpillStore.open({ memoryLimit: 32 * MiB, monitorInterval: 0, tiers: [tier] });
+  try {
+    const values = Array.from({ length: Math.min(count, 64) }, (_, i) => new Float64Array(bytes / 8).fill(i));
+    const start = performance.now();
+    for (let i = 0; i < count; i++) {
+      store.set(`k${i}`, values[i % values.length].slice());
+      if (store.paused) await store.whenResumed();
+    }
+    await store.evict();
+    await store.flush();
+    const ms = performance.now() - start;
+    const stats = store.stats();
+    return { bytes: stats.counters.spilledBytes, ms, writes: stats.counters.diskWrites };
+  } finally {
+    await store.close();
+    gc();
+  }
+}
+
 export default async function tiers(args: string[]): Promise<void> {
   const quick = args.includes('--quick');
   const parent = await fsp.mkdtemp(path.join(os.tmpdir(), 'spw-bench-tiers-'));
@@ -107,6 +129,22 @@ export default async function tiers(args: string[]): Promise<void> {
     const fusedVsLarge = mbps(fused.bytes, fused.writeMs) / mbps(largeRun.bytes, largeRun.writeMs);
     console.log(`   fused vs file per value: write ${fmt(fusedVsFile, 1)}x (target >= 10x), read ${fmt(perFile.readMs / fused.readMs, 1)}x`);
     console.log(`   fused vs 32 MiB values, write throughput: ${fmt(fusedVsLarge)} (target >= 0.5); read: ${fmt(mbps(fused.bytes, fused.readMs) / mbps(largeRun.bytes, largeRun.readMs))}`);
+
+    // 1b. The same through a SpillStore (the issue's measure): spill throughput with a
+    // small memory limit, from the first set() until every value is on disk.
+    console.log(`\n1b. through a SpillStore (32 MiB limit): ${count} values of 4 KiB, and ${largeCount} of 32 MiB`);
+    const storeFused = await spillThrough(new DiskTier({ directory: parent }), count, 4 * KiB);
+    const storePerFile = await spillThrough(new DiskTier({ directory: parent, smallValueBytes: 0 }), count, 4 * KiB);
+    const storeLarge = await spillThrough(new DiskTier({ directory: parent }), largeCount, 32 * MiB);
+    for (const [label, r] of [
+      ['fused segment files', storeFused],
+      ['one file per value', storePerFile],
+      ['32 MiB values', storeLarge],
+    ] as const) {
+      console.log(`${label.padEnd(34)} spill ${fmt(mbps(r.bytes, r.ms), 0).padStart(6)} MB/s (${fmt(r.ms / 1000, 2)} s, ${r.writes} writes)`);
+    }
+    console.log(`   fused vs file per value: ${fmt(storePerFile.ms / storeFused.ms, 1)}x (target >= 10x)`);
+    console.log(`   fused vs 32 MiB values: ${fmt(mbps(storeFused.bytes, storeFused.ms) / mbps(storeLarge.bytes, storeLarge.ms))} (target >= 0.5)`);
 
     // 2. Compression on numbers.
     const numCount = quick ? 4 : 8;

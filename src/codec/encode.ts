@@ -1,7 +1,7 @@
 import v8 from 'node:v8';
 import { CodecError, errorMessage } from '../errors.js';
 import { binaryBytes } from './binary.js';
-import { CHECKSUM_SLICE_BYTES, Crc32c } from './checksum.js';
+import { CHECKSUM_SLICE_BYTES, Crc32c, crc32c } from './checksum.js';
 import { HeaderKind, type Layout, TRAILER_BYTES, layoutOf, writePrefix } from './format.js';
 import { packHeader } from './msgpack.js';
 import { planEncoding } from './plan.js';
@@ -110,9 +110,32 @@ export async function* encodedBatches(
   if (batchLength > 0) yield batch;
 }
 
+/** Encoded values up to this size are laid out in one buffer in one synchronous step. */
+export const SMALL_ENCODED_BYTES = 64 * 1024;
+
+/**
+ * Lays a small encoded value out in one contiguous buffer, checksum included, in one
+ * synchronous step (a copy of at most SMALL_ENCODED_BYTES). For many small values this is
+ * much cheaper than the batch generator; large values must use encodedBatches.
+ */
+export function encodedBytesSync(encoded: Encoded): Buffer {
+  if (encoded.byteLength > SMALL_ENCODED_BYTES) throw new RangeError(`encodedBytesSync is for values up to ${SMALL_ENCODED_BYTES} bytes`);
+  // allocUnsafeSlow: its own memory, 8-byte aligned, so frames can be viewed in place.
+  const out = Buffer.allocUnsafeSlow(encoded.byteLength);
+  let offset = 0;
+  for (const piece of pieces(encoded)) {
+    out.set(piece, offset);
+    offset += piece.byteLength;
+  }
+  out.writeUInt32LE(crc32c(out.subarray(0, offset)), offset);
+  out.writeUInt32LE(0, offset + 4);
+  return out;
+}
+
 /** Encodes a value into one contiguous buffer (small values, tests, the wire for tiny keys). */
 export async function encodeToBuffer(value: unknown): Promise<Buffer> {
   const encoded = encode(value);
+  if (encoded.byteLength <= SMALL_ENCODED_BYTES) return encodedBytesSync(encoded);
   const out = Buffer.allocUnsafeSlow(encoded.byteLength);
   let offset = 0;
   for await (const batch of encodedBatches(encoded)) {

@@ -44,6 +44,8 @@ export class Entry {
   pins = 0;
   /** Memory LRU slot, or -1 when not linked (pinned, in flight, not resident, unspillable). */
   slot = -1;
+  /** Use stamp of the memory LRU, to merge its two lists in use order. */
+  lastUsed = 0;
   /** Slot in the LRU of the tier holding `copy`, or -1. */
   copySlot = -1;
   /** The copy is being moved down to the next tier. */

@@ -124,7 +124,7 @@ export class SpillStore extends EventEmitter {
     const entry = this.#state.entries.get(key);
     if (entry === undefined) return Promise.reject(new KeyNotFoundError(key));
     if (entry.resident) {
-      if (entry.slot >= 0) this.#state.lru.touch(entry.slot);
+      this.#state.lru.touch(entry);
       return (entry.resolved ??= Promise.resolve(entry.value));
     }
     return this.#loader.load(entry);
@@ -135,7 +135,7 @@ export class SpillStore extends EventEmitter {
     const entry = this.#state.entries.get(key);
     if (entry === undefined) return undefined;
     if (entry.resident) {
-      if (entry.slot >= 0) this.#state.lru.touch(entry.slot);
+      this.#state.lru.touch(entry);
       return entry.value;
     }
     return this.#state.reattach(entry);

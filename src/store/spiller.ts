@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import { encode, encodedBatches } from '../codec/index.js';
+import { encode, encodedBatches, encodedBytesSync, SMALL_ENCODED_BYTES, type Encoded } from '../codec/index.js';
 import { ChecksumError, ClosedError, CodecError, SpillCapError, SpillwayError, TierWriteError, TiersFullError } from '../errors.js';
 import type { WriteSource } from '../tiers/tier.js';
 import { secondsSince } from './counters.js';
@@ -72,15 +72,12 @@ export class Spiller {
   /** Drops LRU values that have a copy below until memory net of writes is at target. */
   #dropCopied(): void {
     const { acct, lru, opts } = this.state;
-    let excess = acct.residentBytes - acct.bytes[Bucket.Spilling] - opts.targetBytes;
-    const copied: Entry[] = [];
-    for (const entry of lru.fromOldest()) {
-      if (excess <= 0) break;
-      if (entry.copy === undefined) continue;
-      copied.push(entry);
-      excess -= entry.size;
+    for (;;) {
+      if (acct.residentBytes - acct.bytes[Bucket.Spilling] <= opts.targetBytes) return;
+      const entry = lru.oldestClean();
+      if (entry === undefined) return;
+      this.state.drop(entry);
     }
-    for (const entry of copied) this.state.drop(entry);
   }
 
   /** Spills LRU first until `bytes` are out of memory; resolves to the bytes evicted. */
@@ -119,10 +116,7 @@ export class Spiller {
     const { acct } = this.state;
     acct.remove(entry);
     entry.write = job;
-    if (entry.slot >= 0) {
-      this.state.lru.remove(entry.slot);
-      entry.slot = -1;
-    }
+    this.state.lru.unlink(entry);
     acct.add(entry);
     job.done = this.#slotsFor(entry).run(() => this.#write(entry, job)).finally(() => {
       this.#writes.delete(job.done);
@@ -181,7 +175,7 @@ export class Spiller {
       tierName = tier.name;
       const writeStart = performance.now();
       try {
-        await tier.write(job.id, timed(encodedBatches(encoded), (s) => (counters.encodeSeconds += s)), encoded.byteLength);
+        await tier.write(job.id, this.#source(encoded), encoded.byteLength);
       } finally {
         state.chain.reserved[t] -= encoded.byteLength;
       }
@@ -217,6 +211,19 @@ export class Spiller {
       return entry.size;
     }
     return 0;
+  }
+
+  /**
+   * The bytes of an encoded value for a tier: small ones as one buffer laid out at once
+   * (per-value overhead dominates there), large ones as batches hashed while written.
+   */
+  #source(encoded: Encoded): WriteSource {
+    const { counters } = this.state;
+    if (encoded.byteLength > SMALL_ENCODED_BYTES) return timed(encodedBatches(encoded), (s) => (counters.encodeSeconds += s));
+    const start = performance.now();
+    const bytes = encodedBytesSync(encoded);
+    counters.encodeSeconds += secondsSince(start);
+    return oneBatch(bytes);
   }
 
   #failed(entry: Entry, err: unknown, tierName: string): void {
@@ -380,6 +387,22 @@ export class Spiller {
   stop(): void {
     clearTimeout(this.#retryTimer);
   }
+}
+
+/** A one-batch write source without a generator (cheap, for the many small values). */
+function oneBatch(bytes: Uint8Array): WriteSource {
+  return {
+    [Symbol.asyncIterator]() {
+      let done = false;
+      return {
+        next: () => {
+          if (done) return Promise.resolve({ done: true as const, value: undefined });
+          done = true;
+          return Promise.resolve({ done: false as const, value: [bytes] });
+        },
+      };
+    },
+  };
 }
 
 async function* streamSource(stream: Readable): WriteSource {

@@ -3,7 +3,7 @@ import { SpillwayError, TierWriteError } from '../errors.js';
 import { TierChain } from './chain.js';
 import { newCounters } from './counters.js';
 import { Accounting, type Entry, type StoredCopy } from './entry.js';
-import { LruList } from './lru.js';
+import { MemoryLru } from './memory-lru.js';
 import type { ResolvedOptions } from './options.js';
 
 /**
@@ -14,7 +14,7 @@ import type { ResolvedOptions } from './options.js';
  */
 export class StoreState {
   readonly entries = new Map<string, Entry>();
-  readonly lru = new LruList<Entry>();
+  readonly lru = new MemoryLru();
   readonly acct = new Accounting();
   readonly counters = newCounters();
   readonly chain: TierChain;
@@ -56,15 +56,12 @@ export class StoreState {
   /** Puts an entry back in the memory LRU if it may be evicted now. */
   relink(entry: Entry): void {
     if (entry.slot < 0 && entry.resident && !entry.removed && entry.pins === 0 && entry.write === undefined && !entry.unspillable) {
-      entry.slot = this.lru.push(entry);
+      this.lru.link(entry);
     }
   }
 
   #unlinkMemory(entry: Entry): void {
-    if (entry.slot >= 0) {
-      this.lru.remove(entry.slot);
-      entry.slot = -1;
-    }
+    this.lru.unlink(entry);
   }
 
   /** Makes `value` the resident value of an entry that was below memory. */

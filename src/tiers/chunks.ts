@@ -65,18 +65,27 @@ export async function* rechunk(source: WriteSource, byteLength: number, chunkByt
   if (total !== byteLength) throw lengthError(total, byteLength);
 }
 
-/** Gathers a small value into one transient buffer (pooled allocation: it is freed soon). */
+/** Gathers a small value into one buffer (the source's own when it gave a single piece). */
 export async function gather(source: WriteSource, byteLength: number): Promise<Buffer> {
-  const out = Buffer.allocUnsafe(byteLength);
+  const pieces: Uint8Array[] = [];
   let total = 0;
   for await (const batch of source) {
     for (const piece of batch) {
-      if (total + piece.byteLength > byteLength) throw lengthError(total + piece.byteLength, byteLength);
-      out.set(piece, total);
       total += piece.byteLength;
+      if (total > byteLength) throw lengthError(total, byteLength);
+      if (piece.byteLength > 0) pieces.push(piece);
     }
   }
   if (total !== byteLength) throw lengthError(total, byteLength);
+  // The common case, one piece holding the whole value (the store lays small values out in
+  // one buffer): keep it rather than copy it.
+  if (pieces.length === 1) return Buffer.from(pieces[0].buffer, pieces[0].byteOffset, pieces[0].byteLength);
+  const out = Buffer.allocUnsafe(byteLength);
+  let at = 0;
+  for (const piece of pieces) {
+    out.set(piece, at);
+    at += piece.byteLength;
+  }
   return out;
 }
 

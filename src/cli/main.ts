@@ -3,78 +3,29 @@
  * `spillway` command line. Exit codes: 0 success, 1 failure (verification or runtime),
  * 2 bad arguments.
  */
-import { Command, CommanderError, InvalidArgumentError as BadOption } from 'commander';
+import { Command, CommanderError, InvalidArgumentError as BadOption, Option } from 'commander';
 import { InvalidArgumentError } from '../errors.js';
-import { formatBytes, parseBytes } from '../units.js';
-import { type DemoSummary, runDemo } from './demo.js';
-import { createProgress } from './progress.js';
+import { WORKLOADS } from '../workloads/index.js';
+import { demoCommand } from './demo-command.js';
+import { EXIT_FAILED, EXIT_USAGE, hostPort, port, positive, size, wholeNumber } from './options.js';
+import type { LocalFlags } from './local-command.js';
+import type { SchedulerFlags } from './scheduler-command.js';
+import type { WorkerFlags } from './worker-command.js';
 
-const EXIT_FAILED = 1;
-const EXIT_USAGE = 2;
+const milliseconds = wholeNumber;
+// The cluster commands are loaded on use: `demo` does not pay for the scheduler, the worker or piscina.
 
-/** Commander argument parser for sizes: '256MiB', '1.5 GB', '4096'. */
-function size(value: string): number {
-  try {
-    const bytes = parseBytes(value, 'size');
-    if (bytes <= 0) throw new InvalidArgumentError('must be more than 0 bytes');
-    return bytes;
-  } catch (err) {
-    throw new BadOption(`${err instanceof Error ? err.message : String(err)}`);
-  }
-}
-
-function milliseconds(value: string): number {
-  const ms = Number(value);
-  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(ms)) throw new BadOption(`expected a whole number of milliseconds, got ${JSON.stringify(value)}`);
-  return ms;
-}
-
-interface DemoFlags {
-  memoryLimit: number;
-  valueSize: number;
-  data?: number;
-  directory?: string;
-  monitorInterval: number;
-  seed: number;
-  json: boolean;
-}
-
-function printSummary(s: DemoSummary): void {
-  const rate = (bytesPerSecond: number): string => `${formatBytes(bytesPerSecond)}/s`;
-  const lines = [
-    `Spillway store demo: ${s.keys} keys × ${formatBytes(s.valueSize)} = ${formatBytes(s.dataBytes)} through a ${formatBytes(s.memoryLimit)} memory limit`,
-    `  write      ${rate(s.write.throughput)} (${s.write.seconds.toFixed(2)} s, generating included)`,
-    `  read       ${rate(s.read.throughput)} (${s.read.seconds.toFixed(2)} s, verifying included)`,
-    `  spilled    ${formatBytes(s.spilledBytes)} in ${s.diskWrites} writes; unspilled ${formatBytes(s.unspilledBytes)} in ${s.diskReads} reads`,
-    `  memory     peak RSS ${formatBytes(s.peakRss)}, peak held by the store ${formatBytes(s.peakResidentBytes)}, ${s.pauses} pauses`,
-    `  event loop worst delay ${s.eventLoop.maxDelayMs.toFixed(1)} ms, p99 ${s.eventLoop.p99DelayMs.toFixed(1)} ms above the ${s.eventLoop.resolutionMs} ms sampling, utilisation ${(100 * s.eventLoop.utilization).toFixed(0)}%`,
-    s.storeErrors > 0 ? `  errors     ${s.storeErrors} store errors (values kept in memory)` : undefined,
-    s.verified
-      ? `  verified   every byte of ${s.keys} keys: OK`
-      : `  verified   FAILED: ${s.badKeyCount} keys differ (${s.badKeys.join(', ')}${s.badKeyCount > s.badKeys.length ? ', …' : ''})`,
-  ];
-  process.stdout.write(lines.filter((l) => l !== undefined).join('\n') + '\n');
-}
-
-async function demo(flags: DemoFlags): Promise<void> {
-  const progress = createProgress(!flags.json);
-  let summary: DemoSummary;
-  try {
-    summary = await runDemo({
-      memoryLimit: flags.memoryLimit,
-      valueSize: flags.valueSize,
-      dataSize: flags.data,
-      directory: flags.directory,
-      monitorInterval: flags.monitorInterval,
-      seed: flags.seed,
-      onProgress: (phase, done, total) => progress.update(phase, done, total),
-    });
-  } finally {
-    progress.stop();
-  }
-  if (flags.json) process.stdout.write(JSON.stringify(summary) + '\n');
-  else printSummary(summary);
-  if (!summary.verified) process.exitCode = EXIT_FAILED;
+/** Runs a command's action; a bad argument found late (InvalidArgumentError) exits with 2, anything else with 1. */
+function action<T>(name: string, run: (flags: T) => Promise<void>): (flags: T) => Promise<void> {
+  return async (flags) => {
+    try {
+      await run(flags);
+    } catch (err) {
+      const usage = err instanceof InvalidArgumentError || err instanceof BadOption;
+      process.stderr.write(`spillway ${name}: ${usage ? 'error: ' : ''}${err instanceof Error ? err.message : String(err)}\n`);
+      process.exitCode = usage ? EXIT_USAGE : EXIT_FAILED;
+    }
+  };
 }
 
 const program = new Command()
@@ -94,14 +45,43 @@ program
   .option('--monitor-interval <ms>', 'RSS monitor interval in ms; 0 = off, pausing then follows the bytes the store holds', milliseconds, 100)
   .option('--seed <n>', 'seed of the generated content', milliseconds, 0x5eed)
   .option('--json', 'print a one-line JSON summary instead of text (no progress bar)', false)
-  .action(async (flags: DemoFlags) => {
-    try {
-      await demo(flags);
-    } catch (err) {
-      const usage = err instanceof InvalidArgumentError;
-      process.stderr.write(`spillway demo: ${usage ? 'error: ' : ''}${err instanceof Error ? err.message : String(err)}\n`);
-      process.exitCode = usage ? EXIT_USAGE : EXIT_FAILED;
-    }
-  });
+  .action(action('demo', demoCommand));
+
+program
+  .command('scheduler')
+  .description('run a scheduler until SIGINT/SIGTERM; prints {"event":"listening",...} as its first line')
+  .option('--host <host>', 'interface to listen on', '127.0.0.1')
+  .option('--port <port>', 'control port (0: any free port)', port, 8786)
+  .option('--http-port <port>', 'port of GET /metrics and /api/state (0: any free port)', port)
+  .option('--token <token>', 'shared secret of the cluster (default: $SPILLWAY_TOKEN; prefer it, a flag shows in ps)')
+  .option('--heartbeat-interval <ms>', 'how often workers send heartbeats', positive)
+  .action(action('scheduler', async (f: SchedulerFlags) => (await import('./scheduler-command.js')).schedulerCommand(f)));
+
+program
+  .command('worker')
+  .description('run a worker until SIGINT/SIGTERM or until the scheduler is gone; prints {"event":"ready",...} once registered')
+  .requiredOption('--scheduler <host:port>', 'the scheduler\'s control address', hostPort)
+  .requiredOption('--memory-limit <size>', 'memory limit of the worker', size)
+  .option('--nthreads <n>', 'threads running tasks (default: number of cores)', positive)
+  .option('--local-directory <dir>', 'parent directory of the spill folder (default: the OS temp directory)')
+  .option('--token <token>', 'shared secret of the cluster (default: $SPILLWAY_TOKEN)')
+  .option('--host <host>', 'interface the data server listens on (peers must reach it)', '127.0.0.1')
+  .option('--port <port>', 'data server port (0: any free port)', port, 0)
+  .option('--name <name>', 'name shown by the scheduler')
+  .action(action('worker', async (f: WorkerFlags) => (await import('./worker-command.js')).workerCommand(f)));
+
+program
+  .command('local')
+  .description('start a local cluster, run a built-in workload larger than its memory, verify it, print a summary')
+  .option('--workers <n>', 'worker processes', positive, 2)
+  .option('--memory-limit <size>', 'memory limit of each worker', size, 256 * 2 ** 20)
+  .addOption(new Option('--workload <name>', 'the job to run').choices(WORKLOADS).default('shuffle'))
+  .option('--size <size>', 'bytes of data to generate (default: 3 × the cluster\'s memory)', size)
+  .option('--partitions <n>', 'partitions of the data (default: each ≤ 1/8 of a worker\'s memory)', positive)
+  .option('--nthreads <n>', 'task threads per worker (default: cores / workers)', positive)
+  .option('--local-directory <dir>', 'parent directory for spill files (default: the OS temp directory)')
+  .option('--seed <n>', 'seed of the generated data', wholeNumber, 0x5eed)
+  .option('--json', 'print a one-line JSON summary instead of text (no progress bar)', false)
+  .action(action('local', async (f: LocalFlags) => (await import('./local-command.js')).localCommand(f)));
 
 await program.parseAsync(process.argv);

@@ -79,6 +79,16 @@ export function concat(pieces: Float64Array[]): Float64Array {
   return out;
 }
 
+/** How many values each piece of one input holds. */
+export function countPieces(pieces: Float64Array[]): number[] {
+  return pieces.map((p) => p.length);
+}
+
+/** The rows of counts, one per input. */
+export function collect(rows: number[][]): number[][] {
+  return rows;
+}
+
 /** The figures the client checks for output `j`. */
 export function summarize(data: Float64Array, j: number, parts: number): ShuffleSummary {
   let sum = 0;
@@ -104,7 +114,7 @@ export interface ShuffleOptions {
 
 export interface ShufflePlan {
   graph: Graph;
-  /** `check-j` for every output j: the summaries, in order. */
+  /** `piece-counts` (values per input and piece), then `check-j` for every output j. */
   wanted: string[];
   dataBytes: number;
   elements: number;
@@ -121,8 +131,12 @@ export function shuffleGraph(options: ShuffleOptions): ShufflePlan {
     graph[`input-${i}`] = { fn: fn('generate'), args: [seed, i, count] };
     graph[`split-${i}`] = { fn: fn('split'), args: [ref(`input-${i}`), P] };
     for (let j = 0; j < P; j++) graph[`piece-${i}-${j}`] = { fn: fn('pick'), args: [ref(`split-${i}`), j] };
+    graph[`counts-${i}`] = { fn: fn('countPieces'), args: [Array.from({ length: P }, (_, j) => ref(`piece-${i}-${j}`))] };
   }
-  const wanted: string[] = [];
+  // Wanted first, so the scheduler's depth-first order runs every piece of split i right
+  // after it (while it is in memory) instead of reading it back once per output.
+  graph['piece-counts'] = { fn: fn('collect'), args: [Array.from({ length: P }, (_, i) => ref(`counts-${i}`))] };
+  const wanted: string[] = ['piece-counts'];
   for (let j = 0; j < P; j++) {
     graph[`output-${j}`] = { fn: fn('concat'), args: [Array.from({ length: P }, (_, i) => ref(`piece-${i}-${j}`))] };
     graph[`check-${j}`] = { fn: fn('summarize'), args: [ref(`output-${j}`), j, P] };
@@ -140,6 +154,7 @@ export function shuffleGraph(options: ShuffleOptions): ShufflePlan {
 /** Regenerates every input on this side, a slice at a time, and compares each output's summary. */
 export async function verifyShuffle(results: readonly unknown[], seed: number, P: number, count: number): Promise<Verification> {
   const expected = Array.from({ length: P }, () => ({ count: 0, sum: 0, fingerprint: 0 }));
+  const counts = Array.from({ length: P }, () => new Array<number>(P).fill(0));
   const SLICE = 1 << 20;
   for (let i = 0; i < P; i++) {
     let s = partitionSeed(seed, i);
@@ -148,7 +163,9 @@ export async function verifyShuffle(results: readonly unknown[], seed: number, P
       for (let k = from; k < to; k++) {
         s = nextState(s);
         const x = s >>> (32 - VALUE_BITS);
-        const e = expected[bucketOf(x, P)];
+        const b = bucketOf(x, P);
+        counts[i][b]++;
+        const e = expected[b];
         e.count++;
         e.sum += x;
         e.fingerprint = (e.fingerprint + mix32(x, PRINT_SALT)) >>> 0;
@@ -157,8 +174,10 @@ export async function verifyShuffle(results: readonly unknown[], seed: number, P
     }
   }
   const problems: string[] = [];
-  if (results.length !== P) problems.push(`expected ${P} summaries, got ${results.length}`);
-  results.forEach((value, j) => {
+  if (results.length !== P + 1) problems.push(`expected piece counts and ${P} summaries, got ${results.length} values`);
+  const [gotCounts, ...summaries] = results;
+  if (JSON.stringify(gotCounts) !== JSON.stringify(counts)) problems.push('the pieces of the splits do not hold the expected counts');
+  summaries.forEach((value, j) => {
     const got = value as Partial<ShuffleSummary> | null;
     const e = expected[j];
     if (got === null || typeof got !== 'object') return problems.push(`output ${j}: not a summary`);

@@ -33,7 +33,7 @@ for (const name of ['shuffle', 'map-reduce'] as const) {
     assert.deepEqual(good, { verified: true, problems: [] });
 
     const bad = structuredClone(results) as Array<Record<string, number> | number>;
-    if (name === 'shuffle') (bad[1] as Record<string, number>).sum += 1;
+    if (name === 'shuffle') (bad[2] as Record<string, number>).sum += 1;
     else bad[2] = (bad[2] as number) + 1;
     const check = await plan.verify(bad);
     assert.equal(check.verified, false);
@@ -43,7 +43,8 @@ for (const name of ['shuffle', 'map-reduce'] as const) {
 
 test('shuffle: pieces land in the output their hash names, and nothing is lost', async () => {
   const plan = planWorkload('shuffle', { bytes: 1024 * 1024, partitions: 3, seed: 7 });
-  const results = (await runInProcess(plan.graph, plan.wanted)) as Array<{ count: number; misplaced: number }>;
+  const [counts, ...results] = (await runInProcess(plan.graph, plan.wanted)) as [number[][], ...Array<{ count: number; misplaced: number }>];
+  assert.equal(counts.flat().reduce((a, b) => a + b, 0), plan.dataBytes / 8);
   assert.equal(results.reduce((n, r) => n + r.count, 0), plan.dataBytes / 8);
   assert.ok(results.every((r) => r.misplaced === 0 && r.count > 0));
 });

@@ -1,0 +1,58 @@
+import { formatBytes } from '../units.js';
+import type { WorkloadName } from '../workloads/index.js';
+import { type LocalSummary, runLocal } from './local.js';
+import { createClusterProgress } from './local-progress.js';
+import { EXIT_FAILED } from './options.js';
+
+export interface LocalFlags {
+  workers: number;
+  memoryLimit: number;
+  workload: WorkloadName;
+  size?: number;
+  partitions?: number;
+  nthreads?: number;
+  localDirectory?: string;
+  seed: number;
+  json: boolean;
+}
+
+function printSummary(s: LocalSummary): void {
+  const ratio = (a: number, b: number): string => (b > 0 ? (a / b).toFixed(2) : '-');
+  const lines = [
+    `Spillway ${s.workload}: ${formatBytes(s.dataBytes)} in ${s.partitions} partitions on ${s.workers.length} workers × ${formatBytes(s.workers[0]?.memoryLimit ?? 0)} (${ratio(s.dataBytes, s.clusterMemoryLimit)}× the cluster's memory)`,
+    `  time       ${s.wallSeconds.toFixed(1)} s (compute ${s.computeSeconds.toFixed(1)} s, verify ${s.verifySeconds.toFixed(1)} s; cluster start ${s.startupSeconds.toFixed(1)} s)`,
+    `  tasks      ${s.tasks.done} of ${s.tasks.total} seen done${s.tasks.erred > 0 ? `, ${s.tasks.erred} erred` : ''}`,
+    ...s.workers.map(
+      (w) =>
+        `  ${w.name.padEnd(10)} peak RSS ${formatBytes(w.peakRss)} (${ratio(w.peakRss, w.memoryLimit)} of its limit), spilled ${formatBytes(w.spilledBytes)}, ` +
+        `unspilled ${formatBytes(w.unspilledBytes)}, served from disk ${formatBytes(w.servedFromDiskBytes)} / memory ${formatBytes(w.servedFromMemoryBytes)}, ` +
+        `worst event-loop delay ${w.maxEventLoopDelayMs.toFixed(0)} ms${w.alive ? '' : ' (exited)'}`,
+    ),
+    s.verified ? '  verified   OK' : `  verified   FAILED: ${s.problems.slice(0, 5).join('; ')}`,
+  ];
+  process.stdout.write(lines.join('\n') + '\n');
+}
+
+/** `spillway local`: a workload on a local cluster; exit code 1 unless it completed and verified. */
+export async function localCommand(flags: LocalFlags): Promise<void> {
+  const progress = createClusterProgress(flags.workload, !flags.json);
+  let summary: LocalSummary;
+  try {
+    summary = await runLocal({
+      workers: flags.workers,
+      memoryLimit: flags.memoryLimit,
+      workload: flags.workload,
+      size: flags.size,
+      partitions: flags.partitions,
+      nthreads: flags.nthreads,
+      localDirectory: flags.localDirectory,
+      seed: flags.seed,
+      onSample: (sample) => progress.update(sample),
+    });
+  } finally {
+    progress.stop();
+  }
+  if (flags.json) process.stdout.write(JSON.stringify(summary) + '\n');
+  else printSummary(summary);
+  if (!summary.completed || !summary.verified) process.exitCode = EXIT_FAILED;
+}

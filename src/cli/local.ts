@@ -1,0 +1,104 @@
+import { performance } from 'node:perf_hooks';
+import { Client } from '../client/client.js';
+import { LocalCluster } from '../client/local-cluster.js';
+import { ClusterMonitor, type ClusterSample, type WorkerRunStats } from '../client/monitor.js';
+import { errorMessage } from '../errors.js';
+import { defaultPartitions, planWorkload, type WorkloadName } from '../workloads/index.js';
+
+export interface LocalOptions {
+  workers: number;
+  /** Per worker, bytes. */
+  memoryLimit: number;
+  workload: WorkloadName;
+  /** Bytes of data to generate. Default: 3 × the cluster's memory. */
+  size?: number;
+  partitions?: number;
+  nthreads?: number;
+  localDirectory?: string;
+  seed?: number;
+  /** Called about 5 times a second with the cluster's progress. */
+  onSample?: (sample: ClusterSample) => void;
+  /** Called once the cluster is up, e.g. to kill a worker in a test. */
+  onStarted?: (cluster: LocalCluster) => void;
+}
+
+export interface LocalSummary {
+  workload: WorkloadName;
+  completed: boolean;
+  verified: boolean;
+  /** Why it did not complete or verify. */
+  problems: string[];
+  /** From submitting the graph to having verified its result; startup excluded. */
+  wallSeconds: number;
+  computeSeconds: number;
+  verifySeconds: number;
+  startupSeconds: number;
+  dataBytes: number;
+  partitions: number;
+  tasks: { done: number; total: number; erred: number };
+  clusterMemoryLimit: number;
+  workers: WorkerRunStats[];
+}
+
+const HEARTBEAT_MS = 500;
+
+/** Starts a LocalCluster, runs a built-in workload on it, verifies it, and stops everything. */
+export async function runLocal(options: LocalOptions): Promise<LocalSummary> {
+  const clusterMemory = options.workers * options.memoryLimit;
+  const size = options.size ?? 3 * clusterMemory;
+  const partitions = options.partitions ?? defaultPartitions(size, options.memoryLimit, options.workers);
+  const plan = planWorkload(options.workload, { bytes: size, partitions, seed: options.seed });
+  const startedAt = performance.now();
+  const cluster = await LocalCluster.start({
+    workers: options.workers,
+    memoryLimit: options.memoryLimit,
+    nthreads: options.nthreads,
+    localDirectory: options.localDirectory,
+    heartbeatIntervalMs: HEARTBEAT_MS,
+  });
+  const startupSeconds = (performance.now() - startedAt) / 1000;
+  const monitor = new ClusterMonitor(cluster);
+  const problems: string[] = [];
+  let completed = false;
+  let verified = false;
+  let computeSeconds = 0;
+  let verifySeconds = 0;
+  let client: Client | undefined;
+  try {
+    client = await Client.connect(cluster.address, { token: cluster.token, localDirectory: options.localDirectory });
+    monitor.start(200, options.onSample);
+    options.onStarted?.(cluster);
+    const t0 = performance.now();
+    const results = await client.compute(plan.graph, plan.wanted);
+    computeSeconds = (performance.now() - t0) / 1000;
+    completed = true;
+    const t1 = performance.now();
+    const check = await plan.verify(results);
+    verifySeconds = (performance.now() - t1) / 1000;
+    verified = check.verified;
+    problems.push(...check.problems);
+  } catch (err) {
+    problems.push(errorMessage(err));
+  } finally {
+    // One more heartbeat, so the cumulative counters include the end of the run.
+    await new Promise((resolve) => setTimeout(resolve, HEARTBEAT_MS + 200));
+    await client?.close().catch(() => undefined);
+  }
+  const sample = await monitor.stop();
+  await cluster.close();
+  return {
+    workload: options.workload,
+    completed,
+    verified,
+    problems,
+    wallSeconds: computeSeconds + verifySeconds,
+    computeSeconds,
+    verifySeconds,
+    startupSeconds,
+    dataBytes: plan.dataBytes,
+    partitions,
+    tasks: sample.tasks,
+    clusterMemoryLimit: clusterMemory,
+    workers: sample.workers,
+  };
+}

@@ -1,0 +1,23 @@
+import { Scheduler } from '../scheduler/index.js';
+import { announce, resolveToken, runUntilStopped } from './options.js';
+
+export interface SchedulerFlags {
+  host: string;
+  port: number;
+  httpPort?: number;
+  token?: string;
+  heartbeatInterval?: number;
+}
+
+/** `spillway scheduler`: serves until stopped; its first stdout line is `{"event":"listening",...}`. */
+export async function schedulerCommand(flags: SchedulerFlags): Promise<void> {
+  const scheduler = await Scheduler.start({
+    host: flags.host,
+    port: flags.port,
+    token: resolveToken(flags.token),
+    httpPort: flags.httpPort,
+    heartbeatIntervalMs: flags.heartbeatInterval,
+  });
+  announce('listening', { address: scheduler.address, httpAddress: scheduler.httpAddress ?? null, pid: process.pid });
+  runUntilStopped('scheduler', () => scheduler.close());
+}

@@ -107,6 +107,35 @@ async function spillThrough(tier: Tier, count: number, bytes: number): Promise<{
   }
 }
 
+/** Pushes `count` values through a 64 MiB store on `tiers`, then reads them all back. */
+async function chainRun(tiers: Tier[], sources: Buffer[], count: number): Promise<{ diskWritten: number; writeMs: number; readMs: number }> {
+  const store = await SpillStore.open({ memoryLimit: 64 * MiB, monitorInterval: 0, tiers });
+  try {
+    const start = performance.now();
+    for (let i = 0; i < count; i++) {
+      const src = sources[i % sources.length];
+      store.set(`k${i}`, new Float64Array(src.buffer.slice(src.byteOffset, src.byteOffset + src.byteLength)));
+      if (store.paused) await store.whenResumed();
+    }
+    await store.evict();
+    await store.flush();
+    const writeMs = performance.now() - start;
+    gc();
+    const readStart = performance.now();
+    for (let i = 0; i < count; i++) {
+      const value = (await store.get(`k${i}`)) as Float64Array;
+      if (value.byteLength !== sources[i % sources.length].byteLength) throw new Error(`k${i} came back with the wrong size`);
+      store.delete(`k${i}`);
+    }
+    const readMs = performance.now() - readStart;
+    const disk = store.stats().tiers.find((t) => t.name === 'disk');
+    return { diskWritten: disk?.bytesAfterCompression ?? disk?.bytes ?? 0, writeMs, readMs };
+  } finally {
+    await store.close();
+    gc();
+  }
+}
+
 export default async function tiers(args: string[]): Promise<void> {
   const quick = args.includes('--quick');
   const parent = await fsp.mkdtemp(path.join(os.tmpdir(), 'spw-bench-tiers-'));
@@ -165,6 +194,19 @@ export default async function tiers(args: string[]): Promise<void> {
     ] as const) {
       console.log(`   ${label.padEnd(18)} bytes stored / uncompressed: ${fmt(r.stored / none.stored, 3)} (ratio ${fmt(r.bytes / r.stored)}), write time ${fmt(r.writeMs / none.writeMs)}x, read time ${fmt(r.readMs / none.readMs)}x of uncompressed disk`);
     }
+
+    // 2b. The same data through a SpillStore: memory → compressed memory → disk vs memory → disk.
+    const chainCount = quick ? 8 : 16;
+    console.log(`\n2b. through a SpillStore (64 MiB limit): ${chainCount} values of 32 MiB of the same random walk, written then read back`);
+    const plain = await chainRun([new DiskTier({ directory: parent })], walks, chainCount);
+    const chained = await chainRun([new CompressedMemoryTier({ name: 'lz4-memory', capacity: 128 * MiB }), new DiskTier({ directory: parent })], walks, chainCount);
+    for (const [label, r] of [
+      ['memory → disk', plain],
+      ['memory → lz4 memory → disk', chained],
+    ] as const) {
+      console.log(`${label.padEnd(34)} disk written ${fmt(r.diskWritten / MiB, 1).padStart(7)} MiB, spill ${fmt(r.writeMs / 1000, 2)} s, read back ${fmt(r.readMs / 1000, 2)} s`);
+    }
+    console.log(`   chain vs disk only: bytes written to disk ${fmt(chained.diskWritten / plain.diskWritten, 3)}, spill time ${fmt(chained.writeMs / plain.writeMs)}x, read time ${fmt(chained.readMs / plain.readMs)}x`);
 
     // 3. Event-loop delay on 64 MiB values.
     const bigCount = quick ? 2 : 4;

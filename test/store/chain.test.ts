@@ -95,3 +95,31 @@ test('a misconfigured chain is rejected at open', async (t) => {
   await assert.rejects(SpillStore.open({ tiers: [noCapacity] }), /no capacity/);
   await assert.rejects(SpillStore.open({ tiers: [{} as Tier] }), InvalidArgumentError);
 });
+
+test('a lower tier that fails its writes leaves values in the tier above, and says so', async (t) => {
+  const dir = await tempDir(t);
+  const { FaultyTier } = await import('../../src/index.js');
+  const failing = new FaultyTier(new DiskTier({ directory: dir }), { failWrite: () => 'EIO' });
+  const store = await SpillStore.open({
+    memoryLimit: 256 * KiB,
+    monitorInterval: 0,
+    tiers: [new CompressedMemoryTier({ name: 'lz4', capacity: 96 * KiB }), failing],
+  });
+  t.after(() => store.close());
+  const errors: unknown[] = [];
+  store.on('error', (err) => errors.push(err));
+  for (let i = 0; i < 12; i++) {
+    store.set(`k${i}`, walk(8 * KiB, i));
+    await store.flush();
+  }
+  await store.evict();
+  await store.flush();
+  assert.ok(errors.length > 0, 'the failed moves were reported');
+  assert.equal(store.stats().tiers[1].count, 0);
+  // Nothing was lost: every value is in memory or in the upper tier.
+  for (let i = 0; i < 12; i++) {
+    assert.notEqual(store.where(`k${i}`), 'disk');
+    assert.deepEqual(await store.get(`k${i}`), walk(8 * KiB, i));
+  }
+  assert.deepEqual(store[checkInvariants](), []);
+});

@@ -1,0 +1,75 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { FakeClient, FakeWorker, startScheduler, task, until } from './helpers.js';
+
+async function get(address: { host: string; port: number } | undefined, path: string): Promise<{ status: number; type: string; body: string }> {
+  assert.ok(address !== undefined);
+  const res = await fetch(`http://${address.host}:${address.port}${path}`);
+  return { status: res.status, type: res.headers.get('content-type') ?? '', body: await res.text() };
+}
+
+test('GET /metrics and /api/state over real HTTP; 404 otherwise', async (t) => {
+  const scheduler = await startScheduler(t, { httpPort: 0, heartbeatIntervalMs: 20 });
+  const b = await FakeWorker.connect(t, scheduler, { auto: false, name: 'beta' });
+  const client = await FakeClient.connect(t, scheduler);
+  await client.submit({ x: task(), y: task('x'), z: task() }, ['y', 'z']);
+  await until(() => b.computes.length === 2, 'x and z sent');
+  b.fail('z', 'nope');
+  b.finish('x');
+  await until(() => b.computes.length === 3, 'y sent');
+  b.finish('y');
+  await client.waitReady(['y']);
+  const a = await FakeWorker.connect(t, scheduler, { name: 'alpha' });
+  await until(() => client.erred.has('z') && scheduler.state().workers.every((w) => w.lastHeartbeat !== null), 'z erred, heartbeats in');
+  // beta leaves with y: alpha computes x and y again.
+  b.close();
+  await until(() => scheduler.state().workers.length === 1 && a.store.has('y'), 'y recomputed on alpha');
+  const metrics = await get(scheduler.httpAddress, '/metrics');
+  assert.equal(metrics.status, 200);
+  assert.match(metrics.type, /text\/plain/);
+  const line = (re: RegExp): number => {
+    const found = metrics.body.split('\n').find((l) => re.test(l));
+    assert.ok(found !== undefined, `no line ${re}`);
+    return Number(found.split(' ').at(-1));
+  };
+  assert.equal(line(/^spillway_scheduler_workers /), 1);
+  assert.equal(line(/^spillway_scheduler_clients /), 1);
+  assert.equal(line(/^spillway_scheduler_tasks\{state="memory"\}/), 1);
+  assert.equal(line(/^spillway_scheduler_tasks\{state="erred"\}/), 1);
+  assert.equal(line(/^spillway_scheduler_keys_in_memory /), 1);
+  assert.equal(line(/^spillway_scheduler_paused_workers /), 0);
+  assert.ok(line(/^spillway_scheduler_worker_bytes\{worker="w-\d+",name="alpha",kind="rss"\}/) > 0);
+  assert.equal(line(/^spillway_scheduler_worker_bytes\{worker="w-\d+",name="alpha",kind="disk"\}/), 7);
+  assert.equal(line(/^spillway_scheduler_worker_bytes\{worker="w-\d+",name="alpha",kind="unmanaged"\}/), 5);
+  assert.ok(!metrics.body.includes('name="beta"'), 'departed workers drop out');
+  assert.equal(line(/^spillway_scheduler_tasks_finished_total /), 4);
+  assert.equal(line(/^spillway_scheduler_tasks_erred_total /), 1);
+  assert.equal(line(/^spillway_scheduler_workers_lost_total /), 1);
+  assert.equal(line(/^spillway_scheduler_tasks_recomputed_total /), 2);
+  // Counters do not count twice on a second scrape.
+  const again = await get(scheduler.httpAddress, '/metrics');
+  assert.match(again.body, /^spillway_scheduler_tasks_erred_total 1$/m);
+
+  const state = await get(scheduler.httpAddress, '/api/state');
+  assert.equal(state.status, 200);
+  assert.match(state.type, /application\/json/);
+  const json = JSON.parse(state.body) as ReturnType<typeof scheduler.state>;
+  assert.deepEqual(json.address, scheduler.address);
+  assert.equal(json.workers.length, 1);
+  assert.equal(json.workers[0].name, 'alpha');
+  assert.equal(json.workers[0].lastHeartbeat?.disk.bytes, 7);
+  assert.equal(json.tasks.memory, 1);
+  assert.equal(json.tasks.erred, 1);
+  assert.equal(json.clients.length, 1);
+  assert.equal(json.clients[0].wanted, 2);
+  assert.equal(json.counters.workersLost, 1);
+
+  assert.equal((await get(scheduler.httpAddress, '/nope')).status, 404);
+  assert.equal((await get(scheduler.httpAddress, '/')).status, 404);
+});
+
+test('without httpPort there is no HTTP endpoint', async (t) => {
+  const scheduler = await startScheduler(t);
+  assert.equal(scheduler.httpAddress, undefined);
+  assert.equal(scheduler.state().httpAddress, null);
+});

@@ -1,0 +1,109 @@
+import assert from 'node:assert/strict';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { test } from 'node:test';
+import { type Graph, Methods } from '../../src/cluster/protocol.js';
+import { Channel } from '../../src/control/index.js';
+import { GraphError, RemoteError } from '../../src/index.js';
+import { validateSubmission } from '../../src/scheduler/index.js';
+import { FakeClient, FakeWorker, TOKEN, sleep, startScheduler, task, until } from './helpers.js';
+
+const graphError = (pattern: RegExp) => (e: unknown) => e instanceof RemoteError && e.remoteCode === 'SPW_ERR_GRAPH' && pattern.test(e.message);
+
+test('bad graphs are refused with a GraphError naming the keys; nothing reaches a worker', async (t) => {
+  const scheduler = await startScheduler(t);
+  const w = await FakeWorker.connect(t, scheduler, { auto: false });
+  const client = await FakeClient.connect(t, scheduler);
+  await assert.rejects(client.submit({ a: task('c'), b: task('a'), c: task('b'), ok: task() }, ['ok']), graphError(/cycle: "a" → "c" → "b" → "a"/));
+  await assert.rejects(client.submit({ self: task('self') }, ['self']), graphError(/cycle: "self" → "self"/));
+  await assert.rejects(client.submit({ a: task('ghost'), b: task('a') }, ['b']), graphError(/"a" → "ghost"/));
+  await assert.rejects(client.submit({ a: task() }, ['nowhere']), graphError(/wanted "nowhere"/));
+  const malformed: Array<[unknown, RegExp]> = [
+    [{ fn: { module: '', name: 'f' } }, /fn\.module must be a non-empty string/],
+    [{ fn: { module: 'm', name: 7 } }, /fn\.name must be a non-empty string/],
+    [{ fn: { module: 'm', name: 'f' }, args: 'x' }, /args must be an array/],
+    [{ fn: 'm#f' }, /fn must be an object/],
+    [42, /a task must be an object/],
+  ];
+  for (const [spec, pattern] of malformed) {
+    await assert.rejects(client.submit({ good: task(), bad: spec } as unknown as Graph, ['good', 'bad']), graphError(pattern));
+  }
+  await assert.rejects(client.channel.request(Methods.submit, { graph: [], wanted: [] }), graphError(/graph must be an object/));
+  await assert.rejects(client.channel.request(Methods.submit, { graph: {}, wanted: 'a' }), graphError(/wanted must be an array/));
+  await sleep(30);
+  assert.deepEqual(w.computes, []);
+  assert.equal(scheduler.state().tasks.total, 0);
+  // The channel is still usable.
+  await client.submit({ fine: task() }, ['fine']);
+  await until(() => w.computes.length === 1, 'fine sent');
+});
+
+test('a known key may be referred to without its task; an unknown one may not', async (t) => {
+  const scheduler = await startScheduler(t);
+  await FakeWorker.connect(t, scheduler);
+  const client = await FakeClient.connect(t, scheduler);
+  await client.submit({ base: task() }, ['base']);
+  await client.waitReady(['base']);
+  assert.deepEqual(await client.submit({ next: task('base') }, ['next']), { added: 1 });
+  await client.waitReady(['next']);
+  await client.release(['base', 'next']);
+  await until(() => scheduler.state().tasks.total === 0, 'forgotten');
+  await assert.rejects(client.submit({ again: task('base') }, ['again']), graphError(/"again" → "base"/));
+});
+
+test('the first message must be a registration; roles are enforced', async (t) => {
+  const scheduler = await startScheduler(t);
+  const stranger = await Channel.connect(scheduler.address, { token: TOKEN });
+  t.after(() => stranger.close());
+  await assert.rejects(stranger.request(Methods.submit, { graph: {}, wanted: [] }), (e: unknown) => e instanceof RemoteError && e.remoteCode === 'SPW_ERR_NOT_REGISTERED');
+  await until(() => stranger.closed, 'channel closed by the scheduler');
+
+  const client = await FakeClient.connect(t, scheduler);
+  await assert.rejects(client.channel.request(Methods.taskFinished, { key: 'x', size: 1, where: 'memory' }), (e: unknown) => e instanceof RemoteError && e.remoteCode === 'SPW_ERR_WRONG_ROLE');
+  await assert.rejects(client.channel.request(Methods.registerWorker, {}), (e: unknown) => e instanceof RemoteError && e.remoteCode === 'SPW_ERR_ALREADY_REGISTERED');
+  const bad = await Channel.connect(scheduler.address, { token: TOKEN });
+  t.after(() => bad.close());
+  await assert.rejects(bad.request(Methods.registerWorker, { name: 'w', data: { host: 'h', port: -1 }, nthreads: 1, memoryLimit: 1, pid: 1 }), (e: unknown) => e instanceof RemoteError && e.remoteCode === 'SPW_ERR_INVALID_ARG' && /data\.port/.test(e.message));
+  assert.equal(scheduler.state().workers.length, 0);
+});
+
+test('100k-task graphs validate and schedule without blocking the event loop for long', async (t) => {
+  const n = 100_000;
+  const chain: Graph = { k0: task() };
+  for (let i = 1; i < n; i++) chain[`k${i}`] = task(`k${i - 1}`);
+  const histogram = monitorEventLoopDelay({ resolution: 5 });
+  histogram.enable();
+  const valid = await validateSubmission({ graph: chain, wanted: [`k${n - 1}`] }, () => false);
+  histogram.disable();
+  assert.equal(valid.order.length, n);
+  assert.equal(valid.order[0].key, 'k0');
+  assert.ok(histogram.max / 1e6 < 250, `event loop blocked ${histogram.max / 1e6} ms`);
+
+  const cyclic = { ...chain, k0: task(`k${n - 1}`) };
+  await assert.rejects(validateSubmission({ graph: cyclic, wanted: ['k5'] }, () => false), (e: unknown) => e instanceof GraphError && /cycle/.test(e.message) && e.message.length < 100_000 * 20);
+
+  // Over the wire: 100k roots and a fan-in, in two submissions (the control channel's msgpack
+  // packs at most 65535 keys per object); then the client leaves and everything is forgotten.
+  const scheduler = await startScheduler(t);
+  const w = await FakeWorker.connect(t, scheduler, { auto: false });
+  const client = await FakeClient.connect(t, scheduler);
+  const half = (from: number): Graph => {
+    const graph: Graph = {};
+    for (let i = from; i < from + n / 2; i++) graph[`r${i}`] = task();
+    return graph;
+  };
+  const first = half(0);
+  const second = { ...half(n / 2), sum: task(...Array.from({ length: 1000 }, (_, i) => `r${i * 100}`)) };
+  histogram.reset();
+  histogram.enable();
+  assert.deepEqual(await client.submit(first, Object.keys(first)), { added: n / 2 });
+  assert.deepEqual(await client.submit(second, Object.keys(second)), { added: n / 2 + 1 });
+  histogram.disable();
+  // Client packing, channel unpacking and the engine's admission of 50k tasks are synchronous
+  // (~10 µs a task here): bounded, not chunked (docs/cluster.md#scale).
+  assert.ok(histogram.max / 1e6 < 2000, `event loop blocked ${histogram.max / 1e6} ms`);
+  await until(() => w.computes.length === 4, 'four sent');
+  assert.equal(scheduler.state().tasks.total, n + 1);
+  client.close();
+  await until(() => scheduler.state().tasks.total === 0, 'all forgotten', 10_000);
+  await until(() => w.cancels.length === 4, 'the four running tasks cancelled');
+});

@@ -14,7 +14,9 @@ describe('worker: event loop and lifecycle', () => {
   after(() => rm(dir, { recursive: true, force: true }));
 
   test('a task blocking its thread for 2 s does not delay heartbeats', async () => {
-    const scheduler = await FakeScheduler.start({ heartbeatIntervalMs: 100 });
+    // 250 ms: the bound (2 intervals) must hold while other test files share this 2-core machine.
+    const interval = 250;
+    const scheduler = await FakeScheduler.start({ heartbeatIntervalMs: interval });
     const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, monitorInterval: false });
     try {
       let startedAt = 0;
@@ -24,11 +26,11 @@ describe('worker: event loop and lifecycle', () => {
       const endedAt = performance.now();
       assert.ok(((await worker.store.get('spin')) as number) >= 2000);
       const during = scheduler.heartbeats.filter((h) => h.at >= startedAt && h.at <= endedAt);
-      assert.ok(during.length >= 15, `${during.length} heartbeats in 2 s`);
+      assert.ok(during.length >= 6, `${during.length} heartbeats in 2 s`);
       const gaps = during.slice(1).map((h, i) => h.at - during[i].at);
-      assert.ok(Math.max(...gaps) < 200, `largest gap ${Math.max(...gaps).toFixed(1)} ms`);
+      assert.ok(Math.max(...gaps) < 2 * interval, `largest gap ${Math.max(...gaps).toFixed(1)} ms`);
       assert.ok(during.some((h) => h.beat.executing === 1));
-      assert.ok(Math.max(...during.map((h) => h.beat.eventLoopDelayMs)) < 100);
+      assert.ok(Math.max(...during.map((h) => h.beat.eventLoopDelayMs)) < interval);
     } finally {
       await worker.close();
       await scheduler.close();

@@ -84,6 +84,7 @@ describe('worker: memory-aware execution', () => {
     await scheduler.until(() => started.includes('held') && worker.store.stats().pinned.count === 1, 5000, 'pinned');
     for (let i = 0; i < 3; i++) worker.store.set(`filler-${i}`, floats(8 * MiB));
     await worker.store.evict();
+    await worker.store.flush(); // writes the set itself started
     assert.equal(worker.store.where('input'), 'memory');
     assert.equal(worker.store.where('filler-0'), 'disk');
     // Released while its task runs: the key goes at once, the task keeps the version it pinned.

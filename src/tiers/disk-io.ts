@@ -68,11 +68,12 @@ export async function* streamRange(
   start: number,
   end: number,
   pieceBytes: number,
+  allocate: (bytes: number) => Buffer = (bytes) => Buffer.allocUnsafe(bytes),
 ): AsyncGenerator<Buffer> {
   const { handle, base } = stored;
   if (table === undefined) {
     for (let at = start; at < end; at += pieceBytes) {
-      const piece = Buffer.allocUnsafe(Math.min(pieceBytes, end - at));
+      const piece = allocate(Math.min(pieceBytes, end - at));
       await readFully(handle, piece, 0, piece.byteLength, base + at);
       yield piece;
     }

@@ -213,6 +213,10 @@ export class DiskTier implements Tier {
   }
 
   createReadStream(id: number, range?: ByteRange): Readable {
+    // Chunks handed back by the consumer (recycle) are read into again: see Tier.createReadStream.
+    const spare: Buffer[] = [];
+    const chunkBytes = this.streamChunkBytes;
+    const allocate = (bytes: number): Buffer => (spare.pop() ?? Buffer.allocUnsafeSlow(chunkBytes)).subarray(0, bytes);
     const produce = async function* (this: DiskTier): AsyncGenerator<Uint8Array> {
       const entry = this.get(id);
       const { start, end } = clampRange(entry.size, range);
@@ -220,13 +224,21 @@ export class DiskTier implements Tier {
       const elapsed = TierCounters.timer();
       const { stored, release } = await this.openStored(id, entry);
       try {
-        yield* streamRange(stored, entry.table, start, end, this.streamChunkBytes);
+        yield* streamRange(stored, entry.table, start, end, chunkBytes, allocate);
         this.counters.recordRead(elapsed(), end - start);
       } finally {
         await release();
       }
     };
-    return streamOf(() => produce.call(this));
+    const stream = streamOf(() => produce.call(this));
+    return Object.assign(stream, {
+      recycle(chunk: Uint8Array): void {
+        // Only whole buffers of ours come back into use; at most a few are kept.
+        if (chunk.buffer.byteLength === chunkBytes && spare.length < 4 && !(chunk.buffer instanceof SharedArrayBuffer)) {
+          spare.push(Buffer.from(chunk.buffer, 0, chunkBytes));
+        }
+      },
+    });
   }
 
   async delete(id: number): Promise<void> {

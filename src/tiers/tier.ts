@@ -74,7 +74,13 @@ export interface Tier {
    * while the rest is read.
    */
   read(id: number, onChunk?: (chunk: Uint8Array) => void): Promise<Uint8Array>;
-  /** Streams the stored bytes (or a range of them) without holding the whole value. */
+  /**
+   * Streams the stored bytes (or a range of them) without holding the whole value. The
+   * stream may have a `recycle(chunk)` method (see `RecyclingStream`): a consumer that is
+   * done with a chunk (e.g. the socket wrote it) hands it back, so the next read reuses the
+   * memory instead of allocating, and serving a large value costs a few buffers, not a
+   * garbage collector's worth.
+   */
   createReadStream(id: number, range?: ByteRange): Readable;
   /** Removes a value; deleting an id that is not there is not an error. */
   delete(id: number): Promise<void>;
@@ -83,4 +89,14 @@ export interface Tier {
   stats?(): TierStats;
   /** Removes everything this tier wrote. */
   close(): Promise<void>;
+}
+
+/** A read stream whose consumer may give chunks back for reuse once it no longer needs them. */
+export interface RecyclingStream extends Readable {
+  recycle(chunk: Uint8Array): void;
+}
+
+/** Hands `chunk` back to `stream` if it takes chunks back; otherwise does nothing. */
+export function recycleChunk(stream: Readable, chunk: Uint8Array): void {
+  (stream as Partial<RecyclingStream>).recycle?.(chunk);
 }

@@ -1,5 +1,6 @@
 import { pack, unpack } from 'msgpackr';
 import { KeyNotFoundError, SpillwayError, errorMessage } from '../errors.js';
+import { recycleChunk } from '../tiers/tier.js';
 import { clientProof, newNonce, proofMatches, serverProof, ZERO_PROOF } from './auth.js';
 import { Connection } from './connection.js';
 import { AuthError, ProtocolError, ProtocolVersionError, TransferError, TransferTimeoutError } from './errors.js';
@@ -220,7 +221,8 @@ export class ServerSession {
       for await (const chunk of source as AsyncIterable<Uint8Array>) {
         sent += chunk.byteLength;
         if (sent > source.byteLength) throw new TransferError(`value grew past its declared ${source.byteLength} bytes`);
-        const more = socket.write(chunk);
+        // Once the socket has written it, the chunk's memory can be read into again.
+        const more = socket.write(chunk, () => recycleChunk(source, chunk));
         if (corked) {
           socket.uncork();
           corked = false;

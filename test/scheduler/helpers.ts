@@ -1,4 +1,3 @@
-import type { TestContext } from 'node:test';
 import {
   type ComputeTaskParams,
   type DataAddress,
@@ -17,7 +16,12 @@ import { Scheduler, type SchedulerOptions } from '../../src/scheduler/index.js';
 
 export const TOKEN = 'scheduler-test-token';
 
-export async function startScheduler(t: TestContext, options: SchedulerOptions = {}): Promise<Scheduler> {
+/** What the helpers need of a test context: somewhere to register cleanups. */
+export interface Cleanup {
+  after(fn: () => unknown): void;
+}
+
+export async function startScheduler(t: Cleanup, options: SchedulerOptions = {}): Promise<Scheduler> {
   const scheduler = await Scheduler.start({ token: TOKEN, ...options });
   t.after(() => scheduler.close());
   return scheduler;
@@ -71,6 +75,9 @@ export class FakeWorker {
   readonly inFlight = new Map<string, ComputeTaskParams>();
   readonly violations: string[] = [];
   finished = 0;
+  /** Every key this worker reported finished, in order. */
+  readonly finishedKeys: string[] = [];
+  #dead = false;
   #heartbeat: NodeJS.Timeout | undefined;
   readonly #options: FakeWorkerOptions;
 
@@ -81,7 +88,7 @@ export class FakeWorker {
     this.#options = options;
   }
 
-  static async connect(t: TestContext, scheduler: Scheduler, options: FakeWorkerOptions = {}): Promise<FakeWorker> {
+  static async connect(t: Cleanup, scheduler: Scheduler, options: FakeWorkerOptions = {}): Promise<FakeWorker> {
     const channel = await Channel.connect(scheduler.address, { token: TOKEN });
     const data = { host: '127.0.0.1', port: nextPort++ };
     const holder: { worker?: FakeWorker } = {};
@@ -108,8 +115,9 @@ export class FakeWorker {
     return worker;
   }
 
+  /** Closed by the test (at once, before the scheduler hears of it) or by the scheduler. */
   get closed(): boolean {
-    return this.channel.closed;
+    return this.#dead || this.channel.closed;
   }
 
   heartbeatPayload(): WorkerHeartbeat {
@@ -139,6 +147,7 @@ export class FakeWorker {
   }
 
   close(): void {
+    this.#dead = true;
     this.stopHeartbeats();
     this.channel.close();
   }
@@ -148,6 +157,7 @@ export class FakeWorker {
     this.inFlight.delete(key);
     this.store.add(key);
     this.finished++;
+    this.finishedKeys.push(key);
     this.channel.notify(Methods.taskFinished, { workerId: this.id, key, size, where: 'memory', computeSeconds: 0, fetchSeconds: 0 });
   }
 
@@ -210,7 +220,7 @@ export class FakeClient {
     this.id = id;
   }
 
-  static async connect(t: TestContext, scheduler: Scheduler): Promise<FakeClient> {
+  static async connect(t: Cleanup, scheduler: Scheduler): Promise<FakeClient> {
     const channel = await Channel.connect(scheduler.address, { token: TOKEN });
     const holder: { client?: FakeClient } = {};
     channel.handle(Methods.keyReady, (p) => {

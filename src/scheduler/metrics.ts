@@ -4,6 +4,9 @@ import { TASK_STATES } from './state.js';
 
 const PREFIX = 'spillway_scheduler_';
 
+/** Heartbeats are only shape-checked: a missing figure must not break the whole scrape. */
+const num = (value: unknown): number => (typeof value === 'number' && Number.isFinite(value) ? value : 0);
+
 /**
  * Prometheus metrics of one scheduler, in a Registry of its own (several schedulers may
  * live in one process, as in tests). Values are read from the engine at scrape time.
@@ -67,10 +70,10 @@ export class SchedulerMetrics {
           this.set({ ...labels, kind: 'held' }, w.nbytes);
           const hb = w.heartbeat;
           if (hb === undefined) continue;
-          this.set({ ...labels, kind: 'resident' }, hb.residentBytes);
-          this.set({ ...labels, kind: 'disk' }, hb.disk?.bytes ?? 0);
-          this.set({ ...labels, kind: 'rss' }, hb.rss);
-          this.set({ ...labels, kind: 'unmanaged' }, hb.unmanaged);
+          this.set({ ...labels, kind: 'resident' }, num(hb.residentBytes));
+          this.set({ ...labels, kind: 'disk' }, num(hb.disk?.bytes));
+          this.set({ ...labels, kind: 'rss' }, num(hb.rss));
+          this.set({ ...labels, kind: 'unmanaged' }, num(hb.unmanaged));
         }
       },
     });

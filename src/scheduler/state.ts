@@ -1,3 +1,4 @@
+import { SpillwayError, describeKey } from '../errors.js';
 import type { TaskErrorInfo, TaskSpec } from '../cluster/protocol.js';
 
 /**
@@ -135,7 +136,7 @@ export class TaskTable {
   }
 
   forget(record: TaskRecord): void {
-    if (!this.forgettable(record)) throw new Error(`internal: forgetting ${record.key} in state ${record.state}`);
+    if (!this.forgettable(record)) throw new SpillwayError('SPW_ERR_INTERNAL', `scheduler bug: forgetting ${describeKey(record.key)} in state ${record.state}`);
     for (const dep of record.deps) this.#tasks.get(dep)?.dependents.delete(record.key);
     this.#tasks.delete(record.key);
     this.#counts.set(record.state, this.count(record.state) - 1);
@@ -143,7 +144,7 @@ export class TaskTable {
 
   #require(key: string): TaskRecord {
     const record = this.#tasks.get(key);
-    if (record === undefined) throw new Error(`internal: unknown dependency ${key}`);
+    if (record === undefined) throw new SpillwayError('SPW_ERR_INTERNAL', `scheduler bug: unknown dependency ${describeKey(key)}`);
     return record;
   }
 }

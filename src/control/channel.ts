@@ -9,7 +9,8 @@ import { type Message, MessageType } from '../transfer/messages.js';
 import { serializeError, serializeRequest, serializeResponse } from '../transfer/serializer.js';
 import { HandshakeReader, clientHandshake, serverHandshake } from './handshake.js';
 
-const packr = new Packr({ useRecords: false, moreTypes: true });
+// variableMapSize: graphs of more than 65 535 tasks are one map.
+const packr = new Packr({ useRecords: false, moreTypes: true, variableMapSize: true });
 
 export type Handler = (params: unknown, channel: Channel) => unknown;
 

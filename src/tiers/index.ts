@@ -1,4 +1,5 @@
-export type { Tier, TierUsage, TierStats, WriteSource, ByteRange } from './tier.js';
+export type { Tier, TierUsage, TierStats, WriteSource, ByteRange, RecyclingStream } from './tier.js';
+export { recycleChunk } from './tier.js';
 export { DiskTier, type DiskTierOptions } from './disk.js';
 export { CompressedMemoryTier, type CompressedMemoryTierOptions } from './compressed-memory.js';
 export type { CompressionMode } from './chunks.js';

@@ -1,3 +1,4 @@
+import { killLocalClusters } from '../client/local-cluster.js';
 import { formatBytes } from '../units.js';
 import type { WorkloadName } from '../workloads/index.js';
 import { type LocalSummary, runLocal } from './local.js';
@@ -35,6 +36,14 @@ function printSummary(s: LocalSummary): void {
 
 /** `spillway local`: a workload on a local cluster; exit code 1 unless it completed and verified. */
 export async function localCommand(flags: LocalFlags): Promise<void> {
+  // Killed by a signal, exit at once but take the cluster along: a child whose event loop
+  // is stuck would not notice its parent is gone.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      killLocalClusters();
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    });
+  }
   const progress = createClusterProgress(flags.workload, !flags.json);
   let summary: LocalSummary;
   try {

@@ -97,7 +97,7 @@ export async function runLocal(options: LocalOptions): Promise<LocalSummary> {
     startupSeconds,
     dataBytes: plan.dataBytes,
     partitions,
-    tasks: sample.tasks,
+    tasks: { ...sample.tasks, total: Object.keys(plan.graph).length, done: completed ? Object.keys(plan.graph).length : sample.tasks.done },
     clusterMemoryLimit: clusterMemory,
     workers: sample.workers,
   };

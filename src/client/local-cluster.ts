@@ -40,13 +40,16 @@ export interface LocalWorkerInfo {
 const live = new Set<CliProcess>();
 let exitHookInstalled = false;
 
+/** SIGKILLs every process of every LocalCluster of this process (for signal handlers that must exit now). */
+export function killLocalClusters(): void {
+  for (const p of live) if (p.running) p.child.kill('SIGKILL');
+}
+
 /** Last resort when the parent exits without close(): no process is left behind. */
 function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
-  process.once('exit', () => {
-    for (const p of live) if (p.running) p.child.kill('SIGKILL');
-  });
+  process.once('exit', killLocalClusters);
 }
 
 /**

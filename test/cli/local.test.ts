@@ -1,0 +1,92 @@
+/** `spillway local`, `scheduler` and `worker` as a user runs them: exit codes, JSON summary, clean shutdown. */
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import path from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { Client } from '../../src/client/client.js';
+import type { LocalSummary } from '../../src/cli/local.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const main = path.join(root, 'src/cli/main.ts');
+
+function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['--import', 'tsx', main, ...args], { cwd: root, timeout: 120_000, env: { ...process.env, ...env } }, (err, stdout, stderr) => {
+      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr });
+    });
+  });
+}
+
+test('local --json runs a shuffle larger than the cluster and prints one verified JSON summary', async () => {
+  const { code, stdout, stderr } = await cli(['local', '--workload', 'shuffle', '--memory-limit', '64MiB', '--size', '160MiB', '--partitions', '16', '--json']);
+  assert.equal(code, 0, stderr);
+  const lines = stdout.trim().split('\n');
+  assert.equal(lines.length, 1);
+  const s = JSON.parse(lines[0]) as LocalSummary;
+  assert.equal(s.workload, 'shuffle');
+  assert.equal(s.completed, true);
+  assert.equal(s.verified, true);
+  assert.equal(s.partitions, 16);
+  assert.ok(s.wallSeconds > 0 && s.dataBytes > 128 * 2 ** 20);
+  assert.equal(s.workers.length, 2);
+  for (const w of s.workers) {
+    for (const field of ['memoryLimit', 'peakRss', 'spilledBytes', 'unspilledBytes', 'servedFromDiskBytes', 'maxEventLoopDelayMs'] as const) {
+      assert.equal(typeof w[field], 'number', field);
+    }
+    assert.ok(w.peakRss > 0);
+  }
+});
+
+test('bad arguments exit with code 2 and say why', async () => {
+  for (const [args, message] of [
+    [['local', '--workload', 'sort'], /Allowed choices are shuffle, map-reduce/],
+    [['local', '--workers', '0'], /at least 1/],
+    [['local', '--size', 'lots'], /cannot read "lots" as a size/],
+    [['worker', '--memory-limit', '1GiB'], /--scheduler/],
+    [['worker', '--scheduler', 'nowhere', '--memory-limit', '1GiB'], /HOST:PORT/],
+  ] as const) {
+    const { code, stderr } = await cli([...args]);
+    assert.equal(code, 2, `${args.join(' ')}: ${stderr}`);
+    assert.match(stderr, message);
+  }
+});
+
+test('scheduler and worker commands take the token from SPILLWAY_TOKEN, serve a client, and stop cleanly on SIGTERM', async () => {
+  const env = { ...process.env, SPILLWAY_TOKEN: 'env-secret' };
+  const start = (args: string[]): { child: ReturnType<typeof spawn>; line: Promise<Record<string, unknown>> } => {
+    const child = spawn(process.execPath, ['--import', 'tsx', main, ...args], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] });
+    const line = new Promise<Record<string, unknown>>((resolve) => {
+      let text = '';
+      child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+        text += chunk;
+        const first = text.split('\n').find((l) => l.startsWith('{'));
+        if (first !== undefined && text.includes('\n')) resolve(JSON.parse(first) as Record<string, unknown>);
+      });
+    });
+    return { child, line };
+  };
+  const scheduler = start(['scheduler', '--port', '0', '--http-port', '0']);
+  try {
+    const listening = await scheduler.line;
+    assert.equal(listening.event, 'listening');
+    const address = listening.address as { host: string; port: number };
+    const worker = start(['worker', '--scheduler', `${address.host}:${address.port}`, '--memory-limit', '64MiB', '--nthreads', '1']);
+    try {
+      assert.equal((await worker.line).event, 'ready');
+      const client = await Client.connect(address, { token: 'env-secret' });
+      const fn = { module: new URL('../cluster/fixtures/tasks.ts', import.meta.url).href, name: 'add' };
+      assert.deepEqual(await client.compute({ x: { fn, args: [20, 22] } }, ['x']), [42]);
+      await client.close();
+    } finally {
+      worker.child.kill('SIGTERM');
+      const [code] = (await once(worker.child, 'exit')) as [number | null];
+      assert.equal(code, 0);
+    }
+  } finally {
+    scheduler.child.kill('SIGTERM');
+    const [code] = (await once(scheduler.child, 'exit')) as [number | null];
+    assert.equal(code, 0);
+  }
+});

@@ -1,0 +1,46 @@
+import assert from 'node:assert/strict';
+import { access } from 'node:fs/promises';
+import type { TestContext } from 'node:test';
+import { LocalCluster, type LocalClusterOptions } from '../../src/client/local-cluster.js';
+
+export const MiB = 1024 * 1024;
+
+/** A task function of the fixtures module. */
+export const fixture = (name: string): { module: string; name: string } => ({ module: new URL('./fixtures/tasks.ts', import.meta.url).href, name });
+
+/** True while a process with this pid exists. */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export async function exists(path: string): Promise<boolean> {
+  return access(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Starts a cluster for one test; at the end checks that it leaves no process and no folder behind. */
+export async function startCluster(t: TestContext, options: LocalClusterOptions = {}): Promise<LocalCluster> {
+  const cluster = await LocalCluster.start({ workers: 2, memoryLimit: '64 MiB', heartbeatIntervalMs: 200, ...options });
+  t.after(async () => {
+    await cluster.close();
+    for (const pid of [cluster.schedulerPid, ...cluster.workers]) assert.equal(alive(pid), false, `process ${pid} is still running`);
+    assert.equal(await exists(cluster.directory), false, 'the scratch folder was removed');
+  });
+  return cluster;
+}
+
+/** Polls until `check` returns true or `timeoutMs` passes. */
+export async function eventually(check: () => Promise<boolean> | boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}

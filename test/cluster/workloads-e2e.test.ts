@@ -1,0 +1,70 @@
+/** Both built-in workloads on real processes, with more data than the cluster's memory, verified exactly. */
+import assert from 'node:assert/strict';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import type { LocalCluster } from '../../src/client/local-cluster.js';
+import { runLocal } from '../../src/cli/local.js';
+import { alive, MiB } from './helpers.js';
+
+const LIMIT = 64 * MiB;
+const DATA = 256 * MiB; // 2× the memory of 2 workers
+
+async function scratch(t: { after: (fn: () => Promise<void>) => void }): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'spillway-e2e-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+test('shuffle: every worker serves spilled pieces to the other; the result verifies', async (t) => {
+  const dir = await scratch(t);
+  let cluster: LocalCluster | undefined;
+  const s = await runLocal({ workers: 2, memoryLimit: LIMIT, workload: 'shuffle', size: DATA, nthreads: 1, localDirectory: dir, onStarted: (c) => (cluster = c) });
+  assert.deepEqual(s.problems, []);
+  assert.equal(s.completed && s.verified, true);
+  assert.equal(s.dataBytes > 2 * LIMIT, true);
+  for (const w of s.workers) {
+    assert.ok(w.spilledBytes > 0, `${w.name} spilled`);
+    assert.ok(w.servedFromDiskBytes > 0, `${w.name} served spilled data to its peer`);
+  }
+  assert.ok(cluster !== undefined);
+  for (const pid of [cluster.schedulerPid, ...cluster.workers]) assert.equal(alive(pid), false);
+  assert.deepEqual(await readdir(dir), [], 'no spill folder left');
+});
+
+test('map-reduce: the mean and the sum of squared deviations are exact', async (t) => {
+  const dir = await scratch(t);
+  const s = await runLocal({ workers: 2, memoryLimit: LIMIT, workload: 'map-reduce', size: DATA, nthreads: 1, localDirectory: dir });
+  assert.deepEqual(s.problems, []);
+  assert.equal(s.completed && s.verified, true);
+  assert.ok(s.workers.some((w) => w.spilledBytes > 0), 'the data did not fit: it was spilled');
+  assert.deepEqual(await readdir(dir), []);
+});
+
+test('shuffle survives a worker SIGKILLed in the middle: lost keys are recomputed and the result verifies', async (t) => {
+  const dir = await scratch(t);
+  let cluster: LocalCluster | undefined;
+  let killedAt: number | undefined;
+  const s = await runLocal({
+    workers: 2,
+    memoryLimit: LIMIT,
+    workload: 'shuffle',
+    size: 192 * MiB,
+    nthreads: 1,
+    localDirectory: dir,
+    onStarted: (c) => (cluster = c),
+    onSample: (sample) => {
+      // Once a third of the tasks are done: pieces and outputs exist on both workers.
+      if (killedAt === undefined && cluster !== undefined && sample.tasks.total > 0 && sample.tasks.done > sample.tasks.total / 3) {
+        killedAt = sample.tasks.done;
+        void cluster.killWorker(1, 'SIGKILL');
+      }
+    },
+  });
+  assert.ok(killedAt !== undefined, 'the worker was killed during the run');
+  assert.deepEqual(s.problems, []);
+  assert.equal(s.completed && s.verified, true);
+  assert.equal(s.workers[1].alive, false);
+  assert.deepEqual(await readdir(dir), []);
+});

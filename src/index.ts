@@ -9,3 +9,6 @@ export * from './transfer/index.js';
 export { encode, encodedBatches, encodeToBuffer, decodeVerified, sizeof, type Encoded } from './codec/index.js';
 export { parseBytes, formatBytes } from './units.js';
 export * from './errors.js';
+export { Client, type ClientOptions, type ComputeOptions, type ComputeProgress } from './client/client.js';
+export { LocalCluster, type LocalClusterOptions } from './client/local-cluster.js';
+export * from './cluster/protocol.js';

@@ -1,13 +1,23 @@
 import { SpillwayError } from '../errors.js';
 
-/**
- * A peer broke the scheduler's rules: it called a method before registering, or a method
- * of the other role (a client reporting a finished task). The channel is closed after it.
- * Codes: SPW_ERR_NOT_REGISTERED, SPW_ERR_WRONG_ROLE, SPW_ERR_ALREADY_REGISTERED.
- */
-export class SchedulerProtocolError extends SpillwayError {
-  constructor(code: 'SPW_ERR_NOT_REGISTERED' | 'SPW_ERR_WRONG_ROLE' | 'SPW_ERR_ALREADY_REGISTERED', message: string) {
-    super(code, message);
+/** A peer called a scheduler method before registering (or while the scheduler closes). The channel is closed after it. */
+export class NotRegisteredError extends SpillwayError {
+  constructor(message: string) {
+    super('SPW_ERR_NOT_REGISTERED', message);
+  }
+}
+
+/** A peer called a method of the other role (a client reporting a finished task). */
+export class WrongRoleError extends SpillwayError {
+  constructor(message: string) {
+    super('SPW_ERR_WRONG_ROLE', message);
+  }
+}
+
+/** A channel tried to register a second time. */
+export class AlreadyRegisteredError extends SpillwayError {
+  constructor(message: string) {
+    super('SPW_ERR_ALREADY_REGISTERED', message);
   }
 }
 

@@ -1,5 +1,5 @@
 export { Scheduler, type SchedulerOptions } from './scheduler.js';
-export { SchedulerProtocolError, LOST_INPUT_CODE } from './errors.js';
+export { AlreadyRegisteredError, NotRegisteredError, WrongRoleError, LOST_INPUT_CODE } from './errors.js';
 export type { Logger } from './log.js';
 export type { SchedulerState, WorkerSnapshot } from './snapshot.js';
 export type { TaskState } from './state.js';

@@ -2,7 +2,7 @@ import { InvalidArgumentError } from '../errors.js';
 import { Methods, type RegisterWorkerResult, type TaskErrorInfo, type WorkerHeartbeat } from '../cluster/protocol.js';
 import { type Channel, ControlServer } from '../control/index.js';
 import { Engine, type Outbox } from './engine.js';
-import { SchedulerProtocolError } from './errors.js';
+import { AlreadyRegisteredError, NotRegisteredError, WrongRoleError } from './errors.js';
 import { validateSubmission } from './graph.js';
 import { HttpEndpoint } from './http.js';
 import { type Logger, resolveLogger } from './log.js';
@@ -181,15 +181,15 @@ export class Scheduler {
 
   /** Checks the caller's role before running a handler; a first message that is not a registration closes the channel. */
   #guard(channel: Channel, session: Session, method: string, run: () => unknown): unknown {
-    if (this.#closed) throw new SchedulerProtocolError('SPW_ERR_NOT_REGISTERED', 'the scheduler is closing');
+    if (this.#closed) throw new NotRegisteredError('the scheduler is closing');
     const registering = method === Methods.registerWorker || method === Methods.registerClient;
     if (session.role === 'none' && !registering) {
       setImmediate(() => channel.close());
-      throw new SchedulerProtocolError('SPW_ERR_NOT_REGISTERED', `${method} before register-worker or register-client; closing the channel`);
+      throw new NotRegisteredError(`${method} before register-worker or register-client; closing the channel`);
     }
-    if (session.role !== 'none' && registering) throw new SchedulerProtocolError('SPW_ERR_ALREADY_REGISTERED', `this channel is already registered as a ${session.role}`);
-    if (session.role !== 'worker' && WORKER_METHODS.has(method)) throw new SchedulerProtocolError('SPW_ERR_WRONG_ROLE', `${method} is for workers`);
-    if (session.role !== 'client' && CLIENT_METHODS.has(method)) throw new SchedulerProtocolError('SPW_ERR_WRONG_ROLE', `${method} is for clients`);
+    if (session.role !== 'none' && registering) throw new AlreadyRegisteredError(`this channel is already registered as a ${session.role}`);
+    if (session.role !== 'worker' && WORKER_METHODS.has(method)) throw new WrongRoleError(`${method} is for workers`);
+    if (session.role !== 'client' && CLIENT_METHODS.has(method)) throw new WrongRoleError(`${method} is for clients`);
     if (session.role === 'worker') session.worker.lastSeen = Date.now();
     return run();
   }

@@ -16,6 +16,8 @@ export interface QueuedTask extends ComputeTaskParams {
   fetching: boolean;
   /** Seconds spent fetching inputs from peers so far. */
   fetchSeconds: number;
+  /** Its spilled inputs were already read ahead once. */
+  prefetched?: boolean;
 }
 
 /**

@@ -205,6 +205,10 @@ export class Worker extends EventEmitter {
   #prefetch(): void {
     if (this.#options.prefetch === 0 || this.store.isAboveTarget()) return;
     for (const task of this.#queue.ready(this.store, this.#options.prefetch)) {
+      // Once per task: a read-ahead can push another value out (memory near target), and
+      // reading that one back would push this one out again, forever.
+      if (task.prefetched === true) continue;
+      task.prefetched = true;
       for (const key of task.inputs) {
         if (this.store.where(key) === 'memory' || this.#prefetching.has(key)) continue;
         this.#prefetching.add(key);
@@ -213,7 +217,9 @@ export class Worker extends EventEmitter {
           .catch(() => undefined) // the task's own acquire reports a real failure
           .finally(() => {
             this.#prefetching.delete(key);
-            this.#pump();
+            // Next turn, not next microtask: a value found through its weak reference
+            // resolves at once, and a microtask loop would starve sockets and timers.
+            setImmediate(() => this.#pump());
           });
       }
     }

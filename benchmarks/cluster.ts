@@ -1,0 +1,110 @@
+/**
+ * `npm run bench -- cluster [--memory-limit 256MiB] [--factor 4]`: both built-in workloads
+ * on a local cluster of 2 worker processes, with data = factor × the cluster's memory.
+ * Checks: the result verifies; each worker's peak RSS (kernel high-water mark) against
+ * its memory limit; each worker's worst event-loop delay (from its heartbeats); for the
+ * shuffle, bytes served to peers from disk vs from memory; and the wall time against
+ * writing then reading the same bytes once on the same disk (measured in the same run).
+ */
+import { randomFillSync } from 'node:crypto';
+import fsp from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { runLocal, type LocalSummary } from '../src/cli/local.js';
+import { formatBytes, parseBytes } from '../src/units.js';
+import type { WorkloadName } from '../src/workloads/index.js';
+
+const MiB = 1024 * 1024;
+const WORKERS = 2;
+
+function flag(args: string[], name: string, fallback: string): string {
+  const at = args.indexOf(name);
+  return at >= 0 && args[at + 1] !== undefined ? args[at + 1] : fallback;
+}
+
+/** The physical floor: write `bytes` to a file in `dir` in 8 MiB writes, then read it back. */
+async function diskReference(dir: string, bytes: number): Promise<{ writeSeconds: number; readSeconds: number }> {
+  const file = path.join(dir, 'reference.bin');
+  const chunk = randomFillSync(Buffer.alloc(8 * MiB));
+  const t0 = performance.now();
+  const out = await fsp.open(file, 'w');
+  for (let done = 0; done < bytes; done += chunk.length) await out.write(chunk, 0, Math.min(chunk.length, bytes - done));
+  await out.datasync();
+  await out.close();
+  const t1 = performance.now();
+  const input = await fsp.open(file, 'r');
+  const buffer = Buffer.alloc(8 * MiB);
+  for (let at = 0; ; ) {
+    const { bytesRead } = await input.read(buffer, 0, buffer.length, at);
+    if (bytesRead === 0) break;
+    at += bytesRead;
+  }
+  await input.close();
+  const t2 = performance.now();
+  await fsp.rm(file, { force: true });
+  return { writeSeconds: (t1 - t0) / 1000, readSeconds: (t2 - t1) / 1000 };
+}
+
+interface Row {
+  check: string;
+  value: string;
+  target: string;
+  pass: boolean | undefined;
+}
+
+function rows(s: LocalSummary, referenceSeconds: number): Row[] {
+  const out: Row[] = [
+    { check: `${s.workload}: completed and verified`, value: `${s.completed && s.verified}${s.problems.length > 0 ? ` (${s.problems[0]})` : ''}`, target: 'true', pass: s.completed && s.verified },
+  ];
+  for (const w of s.workers) {
+    const ratio = w.peakRss / w.memoryLimit;
+    out.push({ check: `${s.workload}: ${w.name} peak RSS / memory limit`, value: `${formatBytes(w.peakRss)} / ${formatBytes(w.memoryLimit)} = ${ratio.toFixed(2)}`, target: '≤ 1', pass: ratio <= 1 });
+    out.push({ check: `${s.workload}: ${w.name} worst event-loop delay`, value: `${w.maxEventLoopDelayMs.toFixed(0)} ms`, target: '< 100 ms', pass: w.maxEventLoopDelayMs < 100 });
+    if (s.workload === 'shuffle') {
+      const served = w.servedFromDiskBytes + w.servedFromMemoryBytes;
+      out.push({
+        check: `${s.workload}: ${w.name} served to peers from disk / memory`,
+        value: `${formatBytes(w.servedFromDiskBytes)} / ${formatBytes(w.servedFromMemoryBytes)} (${served > 0 ? ((100 * w.servedFromDiskBytes) / served).toFixed(0) : 0}% from disk)`,
+        target: 'mostly disk',
+        pass: w.servedFromDiskBytes > w.servedFromMemoryBytes,
+      });
+    }
+    out.push({ check: `${s.workload}: ${w.name} spilled / unspilled (all causes)`, value: `${formatBytes(w.spilledBytes)} / ${formatBytes(w.unspilledBytes)}`, target: '', pass: undefined });
+  }
+  out.push({
+    check: `${s.workload}: wall time / disk write+read of the data`,
+    value: `${s.wallSeconds.toFixed(1)} s / ${referenceSeconds.toFixed(1)} s = ${(s.wallSeconds / referenceSeconds).toFixed(1)}`,
+    target: '',
+    pass: undefined,
+  });
+  return out;
+}
+
+export default async function cluster(args: string[]): Promise<void> {
+  const memoryLimit = parseBytes(flag(args, '--memory-limit', '256MiB'), 'memory limit');
+  const factor = Number(flag(args, '--factor', '4'));
+  const size = factor * WORKERS * memoryLimit;
+  const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'spillway-bench-cluster-'));
+  try {
+    console.log(`cluster: ${WORKERS} workers × ${formatBytes(memoryLimit)}, data ${formatBytes(size)} (${factor}× the cluster's memory), load average ${os.loadavg()[0].toFixed(1)}`);
+    const ref = await diskReference(dir, size);
+    const referenceSeconds = ref.writeSeconds + ref.readSeconds;
+    console.log(`reference: write ${formatBytes(size)} in ${ref.writeSeconds.toFixed(1)} s, read it in ${ref.readSeconds.toFixed(1)} s`);
+    const table: Row[] = [];
+    for (const workload of ['shuffle', 'map-reduce'] as WorkloadName[]) {
+      const summary = await runLocal({ workers: WORKERS, memoryLimit, workload, size, nthreads: 1, localDirectory: dir });
+      console.log(`${workload}: ${summary.partitions} partitions, ${summary.tasks.total} tasks, compute ${summary.computeSeconds.toFixed(1)} s, verify ${summary.verifySeconds.toFixed(1)} s`);
+      table.push(...rows(summary, referenceSeconds));
+    }
+    const width = Math.max(...table.map((r) => r.check.length));
+    const valueWidth = Math.max(...table.map((r) => r.value.length));
+    for (const r of table) {
+      const verdict = r.pass === undefined ? '' : r.pass ? 'PASS' : 'FAIL';
+      console.log(`${r.check.padEnd(width)}  ${r.value.padEnd(valueWidth)}  ${r.target.padEnd(11)}  ${verdict}`);
+    }
+    console.log(`load average at the end ${os.loadavg()[0].toFixed(1)}`);
+  } finally {
+    await fsp.rm(dir, { recursive: true, force: true });
+  }
+}

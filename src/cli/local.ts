@@ -66,10 +66,17 @@ export async function runLocal(options: LocalOptions): Promise<LocalSummary> {
   let client: Client | undefined;
   try {
     client = await Client.connect(cluster.address, { token: cluster.token, localDirectory: options.localDirectory });
-    monitor.start(200, options.onSample);
+    // With every worker gone nothing can finish: fail instead of waiting forever.
+    let abort!: (err: Error) => void;
+    const aborted = new Promise<never>((_, reject) => (abort = reject));
+    aborted.catch(() => undefined);
+    monitor.start(200, (sample) => {
+      if (sample.workers.every((w) => !w.alive)) abort(new Error('every worker process exited'));
+      options.onSample?.(sample);
+    });
     options.onStarted?.(cluster);
     const t0 = performance.now();
-    const results = await client.compute(plan.graph, plan.wanted);
+    const results = await Promise.race([client.compute(plan.graph, plan.wanted), aborted]);
     computeSeconds = (performance.now() - t0) / 1000;
     completed = true;
     const t1 = performance.now();

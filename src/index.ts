@@ -12,3 +12,4 @@ export * from './errors.js';
 export { Client, type ClientOptions, type ComputeOptions, type ComputeProgress } from './client/client.js';
 export { LocalCluster, type LocalClusterOptions } from './client/local-cluster.js';
 export * from './cluster/protocol.js';
+export { SchedulerLostError, ResultUnavailableError } from './client/errors.js';

@@ -1,3 +1,4 @@
+import { rm } from 'node:fs/promises';
 import { killLocalClusters } from '../client/local-cluster.js';
 import { formatBytes } from '../units.js';
 import type { WorkloadName } from '../workloads/index.js';
@@ -40,8 +41,8 @@ export async function localCommand(flags: LocalFlags): Promise<void> {
   // is stuck would not notice its parent is gone.
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {
-      killLocalClusters();
-      process.exit(signal === 'SIGINT' ? 130 : 143);
+      const folders = killLocalClusters();
+      void Promise.allSettled(folders.map((dir) => rm(dir, { recursive: true, force: true }))).then(() => process.exit(signal === 'SIGINT' ? 130 : 143));
     });
   }
   const progress = createClusterProgress(flags.workload, !flags.json);

@@ -38,18 +38,23 @@ export interface LocalWorkerInfo {
 }
 
 const live = new Set<CliProcess>();
+const liveDirectories = new Set<string>();
 let exitHookInstalled = false;
 
-/** SIGKILLs every process of every LocalCluster of this process (for signal handlers that must exit now). */
-export function killLocalClusters(): void {
+/**
+ * SIGKILLs every process of every LocalCluster of this process (for signal handlers that
+ * must exit now) and returns their scratch folders, for the caller to remove.
+ */
+export function killLocalClusters(): string[] {
   for (const p of live) if (p.running) p.child.kill('SIGKILL');
+  return [...liveDirectories];
 }
 
 /** Last resort when the parent exits without close(): no process is left behind. */
 function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
-  process.once('exit', killLocalClusters);
+  process.once('exit', () => void killLocalClusters());
 }
 
 /**
@@ -103,6 +108,7 @@ export class LocalCluster {
     const env: NodeJS.ProcessEnv = token === undefined ? { SPILLWAY_TOKEN: '' } : { SPILLWAY_TOKEN: token };
     installExitHook();
     const directory = await mkdtemp(path.join(options.localDirectory ?? os.tmpdir(), 'spillway-cluster-'));
+    liveDirectories.add(directory);
     const started: CliProcess[] = [];
     const launch = (label: string, args: string[]): CliProcess => {
       const p = new CliProcess(label, args, env, stderr);
@@ -134,6 +140,7 @@ export class LocalCluster {
     } catch (err) {
       await Promise.all(started.map((p) => p.stop(1_000)));
       await rm(directory, { recursive: true, force: true });
+      liveDirectories.delete(directory);
       throw err;
     }
   }
@@ -192,6 +199,7 @@ export class LocalCluster {
       await Promise.all(this.#workers.map((w) => w.stop(this.#closeTimeoutMs)));
       await this.#scheduler.stop(this.#closeTimeoutMs);
       await rm(this.#directory, { recursive: true, force: true });
+      liveDirectories.delete(this.#directory);
     })();
     return this.#closing;
   }

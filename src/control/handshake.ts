@@ -1,4 +1,4 @@
-import { clientProof, newNonce, proofMatches, serverProof, ZERO_PROOF } from '../transfer/auth.js';
+import { answerHelloOk, clientProof, newNonce, proofMatches, serverProof, ZERO_PROOF } from '../transfer/auth.js';
 import type { Connection } from '../transfer/connection.js';
 import { AuthError, ProtocolError, ProtocolVersionError, TransferTimeoutError } from '../transfer/errors.js';
 import { type Message, MessageType, PROTOCOL_VERSION } from '../transfer/messages.js';
@@ -44,16 +44,8 @@ export async function clientHandshake(connection: Connection, reader: HandshakeR
   const nonce = newNonce();
   await connection.write(serializeHello(PROTOCOL_VERSION, nonce));
   const hello = await reader.next(connection, timeoutMs);
-  if (hello.type === MessageType.Error) throw new AuthError(`server refused: ${hello.message}`);
-  if (hello.type !== MessageType.HelloOk) throw new ProtocolError(`expected HelloOk, got message ${hello.type}`);
-  if (hello.version !== PROTOCOL_VERSION) throw new ProtocolVersionError(hello.version, PROTOCOL_VERSION);
-  if (token === undefined) {
-    if (hello.authRequired) throw new AuthError('the server requires a token and none was given');
-  } else {
-    if (!hello.authRequired) throw new AuthError('the server does not authenticate (it has no token)');
-    if (!proofMatches(serverProof(token, nonce, hello.nonce), hello.proof)) throw new AuthError('the server failed authentication: wrong token');
-    await connection.write(serializeAuth(clientProof(token, nonce, hello.nonce)));
-  }
+  const proof = answerHelloOk(hello, token, nonce);
+  if (proof !== undefined) await connection.write(serializeAuth(proof));
   const ready = await reader.next(connection, timeoutMs);
   if (ready.type === MessageType.Error) throw new AuthError(`server refused: ${ready.message}`);
   if (ready.type !== MessageType.Ready) throw new ProtocolError(`expected Ready, got message ${ready.type}`);

@@ -1,7 +1,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { pack, unpack } from 'msgpackr';
-import { clientProof, newNonce, proofMatches, serverProof } from './auth.js';
+import { answerHelloOk, newNonce } from './auth.js';
 import { Connection } from './connection.js';
 import {
   AuthError,
@@ -90,19 +90,8 @@ export class ClientConnection {
   private async handshake(token: string | undefined): Promise<void> {
     const nonce = newNonce();
     const hello = await this.exchange(serializeHello(PROTOCOL_VERSION, nonce));
-    if (hello.type !== MessageType.HelloOk) throw new ProtocolError(`expected HelloOk, got message ${hello.type}`);
-    if (hello.version !== PROTOCOL_VERSION) throw new ProtocolVersionError(hello.version, PROTOCOL_VERSION);
-    if (token === undefined) {
-      if (hello.authRequired) throw new AuthError('the server requires a token and none was given');
-    } else {
-      // Mutual: a server that cannot prove it holds the token gets nothing, not even our proof.
-      if (!hello.authRequired) throw new AuthError('the server does not authenticate (it has no token)');
-      if (!proofMatches(serverProof(token, nonce, hello.nonce), hello.proof)) {
-        throw new AuthError('the server failed authentication: wrong token');
-      }
-    }
-    const ready =
-      token === undefined ? await this.exchange() : await this.exchange(serializeAuth(clientProof(token, nonce, hello.nonce)));
+    const proof = answerHelloOk(hello, token, nonce);
+    const ready = proof === undefined ? await this.exchange() : await this.exchange(serializeAuth(proof));
     if (ready.type !== MessageType.Ready) throw new ProtocolError(`expected Ready, got message ${ready.type}`);
   }
 

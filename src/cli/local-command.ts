@@ -1,19 +1,12 @@
 import { rm } from 'node:fs/promises';
 import { killLocalClusters } from '../client/local-cluster.js';
 import { formatBytes } from '../units.js';
-import type { WorkloadName } from '../workloads/index.js';
-import { type LocalSummary, runLocal } from './local.js';
+import { type LocalOptions, type LocalSummary, runLocal } from './local.js';
 import { createClusterProgress } from './local-progress.js';
 import { EXIT_FAILED } from './options.js';
 
-export interface LocalFlags {
-  workers: number;
-  memoryLimit: number;
-  workload: WorkloadName;
-  size?: number;
-  partitions?: number;
-  nthreads?: number;
-  localDirectory?: string;
+/** The command line's options: the job's own, plus how to print. */
+export interface LocalFlags extends Omit<LocalOptions, 'seed' | 'onSample' | 'onStarted'> {
   seed: number;
   json: boolean;
 }

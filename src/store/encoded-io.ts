@@ -20,7 +20,9 @@ export function memoryStream(encoded: Encoded): Readable {
   async function* pieces(): AsyncGenerator<Uint8Array> {
     for await (const batch of encodedBatches(encoded)) yield* batch;
   }
-  return Readable.from(pieces(), { objectMode: false, highWaterMark: 1024 * 1024 });
+  // Object mode: each read hands out one piece as it is. A byte-mode Readable's async
+  // iterator joins everything buffered with Buffer.concat, a copy of the value on the loop.
+  return Readable.from(pieces(), { objectMode: true, highWaterMark: 4 });
 }
 
 /** Wraps a write source and adds the time spent producing each batch (hashing) to `add`. */

@@ -177,7 +177,11 @@ export function clampRange(size: number, range: ByteRange = {}): { start: number
   return { start: s, end: Math.max(s, Math.min(end, size)) };
 }
 
-/** A byte stream over an async generator; the generator's `finally` runs on end or destroy. */
+/**
+ * A Readable of a value's pieces, one chunk per read, never joined: a byte-mode Readable's
+ * async iterator concatenates whatever is buffered (a copy on the event loop), and a joined
+ * chunk could not be handed back for reuse (`recycle`).
+ */
 export function streamOf(produce: () => AsyncGenerator<Uint8Array>): Readable {
-  return Readable.from(produce(), { objectMode: false });
+  return Readable.from(produce(), { objectMode: true, highWaterMark: 2 });
 }

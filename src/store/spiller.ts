@@ -1,14 +1,17 @@
-import type { Readable } from 'node:stream';
 import { encode, encodedBatches, encodedBytesSync, SMALL_ENCODED_BYTES, type Encoded } from '../codec/index.js';
 import { ChecksumError, ClosedError, CodecError, SpillCapError, SpillwayError, TierWriteError, TiersFullError } from '../errors.js';
 import type { WriteSource } from '../tiers/tier.js';
 import { secondsSince } from './counters.js';
-import { timed, verifiedSource } from './encoded-io.js';
+import { oneBatch, streamSource, timed, verifiedSource } from './encoded-io.js';
 import { DEMOTE_AT } from './chain.js';
 import { Slots } from './slots.js';
 import { Bucket, type Entry, StoredCopy, type WriteJob } from './entry.js';
 import type { StoreState } from './state.js';
 import type { UnspillableEvent } from './stats.js';
+import { TurnBudget } from './turn-budget.js';
+
+/** Shared by every store in the process: they share one event loop. */
+const turnBudget = new TurnBudget(4 * 1024 * 1024);
 
 /** Values under this many bytes count as small (the DiskTier default for fused segments). */
 const SMALL_VALUE_BYTES = 1024 * 1024;
@@ -391,51 +394,3 @@ export class Spiller {
   }
 }
 
-/**
- * Synchronous work allowed per event-loop turn before writes wait for the next one. The
- * pump starts up to 64 small writes at once, and their encoding runs back to back as
- * microtasks: without a budget, one turn laid out tens of MiB (measured: a 15 ms share of
- * a 165 ms stall in a shuffle worker). Large values are hashed in slices between I/O.
- */
-class TurnBudget {
-  #spent = 0;
-  #resetScheduled = false;
-
-  constructor(private readonly bytesPerTurn: number) {}
-
-  async spend(bytes: number): Promise<void> {
-    while (this.#spent > 0 && this.#spent + bytes > this.bytesPerTurn) {
-      await new Promise<void>((resolve) => setImmediate(resolve));
-    }
-    this.#spent += bytes;
-    if (!this.#resetScheduled) {
-      this.#resetScheduled = true;
-      setImmediate(() => {
-        this.#spent = 0;
-        this.#resetScheduled = false;
-      });
-    }
-  }
-}
-
-const turnBudget = new TurnBudget(4 * 1024 * 1024);
-
-/** A one-batch write source without a generator (cheap, for the many small values). */
-function oneBatch(bytes: Uint8Array): WriteSource {
-  return {
-    [Symbol.asyncIterator]() {
-      let done = false;
-      return {
-        next: () => {
-          if (done) return Promise.resolve({ done: true as const, value: undefined });
-          done = true;
-          return Promise.resolve({ done: false as const, value: [bytes] });
-        },
-      };
-    },
-  };
-}
-
-async function* streamSource(stream: Readable): WriteSource {
-  for await (const chunk of stream) yield [chunk as Uint8Array];
-}

@@ -59,7 +59,9 @@ export function announce(event: string, fields: Record<string, unknown> = {}): v
  */
 export function runUntilStopped(name: string, close: () => Promise<void>, closed?: Promise<unknown>): void {
   let stopping = false;
-  const stop = (reason: string): void => {
+  // A signal is an orderly stop (exit 0); losing the connection is a failure (exit 1), so
+  // a supervisor (systemd, Kubernetes) restarts the process.
+  const stop = (reason: string, code = 0): void => {
     if (stopping) {
       process.exit(EXIT_FAILED);
     }
@@ -67,7 +69,7 @@ export function runUntilStopped(name: string, close: () => Promise<void>, closed
     close().then(
       () => {
         announce('closed', { reason });
-        process.exit(0);
+        process.exit(code);
       },
       (err: unknown) => {
         process.stderr.write(`spillway ${name}: error while closing: ${err instanceof Error ? err.message : String(err)}\n`);
@@ -81,5 +83,5 @@ export function runUntilStopped(name: string, close: () => Promise<void>, closed
     process.stdin.on('end', () => stop('parent gone')).on('error', () => stop('parent gone'));
     process.stdin.resume();
   }
-  void closed?.then(() => stop('connection lost'));
+  void closed?.then(() => stop('connection lost', EXIT_FAILED));
 }

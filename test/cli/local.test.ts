@@ -90,3 +90,34 @@ test('scheduler and worker commands take the token from SPILLWAY_TOKEN, serve a 
     assert.equal(code, 0);
   }
 });
+
+test('a worker whose scheduler goes away closes cleanly and exits 1, so a supervisor restarts it', async () => {
+  const env = { ...process.env, SPILLWAY_TOKEN: 'env-secret' };
+  const firstLine = (child: ReturnType<typeof spawn>): Promise<Record<string, unknown>> =>
+    new Promise((resolve) => {
+      let text = '';
+      child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+        text += chunk;
+        const first = text.split('\n').find((l) => l.startsWith('{'));
+        if (first !== undefined && text.includes('\n')) resolve(JSON.parse(first) as Record<string, unknown>);
+      });
+    });
+  const scheduler = spawn(process.execPath, ['--import', 'tsx', main, 'scheduler', '--port', '0'], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const listening = await firstLine(scheduler);
+  const address = listening.address as { host: string; port: number };
+  const worker = spawn(
+    process.execPath,
+    ['--import', 'tsx', main, 'worker', '--scheduler', `${address.host}:${address.port}`, '--memory-limit', '64MiB', '--nthreads', '1'],
+    { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  try {
+    assert.equal((await firstLine(worker)).event, 'ready');
+    const exited = once(worker, 'exit');
+    scheduler.kill('SIGKILL');
+    const [code] = (await exited) as [number | null];
+    assert.equal(code, 1);
+  } finally {
+    if (worker.exitCode === null) worker.kill('SIGKILL');
+    if (scheduler.exitCode === null && scheduler.signalCode === null) scheduler.kill('SIGKILL');
+  }
+});

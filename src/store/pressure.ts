@@ -20,7 +20,7 @@ export class Pressure {
     private readonly state: StoreState,
     private readonly evict: (bytes: number) => Promise<number>,
   ) {
-    this.monitor = new MemoryMonitor(state.opts.monitorInterval, (rss) => this.#onSample(rss));
+    this.monitor = new MemoryMonitor(state.opts.monitorInterval, (rss) => this.onSample(rss));
   }
 
   get paused(): boolean {
@@ -63,7 +63,8 @@ export class Pressure {
     return acct.bytes[Bucket.Memory] + acct.bytes[Bucket.Spilling];
   }
 
-  #onSample(rss: number): void {
+  /** One reading of process RSS (the monitor calls it; tests may too). */
+  onSample(rss: number): void {
     const { opts, closed } = this.state;
     if (closed) return;
     const spillable = this.#spillable();
@@ -73,7 +74,12 @@ export class Pressure {
     } else {
       this.#unmanagedReported = false;
     }
-    if (rss > opts.spillBytes && spillable > 0 && !this.#evicting) {
+    // Above `spill`, or paused and not yet back under target: spill. Without the second
+    // case a store paused with RSS between target and spill waited forever (nothing
+    // evicted, so nothing resumed it): seen as a shuffle that stalled with both workers paused.
+    const resumeAt = Math.min(opts.targetBytes, opts.pauseBytes);
+    const wantSpill = rss > opts.spillBytes || (this.#paused && rss > resumeAt);
+    if (wantSpill && spillable > 0 && !this.#evicting) {
       // Spill enough managed data to bring the process back to target, LRU first. One
       // round at a time: RSS only drops once the writes in flight finish.
       this.#evicting = true;

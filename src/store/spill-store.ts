@@ -14,6 +14,8 @@ import { buildStats, type StoreStats } from './stats.js';
 
 /** Key of the invariant checker used by tests (not part of the public API). */
 export const checkInvariants = Symbol('spillway.checkInvariants');
+/** Key of a hook that feeds the memory monitor one RSS reading (tests; not public API). */
+export const sampleMemory = Symbol('spillway.sampleMemory');
 
 export interface SetOptions {
   /** In-memory size in bytes, when you know it better than the estimate. */
@@ -275,6 +277,10 @@ export class SpillStore extends EventEmitter {
     for (const entry of state.entries.values()) state.remove(entry, false);
     state.entries.clear();
     await Promise.allSettled(state.opts.tiers.map((t) => t.close()));
+  }
+
+  [sampleMemory](rss: number): void {
+    this.#pressure.onSample(rss);
   }
 
   /** Recomputes every bucket and link from scratch; returns the violations found (none expected). For tests. */

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SlowTier } from '../../src/index.js';
+import { sampleMemory } from '../../src/store/spill-store.js';
 import { KiB, MiB, f64, openStore, waitFor } from '../helpers/store.js';
 
 test('producers that outrun the disk are paused, then resumed once memory is back under target', async (t) => {
@@ -64,4 +65,23 @@ test('pause and target can be disabled', async (t) => {
   await store.flush();
   assert.equal(store.paused, false);
   assert.equal(store.stats().memory.count, 8);
+});
+
+test('a store paused with RSS between target and spill keeps spilling until it can resume', async (t) => {
+  // The monitor is on (so RSS counts) but its timer never fires: the test feeds readings.
+  const { store } = await openStore(t, { memoryLimit: 100 * MiB, monitorInterval: 2_000_000_000, wrap: (disk) => new SlowTier(disk, 20) });
+  store.set('a', f64(30 * MiB, 1));
+  store.set('b', f64(10 * MiB, 2));
+  store[sampleMemory](85 * MiB); // over pause (80): pause, and spill 25 MiB worth (a)
+  assert.equal(store.paused, true);
+  await store.flush();
+  assert.equal(store.where('a'), 'disk');
+  assert.equal(store.where('b'), 'memory');
+  await new Promise((resolve) => setImmediate(resolve)); // the first round is over
+  // 65 MiB: under spill (70) but over target (60), and b could still go. Before the fix
+  // nothing spilled it and nothing resumed the store: its producers waited forever.
+  store[sampleMemory](65 * MiB);
+  await store.flush();
+  assert.equal(store.where('b'), 'disk');
+  assert.equal(store.paused, false);
 });

@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import { ClosedError, InvalidArgumentError, SpillwayError, TierDuplicateIdError, TierMissingError, TierWriteCancelledError } from '../errors.js';
+import { ClosedError, InvalidArgumentError, TierDuplicateIdError, TierMissingError, TierWriteCancelledError } from '../errors.js';
 import {
   DEFAULT_CHUNK_BYTES,
   MAX_CHUNK_BYTES,
@@ -50,8 +50,6 @@ export class CompressedMemoryTier implements Tier {
   private readonly counters = new TierCounters();
   private stored = 0;
   private logical = 0;
-  private compressedChunks = 0;
-  private rawChunks = 0;
   private closed = false;
 
   constructor(options: CompressedMemoryTierOptions) {
@@ -76,7 +74,7 @@ export class CompressedMemoryTier implements Tier {
   async write(id: number, source: WriteSource, byteLength: number): Promise<void> {
     if (this.closed) throw new ClosedError(`tier "${this.name}"`);
     checkId(id, byteLength);
-    if (this.values.has(id)) throw duplicate(this.name, id);
+    if (this.values.has(id)) throw new TierDuplicateIdError(this.name, id, 'already holds or is writing');
     const elapsed = TierCounters.timer();
     const job = this.writes.begin(this.name, id);
     try {
@@ -89,10 +87,7 @@ export class CompressedMemoryTier implements Tier {
       }
       if (this.closed) throw new ClosedError(`tier "${this.name}"`);
       if (job.cancelled) throw new TierWriteCancelledError(this.name, id);
-      for (const c of held.table) {
-        if (c.compressed) this.compressedChunks++;
-        else this.rawChunks++;
-      }
+      this.counters.recordChunks(held.table);
       this.values.set(id, held);
       this.stored += held.stored;
       this.logical += byteLength;
@@ -161,7 +156,7 @@ export class CompressedMemoryTier implements Tier {
   stats(): TierStats {
     return this.counters.snapshot(
       { count: this.values.size, bytes: this.stored, logicalBytes: this.logical },
-      { compressedChunks: this.compressedChunks, rawChunks: this.rawChunks, capacity: this.capacity },
+      { compressedChunks: this.counters.compressedChunks, rawChunks: this.counters.rawChunks, capacity: this.capacity },
     );
   }
 
@@ -183,8 +178,4 @@ export class CompressedMemoryTier implements Tier {
     const c = held.table[i];
     return c.compressed ? decompressChunk(held.parts[i], c.rawLength) : held.parts[i];
   }
-}
-
-export function duplicate(tier: string, id: number): SpillwayError {
-  return new TierDuplicateIdError(tier, id, 'already holds or is writing');
 }

@@ -93,8 +93,6 @@ export class DiskTier implements Tier {
   private nextDir = 0;
   private stored = 0;
   private logical = 0;
-  private compressedChunks = 0;
-  private rawChunks = 0;
   private closed = false;
 
   constructor(options: DiskTierOptions = {}) {
@@ -184,10 +182,7 @@ export class DiskTier implements Tier {
       this.entries.set(id, entry);
       this.stored += entry.stored;
       this.logical += entry.size;
-      for (const c of chunks) {
-        if (c.compressed) this.compressedChunks++;
-        else this.rawChunks++;
-      }
+      this.counters.recordChunks(chunks);
       this.counters.recordWrite(elapsed(), byteLength, entry.stored);
     } catch (err) {
       this.counters.recordFailedWrite(elapsed());
@@ -269,8 +264,8 @@ export class DiskTier implements Tier {
         segmentFiles: seg?.segmentCount() ?? 0,
         segmentFileBytes: seg?.fileBytes() ?? 0,
         ...(seg?.counters ?? {}),
-        compressedChunks: this.compressedChunks,
-        rawChunks: this.rawChunks,
+        compressedChunks: this.counters.compressedChunks,
+        rawChunks: this.counters.rawChunks,
         directories: this.parents.length,
       },
     );

@@ -1,3 +1,4 @@
+import type { StoredChunk } from './chunks.js';
 import type { TierStats } from './tier.js';
 
 /** Mutable counters behind a tier's `stats()`; the tier owns count and bytes. */
@@ -12,6 +13,9 @@ export class TierCounters {
   writeSeconds = 0;
   bytesBeforeCompression = 0;
   bytesAfterCompression = 0;
+  /** Chunks stored compressed, and kept raw because compressing did not pay. */
+  compressedChunks = 0;
+  rawChunks = 0;
 
   /** Starts a timer; call the returned function to get seconds elapsed. */
   static timer(): () => number {
@@ -25,6 +29,14 @@ export class TierCounters {
     this.bytesWritten += logical;
     this.bytesBeforeCompression += logical;
     this.bytesAfterCompression += stored;
+  }
+
+  /** Counts how the chunks of a value just written were stored. */
+  recordChunks(chunks: readonly StoredChunk[]): void {
+    for (const c of chunks) {
+      if (c.compressed) this.compressedChunks++;
+      else this.rawChunks++;
+    }
   }
 
   recordFailedWrite(seconds: number): void {

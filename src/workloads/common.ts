@@ -78,3 +78,20 @@ export interface Verification {
   /** One line per check that failed (empty when verified). */
   problems: string[];
 }
+
+/** What both built-in workloads take: data size, partitions, seed. */
+export interface GraphOptions {
+  /** Bytes of input data in all (rounded down to whole elements per partition). */
+  bytes: number;
+  partitions: number;
+  seed?: number;
+}
+
+/** A workload's graph, the keys to fetch, and the check of what they hold. */
+export interface GraphPlan {
+  graph: Graph;
+  wanted: string[];
+  dataBytes: number;
+  elements: number;
+  verify(results: readonly unknown[]): Promise<Verification>;
+}

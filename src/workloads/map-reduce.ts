@@ -11,7 +11,7 @@
  */
 import type { Graph } from '../cluster/protocol.js';
 import { ref } from '../cluster/protocol.js';
-import { allocFloat64, elementsPerPartition, nextState, partitionSeed, treeReduce, type Verification, yieldToLoop } from './common.js';
+import { allocFloat64, elementsPerPartition, nextState, partitionSeed, treeReduce, type GraphOptions, type GraphPlan, type Verification, yieldToLoop } from './common.js';
 
 const MODULE = import.meta.url;
 /** The global mean. */
@@ -76,20 +76,10 @@ export function add(a: number, b: number): number {
 
 // ---- graph and verification ---------------------------------------------------------
 
-export interface MapReduceOptions {
-  bytes: number;
-  partitions: number;
-  seed?: number;
-}
+export type MapReduceOptions = GraphOptions;
 
-export interface MapReducePlan {
-  graph: Graph;
-  /** ['total', 'mean', 'ssd']: the (sum, count), the mean and the sum of squared deviations. */
-  wanted: string[];
-  dataBytes: number;
-  elements: number;
-  verify(results: readonly unknown[]): Promise<Verification>;
-}
+/** `wanted`: ['total', 'mean', 'ssd']: the (sum, count), the mean and the sum of squared deviations. */
+export type MapReducePlan = GraphPlan;
 
 export function mapReduceGraph(options: MapReduceOptions): MapReducePlan {
   const P = options.partitions;

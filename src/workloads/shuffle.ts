@@ -9,7 +9,7 @@
  */
 import type { Graph } from '../cluster/protocol.js';
 import { ref } from '../cluster/protocol.js';
-import { allocFloat64, elementsPerPartition, mix32, nextState, partitionSeed, type Verification, yieldToLoop } from './common.js';
+import { allocFloat64, elementsPerPartition, mix32, nextState, partitionSeed, type GraphOptions, type GraphPlan, type Verification, yieldToLoop } from './common.js';
 
 const MODULE = import.meta.url;
 /** Values are integers below 2^20: a partition's sum stays exact far beyond 2^40 elements. */
@@ -105,21 +105,10 @@ export function summarize(data: Float64Array, j: number, parts: number): Shuffle
 
 // ---- graph and verification ---------------------------------------------------------
 
-export interface ShuffleOptions {
-  /** Bytes of input data in all (rounded down to whole elements per partition). */
-  bytes: number;
-  partitions: number;
-  seed?: number;
-}
+export type ShuffleOptions = GraphOptions;
 
-export interface ShufflePlan {
-  graph: Graph;
-  /** `piece-counts` (values per input and piece), then `check-j` for every output j. */
-  wanted: string[];
-  dataBytes: number;
-  elements: number;
-  verify(results: readonly unknown[]): Promise<Verification>;
-}
+/** `wanted`: `piece-counts` (values per input and piece), then `check-j` for every output j. */
+export type ShufflePlan = GraphPlan;
 
 export function shuffleGraph(options: ShuffleOptions): ShufflePlan {
   const P = options.partitions;

@@ -1,5 +1,5 @@
 import { checkChecksum, Crc32c, decodeBody, layoutOfBytes } from '../codec/index.js';
-import { ChecksumError, KeyNotFoundError, SpillwayError, TierReadError } from '../errors.js';
+import { ChecksumError, ClosedError, KeyNotFoundError, TierReadError } from '../errors.js';
 import { secondsSince } from './counters.js';
 import type { Entry, StoredCopy } from './entry.js';
 import type { StoreState } from './state.js';
@@ -61,7 +61,7 @@ export class Loader {
       });
     } catch (err) {
       counters.readErrors++;
-      throw err instanceof SpillwayError && err.code === 'SPW_ERR_CLOSED' ? err : new TierReadError(tier.name, key, err);
+      throw err instanceof ClosedError ? err : new TierReadError(tier.name, key, err);
     }
     counters.readSeconds += secondsSince(start);
     const decodeStart = performance.now();

@@ -45,8 +45,8 @@ export class Pressure {
    */
   checkResume(rss = this.monitor.lastRss): void {
     if (!this.#paused) return;
-    const { opts, acct } = this.state;
-    const resumeAt = Math.min(opts.targetBytes, opts.pauseBytes);
+    const { acct } = this.state;
+    const resumeAt = this.#resumeAt();
     if (acct.residentBytes > resumeAt) return;
     if (this.monitor.enabled && rss > resumeAt && this.#spillable() > 0) return;
     this.#set(false);
@@ -55,6 +55,11 @@ export class Pressure {
   stop(): void {
     this.monitor.stop();
     this.#set(false);
+  }
+
+  /** Memory must be back under this to resume: the target (or pause, when target is off). */
+  #resumeAt(): number {
+    return Math.min(this.state.opts.targetBytes, this.state.opts.pauseBytes);
   }
 
   /** Resident bytes that spilling could still free. */
@@ -77,8 +82,7 @@ export class Pressure {
     // Above `spill`, or paused and not yet back under target: spill. Without the second
     // case a store paused with RSS between target and spill waited forever (nothing
     // evicted, so nothing resumed it): seen as a shuffle that stalled with both workers paused.
-    const resumeAt = Math.min(opts.targetBytes, opts.pauseBytes);
-    const wantSpill = rss > opts.spillBytes || (this.#paused && rss > resumeAt);
+    const wantSpill = rss > opts.spillBytes || (this.#paused && rss > this.#resumeAt());
     if (wantSpill && spillable > 0 && !this.#evicting) {
       // Spill enough managed data to bring the process back to target, LRU first. One
       // round at a time: RSS only drops once the writes in flight finish.

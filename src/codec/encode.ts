@@ -119,17 +119,40 @@ export const SMALL_ENCODED_BYTES = 64 * 1024;
  * much cheaper than the batch generator; large values must use encodedBatches.
  */
 export function encodedBytesSync(encoded: Encoded): Buffer {
-  if (encoded.byteLength > SMALL_ENCODED_BYTES) throw new RangeError(`encodedBytesSync is for values up to ${SMALL_ENCODED_BYTES} bytes`);
   // allocUnsafeSlow: its own memory, 8-byte aligned, so frames can be viewed in place.
   const out = Buffer.allocUnsafeSlow(encoded.byteLength);
-  let offset = 0;
-  for (const piece of pieces(encoded)) {
-    out.set(piece, offset);
-    offset += piece.byteLength;
-  }
-  out.writeUInt32LE(crc32c(out.subarray(0, offset)), offset);
-  out.writeUInt32LE(0, offset + 4);
+  writeEncodedSync(encoded, out, 0);
   return out;
+}
+
+/**
+ * Lays a small encoded value out in `out` at `offset`, checksum included, and returns its
+ * length: what `encodedBytesSync` does, without a buffer per value (a batch of small values
+ * shares one). Same limit of SMALL_ENCODED_BYTES; `out` must have room.
+ */
+export function writeEncodedSync(encoded: Encoded, out: Uint8Array, offset: number): number {
+  const length = encoded.byteLength;
+  if (length > SMALL_ENCODED_BYTES) throw new RangeError(`writeEncodedSync is for values up to ${SMALL_ENCODED_BYTES} bytes`);
+  if (!Number.isSafeInteger(offset) || offset < 0 || offset + length > out.byteLength) {
+    throw new RangeError(`no room for ${length} bytes at ${offset} in a buffer of ${out.byteLength}`);
+  }
+  let at = offset;
+  out.set(encoded.prefix, at);
+  at += encoded.prefix.byteLength;
+  for (const frame of encoded.frames) {
+    out.set(frame, at);
+    at += frame.byteLength;
+    const pad = (8 - (frame.byteLength % 8)) % 8;
+    if (pad > 0) out.fill(0, at, at + pad);
+    at += pad;
+  }
+  const crc = crc32c(out.subarray(offset, at)) >>> 0;
+  out[at] = crc & 0xff;
+  out[at + 1] = (crc >>> 8) & 0xff;
+  out[at + 2] = (crc >>> 16) & 0xff;
+  out[at + 3] = crc >>> 24;
+  out.fill(0, at + 4, at + TRAILER_BYTES);
+  return length;
 }
 
 /** Encodes a value into one contiguous buffer (small values, tests, the wire for tiny keys). */

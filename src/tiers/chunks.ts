@@ -116,6 +116,28 @@ export async function decompressChunk(stored: Uint8Array, rawLength: number): Pr
   return raw;
 }
 
+/** A small value's bytes as stored (compressed per chunk if enabled). */
+export interface Packed {
+  pieces: readonly Uint8Array[];
+  stored: number;
+  /** Every chunk (empty when compression is off). */
+  table: StoredChunk[];
+}
+
+/** A small value's stored form: its pieces as they are, or compressed chunk by chunk. */
+export async function packSmall(pieces: readonly Uint8Array[], byteLength: number, mode: CompressionMode, chunkBytes: number): Promise<Packed> {
+  if (mode === 'none' || byteLength === 0) return { pieces, stored: byteLength, table: [] };
+  const raw = pieces.length === 1 ? Buffer.from(pieces[0].buffer, pieces[0].byteOffset, pieces[0].byteLength) : Buffer.concat(pieces);
+  const out: Buffer[] = [];
+  const table: StoredChunk[] = [];
+  for (let at = 0; at < byteLength; at += chunkBytes) {
+    const chunk = await compressChunk(raw.subarray(at, at + chunkBytes), mode);
+    pushChunk(table, Math.min(chunkBytes, byteLength - at), chunk.bytes.byteLength, chunk.compressed);
+    out.push(chunk.bytes);
+  }
+  return { pieces: out, stored: out.reduce((sum, p) => sum + p.byteLength, 0), table };
+}
+
 export interface PackedChunk {
   raw: Buffer;
   bytes: Buffer;

@@ -1,6 +1,8 @@
-import type { FileHandle } from 'node:fs/promises';
-import { decompressChunk, yieldToLoop, type StoredChunk } from './chunks.js';
-import { readFully } from './file-io.js';
+import fsp, { type FileHandle } from 'node:fs/promises';
+import type { SpillwayError } from '../errors.js';
+import { compressAhead, decompressChunk, lengthError, pushChunk, rechunk, yieldToLoop, type CompressionMode, type StoredChunk } from './chunks.js';
+import { readFully, writeFully } from './file-io.js';
+import type { WriteSource } from './tier.js';
 
 /** Where a value's stored bytes are: an open file and the offset they start at. */
 export interface StoredBytes {
@@ -93,4 +95,59 @@ export async function* streamRange(
     const raw = await decompressChunk(packed, c.rawLength);
     yield raw.subarray(from, to);
   }
+}
+
+/**
+ * Writes a value to a new file of its own as the source yields, compressed per chunk if
+ * enabled (the next chunk compressed while this one is written). `abandoned` is asked
+ * between steps; a failure or an abandoned write leaves no file.
+ */
+export async function writeValueFile(
+  file: string,
+  source: WriteSource,
+  byteLength: number,
+  compression: CompressionMode,
+  chunkBytes: number,
+  abandoned: () => SpillwayError | undefined,
+): Promise<{ stored: number; table: StoredChunk[] }> {
+  // 'wx': an id is never reused, so an existing file means a bug; never overwrite one.
+  const handle = await fsp.open(file, 'wx');
+  let position = 0;
+  const table: StoredChunk[] = [];
+  const check = (): void => {
+    const err = abandoned();
+    if (err !== undefined) throw err;
+  };
+  try {
+    if (compression === 'none') {
+      let inflight: Promise<void> | undefined;
+      let total = 0;
+      for await (const batch of source) {
+        // The producer hashed this batch while the previous one was being written.
+        if (inflight !== undefined) await inflight;
+        check();
+        for (const piece of batch) total += piece.byteLength;
+        if (total > byteLength) throw lengthError(total, byteLength);
+        inflight = writeFully(handle, batch, position);
+        inflight.catch(() => undefined);
+        position = total;
+      }
+      if (inflight !== undefined) await inflight;
+      if (total !== byteLength) throw lengthError(total, byteLength);
+    } else {
+      for await (const chunk of compressAhead(rechunk(source, byteLength, chunkBytes), compression)) {
+        check();
+        await writeFully(handle, [chunk.bytes], position);
+        pushChunk(table, chunk.raw.byteLength, chunk.bytes.byteLength, chunk.compressed);
+        position += chunk.bytes.byteLength;
+      }
+    }
+    await handle.close();
+    check();
+  } catch (err) {
+    await handle.close().catch(() => undefined);
+    await fsp.unlink(file).catch(() => undefined);
+    throw err;
+  }
+  return { stored: position, table };
 }

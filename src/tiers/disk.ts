@@ -1,53 +1,17 @@
 import fsp from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { ClosedError, InvalidArgumentError, SpillwayError, TierDuplicateIdError, TierMissingError, TierNotOpenError, TierWriteCancelledError } from '../errors.js';
-import {
-  DEFAULT_CHUNK_BYTES,
-  MAX_CHUNK_BYTES,
-  MiB,
-  clampRange,
-  compressAhead,
-  compressChunk,
-  gather,
-  lengthError,
-  pushChunk,
-  rechunk,
-  streamOf,
-  type CompressionMode,
-  type StoredChunk,
-} from './chunks.js';
-import { readValue, streamRange, type StoredBytes } from './disk-io.js';
-import { ignoreMissing, writeFully } from './file-io.js';
+import { ClosedError, SpillwayError, TierDuplicateIdError, TierMissingError, TierNotOpenError, TierWriteCancelledError } from '../errors.js';
+import { MiB, clampRange, gather, lengthError, packSmall, streamOf, type CompressionMode, type Packed, type StoredChunk } from './chunks.js';
+import { readValue, streamRange, writeValueFile, type StoredBytes } from './disk-io.js';
+import { ignoreMissing } from './file-io.js';
 import { SegmentStore } from './segments.js';
 import { TierCounters } from './stats.js';
-import type { ByteRange, Tier, TierStats, TierUsage, WriteSource } from './tier.js';
-import { WriteTracker, checkId, checkNonNegativeInteger, checkPositive } from './validate.js';
+import { resolveDiskOptions, type DiskTierOptions } from './disk-options.js';
+import type { ByteRange, Tier, TierStats, TierUsage, WriteItem, WriteResults, WriteSource } from './tier.js';
+import { WriteTracker, checkId } from './validate.js';
 
-export interface DiskTierOptions {
-  /** Parent directory; the tier creates a fresh folder of its own inside it. Default: os.tmpdir(). */
-  directory?: string;
-  /** Several parents (several disks), used in turn; each gets its own fresh folder. Overrides `directory`. */
-  directories?: string[];
-  name?: string;
-  /** Byte budget for this tier (stored bytes). Default: unlimited. */
-  capacity?: number;
-  /** Per chunk: `lz4` always, `auto` when a quick probe says it pays, `none` (default) never. */
-  compression?: CompressionMode;
-  /** Compression unit (default 1 MiB, at most 8 MiB). */
-  chunkBytes?: number;
-  /** Values smaller than this go to shared segment files (default 1 MiB; 0 disables fusing). */
-  smallValueBytes?: number;
-  /** Size at which a segment file is sealed and a new one started (default 64 MiB). */
-  segmentBytes?: number;
-  /** A sealed segment with at least this fraction of dead bytes is compacted (default 0.5). */
-  compactDeadFraction?: number;
-  /** Bytes per read call when loading a value. */
-  readSliceBytes?: number;
-  /** Chunk size of streams that serve peers (about 1 MiB is the sweet spot on loopback). */
-  streamChunkBytes?: number;
-}
+export type { DiskTierOptions } from './disk-options.js';
 
 interface Entry {
   size: number;
@@ -62,6 +26,14 @@ interface Written {
   entry: Entry;
   /** Every chunk written (empty when compression is off). */
   chunks: StoredChunk[];
+}
+
+const fulfilled = (): PromiseSettledResult<void> => ({ status: 'fulfilled', value: undefined });
+const rejected = (reason: unknown): PromiseSettledResult<void> => ({ status: 'rejected', reason });
+
+/** A write source of one batch: the bytes of a `writeMany` item. */
+async function* oneBatch(bytes: readonly Uint8Array[]): WriteSource {
+  yield bytes;
 }
 
 /** A table is only needed when some chunk is compressed; otherwise the bytes are the value. */
@@ -95,44 +67,27 @@ export class DiskTier implements Tier {
   private logical = 0;
   private closed = false;
 
+  /**
+   * Many small values at once: see `Tier.writeMany`. Only when fusing is on: the small
+   * items of a call share one reservation and one `writev` per segment run. With
+   * `smallValueBytes: 0` every value needs a file of its own anyway, so the tier offers
+   * nothing cheaper than one `write` each and leaves this undefined.
+   */
+  readonly writeMany?: (items: readonly WriteItem[]) => Promise<WriteResults>;
+
   constructor(options: DiskTierOptions = {}) {
-    this.name = options.name ?? 'disk';
-    this.capacity = options.capacity ?? Infinity;
-    checkPositive('capacity', this.capacity, true);
-    if (options.directories !== undefined) {
-      if (!Array.isArray(options.directories) || options.directories.length === 0) {
-        throw new InvalidArgumentError('directories must be a non-empty array of paths');
-      }
-      this.parents = [...options.directories];
-    } else {
-      this.parents = [options.directory ?? os.tmpdir()];
-    }
-    for (const dir of this.parents) {
-      if (typeof dir !== 'string' || dir === '') throw new InvalidArgumentError(`a directory must be a non-empty string, got ${String(dir)}`);
-    }
-    this.compression = options.compression ?? 'none';
-    if (!['lz4', 'none', 'auto'].includes(this.compression)) {
-      throw new InvalidArgumentError(`compression must be 'lz4', 'none' or 'auto', got ${String(this.compression)}`);
-    }
-    this.chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK_BYTES;
-    this.smallValueBytes = options.smallValueBytes ?? MiB;
-    this.segmentBytes = options.segmentBytes ?? 64 * MiB;
-    this.compactDeadFraction = options.compactDeadFraction ?? 0.5;
-    this.readSliceBytes = options.readSliceBytes ?? 8 * MiB;
-    this.streamChunkBytes = options.streamChunkBytes ?? MiB;
-    checkPositive('chunkBytes', this.chunkBytes);
-    if (!Number.isInteger(this.chunkBytes) || this.chunkBytes > MAX_CHUNK_BYTES) {
-      throw new InvalidArgumentError(`chunkBytes must be an integer of at most ${MAX_CHUNK_BYTES}, got ${this.chunkBytes}`);
-    }
-    checkNonNegativeInteger('smallValueBytes', this.smallValueBytes);
-    checkPositive('segmentBytes', this.segmentBytes);
-    if (this.smallValueBytes > this.segmentBytes) {
-      throw new InvalidArgumentError(`smallValueBytes (${this.smallValueBytes}) must not exceed segmentBytes (${this.segmentBytes})`);
-    }
-    checkPositive('compactDeadFraction', this.compactDeadFraction);
-    if (this.compactDeadFraction >= 1) throw new InvalidArgumentError(`compactDeadFraction must be below 1, got ${this.compactDeadFraction}`);
-    checkPositive('readSliceBytes', this.readSliceBytes);
-    checkPositive('streamChunkBytes', this.streamChunkBytes);
+    const o = resolveDiskOptions(options);
+    this.name = o.name;
+    this.capacity = o.capacity;
+    this.parents = o.parents;
+    this.compression = o.compression;
+    this.chunkBytes = o.chunkBytes;
+    this.smallValueBytes = o.smallValueBytes;
+    this.segmentBytes = o.segmentBytes;
+    this.compactDeadFraction = o.compactDeadFraction;
+    this.readSliceBytes = o.readSliceBytes;
+    this.streamChunkBytes = o.streamChunkBytes;
+    if (this.smallValueBytes > 0) this.writeMany = (items) => this.writeBatch(items);
   }
 
   /** The (first) folder this tier owns (after open). */
@@ -316,17 +271,7 @@ export class DiskTier implements Tier {
   /** Small value: gathered, compressed per chunk if enabled, appended to a segment. */
   private async writeFused(id: number, source: WriteSource, byteLength: number, segments: SegmentStore, job: { readonly cancelled: boolean }): Promise<Written> {
     const raw = await gather(source, byteLength);
-    let pieces: Buffer[] = [raw];
-    const table: StoredChunk[] = [];
-    if (this.compression !== 'none' && byteLength > 0) {
-      pieces = [];
-      for (let at = 0; at < byteLength; at += this.chunkBytes) {
-        const chunk = await compressChunk(raw.subarray(at, at + this.chunkBytes), this.compression);
-        pushChunk(table, Math.min(this.chunkBytes, byteLength - at), chunk.bytes.byteLength, chunk.compressed);
-        pieces.push(chunk.bytes);
-      }
-    }
-    const stored = pieces.reduce((sum, p) => sum + p.byteLength, 0);
+    const { pieces, stored, table } = await packSmall([raw], byteLength, this.compression, this.chunkBytes);
     let err = this.abandoned(id, job);
     if (err !== undefined) throw err;
     await segments.put(id, pieces, stored);
@@ -338,50 +283,89 @@ export class DiskTier implements Tier {
     return { entry: { size: byteLength, stored, table: compressedOnly(table), file: undefined }, chunks: table };
   }
 
+  /**
+   * writeMany: small items are validated and packed one by one (a bad item fails alone),
+   * then appended together; large items are written as `write` would, concurrently.
+   */
+  private async writeBatch(items: readonly WriteItem[]): Promise<WriteResults> {
+    if (this.closed) throw new ClosedError(`tier "${this.name}"`);
+    const segments = this.openSegments();
+    const elapsed = TierCounters.timer();
+    const results: WriteResults = new Array(items.length);
+    const files: Promise<void>[] = [];
+    let fused: { index: number; id: number; size: number; packed: Packed; job: { readonly cancelled: boolean } }[] = [];
+    // Every item is registered before the first await, so a delete that follows this call
+    // finds its write and cancels it, as with `write`.
+    for (let i = 0; i < items.length; i++) {
+      const { id, bytes, byteLength } = items[i];
+      if (byteLength >= this.smallValueBytes) {
+        files.push(this.write(id, oneBatch(bytes), byteLength).then(fulfilled, rejected).then((r) => void (results[i] = r)));
+        continue;
+      }
+      try {
+        checkId(id, byteLength);
+        if (this.entries.has(id)) throw new TierDuplicateIdError(this.name, id);
+        let total = 0;
+        for (const piece of bytes) total += piece.byteLength;
+        if (total !== byteLength) throw lengthError(total, byteLength);
+        const job = this.writes.begin(this.name, id);
+        fused.push({ index: i, id, size: byteLength, packed: { pieces: bytes, stored: byteLength, table: [] }, job });
+      } catch (err) {
+        this.counters.recordFailedWrite(0);
+        results[i] = rejected(err);
+      }
+    }
+    if (this.compression !== 'none') {
+      const packed: typeof fused = [];
+      for (const f of fused) {
+        try {
+          f.packed = await packSmall(f.packed.pieces, f.size, this.compression, this.chunkBytes);
+          packed.push(f);
+        } catch (err) {
+          this.counters.recordFailedWrite(0);
+          results[f.index] = rejected(err);
+          this.writes.end(f.id);
+        }
+      }
+      fused = packed;
+    }
+    let placed: WriteResults;
+    try {
+      placed = await segments.putMany(fused.map((f) => ({ id: f.id, pieces: f.packed.pieces, length: f.packed.stored })));
+    } catch (err) {
+      placed = fused.map(() => rejected(err));
+    }
+    const share = fused.length > 0 ? elapsed() / fused.length : 0;
+    fused.forEach(({ index, id, size, packed, job }, k) => {
+      let outcome = placed[k];
+      const err = outcome.status === 'fulfilled' ? this.abandoned(id, job) : undefined;
+      if (err !== undefined) {
+        segments.remove(id);
+        outcome = rejected(err);
+      }
+      if (outcome.status === 'fulfilled') {
+        this.entries.set(id, { size, stored: packed.stored, table: compressedOnly(packed.table), file: undefined });
+        this.stored += packed.stored;
+        this.logical += size;
+        this.counters.recordChunks(packed.table);
+        this.counters.recordWrite(share, size, packed.stored);
+      } else {
+        this.counters.recordFailedWrite(share);
+      }
+      results[index] = outcome;
+      this.writes.end(id);
+    });
+    await Promise.all(files);
+    return results;
+  }
+
   /** Large value: a file of its own in the next directory, written as the source yields. */
   private async writeFile(id: number, source: WriteSource, byteLength: number, job: { readonly cancelled: boolean }): Promise<Written> {
     const dirs = this.owned();
     const file = path.join(dirs[this.nextDir++ % dirs.length], `${id}.spw`);
-    // 'wx': an id is never reused, so an existing file means a bug; never overwrite one.
-    const handle = await fsp.open(file, 'wx');
-    let position = 0;
-    const table: StoredChunk[] = [];
-    try {
-      if (this.compression === 'none') {
-        let inflight: Promise<void> | undefined;
-        let total = 0;
-        for await (const batch of source) {
-          // The producer hashed this batch while the previous one was being written.
-          if (inflight !== undefined) await inflight;
-          const err = this.abandoned(id, job);
-          if (err !== undefined) throw err;
-          for (const piece of batch) total += piece.byteLength;
-          if (total > byteLength) throw lengthError(total, byteLength);
-          inflight = writeFully(handle, batch, position);
-          inflight.catch(() => undefined);
-          position = total;
-        }
-        if (inflight !== undefined) await inflight;
-        if (total !== byteLength) throw lengthError(total, byteLength);
-      } else {
-        // The next chunk is compressed while this one is written.
-        for await (const chunk of compressAhead(rechunk(source, byteLength, this.chunkBytes), this.compression)) {
-          const err = this.abandoned(id, job);
-          if (err !== undefined) throw err;
-          await writeFully(handle, [chunk.bytes], position);
-          pushChunk(table, chunk.raw.byteLength, chunk.bytes.byteLength, chunk.compressed);
-          position += chunk.bytes.byteLength;
-        }
-      }
-      await handle.close();
-      const err = this.abandoned(id, job);
-      if (err !== undefined) throw err;
-    } catch (err) {
-      await handle.close().catch(() => undefined);
-      await fsp.unlink(file).catch(() => undefined);
-      throw err;
-    }
-    return { entry: { size: byteLength, stored: position, table: compressedOnly(table), file }, chunks: table };
+    const abandoned = (): SpillwayError | undefined => this.abandoned(id, job);
+    const { stored, table } = await writeValueFile(file, source, byteLength, this.compression, this.chunkBytes, abandoned);
+    return { entry: { size: byteLength, stored, table: compressedOnly(table), file }, chunks: table };
   }
 
   /** Opens what holds a value's bytes; `release` closes the file or unpins the segment. */

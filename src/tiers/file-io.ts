@@ -3,7 +3,7 @@ import { TierShortWriteError, TierTruncatedError } from '../errors.js';
 
 /** writev at `position`, looping on short writes (pwritev may write less than asked). */
 export async function writeFully(handle: FileHandle, batch: readonly Uint8Array[], position: number): Promise<void> {
-  let pieces = batch.filter((p) => p.byteLength > 0);
+  let pieces = coalesce(batch);
   while (pieces.length > 0) {
     const wanted = pieces.reduce((sum, p) => sum + p.byteLength, 0);
     const { bytesWritten } =
@@ -23,6 +23,34 @@ export async function writeFully(handle: FileHandle, batch: readonly Uint8Array[
     }
     pieces = rest;
   }
+}
+
+/**
+ * Drops empty pieces and joins neighbours that are adjacent views of one buffer (a batch of
+ * small values laid out in one buffer becomes one piece, so one plain write).
+ */
+export function coalesce(batch: readonly Uint8Array[]): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  let first: Uint8Array | undefined;
+  let end = 0;
+  let joined = false;
+  const close = (): void => {
+    if (first === undefined) return;
+    out.push(joined ? new Uint8Array(first.buffer, first.byteOffset, end - first.byteOffset) : first);
+  };
+  for (const piece of batch) {
+    if (piece.byteLength === 0) continue;
+    if (first !== undefined && piece.buffer === first.buffer && piece.byteOffset === end) {
+      joined = true;
+    } else {
+      close();
+      first = piece;
+      joined = false;
+    }
+    end = piece.byteOffset + piece.byteLength;
+  }
+  close();
+  return out;
 }
 
 /** Reads exactly `length` bytes at `position` into `out` at `at`; a short file is an error. */

@@ -1,4 +1,4 @@
-export type { Tier, TierUsage, TierStats, WriteSource, ByteRange, RecyclingStream } from './tier.js';
+export type { Tier, TierUsage, TierStats, WriteSource, WriteItem, WriteResults, ByteRange, RecyclingStream } from './tier.js';
 export { recycleChunk } from './tier.js';
 export { DiskTier, type DiskTierOptions } from './disk.js';
 export { CompressedMemoryTier, type CompressedMemoryTierOptions } from './compressed-memory.js';

@@ -97,6 +97,50 @@ export class SegmentStore {
     this.check(seg);
   }
 
+  /**
+   * Appends many values at once: each run of values that fits in one segment is one
+   * reservation and one queued append (so one writev, with its neighbours). Per value, in
+   * order: fulfilled once placed; rejected with its run's error if that run's flush failed.
+   */
+  async putMany(items: readonly { id: number; pieces: readonly Uint8Array[]; length: number }[]): Promise<PromiseSettledResult<void>[]> {
+    if (this.closed) throw new ClosedError('segment store');
+    const runs: { from: number; to: number; placement: Promise<Placement> }[] = [];
+    for (let from = 0; from < items.length; ) {
+      const seg = this.activeFor(items[from].length);
+      const room = this.options.segmentBytes - seg.size;
+      let to = from + 1;
+      let length = items[from].length;
+      while (to < items.length && length + items[to].length <= room) length += items[to++].length;
+      const pieces: Uint8Array[] = [];
+      for (let i = from; i < to; i++) for (const piece of items[i].pieces) pieces.push(piece);
+      runs.push({ from, to, placement: this.enqueue(seg, pieces, length) });
+      from = to;
+    }
+    const settled = await Promise.allSettled(runs.map((r) => r.placement));
+    const results: PromiseSettledResult<void>[] = new Array(items.length);
+    const closed = new ClosedError('segment store');
+    settled.forEach((run, r) => {
+      const { from, to } = runs[r];
+      if (run.status === 'rejected') {
+        for (let i = from; i < to; i++) results[i] = { status: 'rejected', reason: run.reason };
+        return;
+      }
+      const { segment, offset } = run.value;
+      let at = offset;
+      for (let i = from; i < to; i++) {
+        if (this.closed) results[i] = { status: 'rejected', reason: closed };
+        else {
+          this.place(items[i].id, { segment, offset: at, length: items[i].length });
+          results[i] = { status: 'fulfilled', value: undefined };
+        }
+        at += items[i].length;
+      }
+      segment.pending--;
+      this.check(segment);
+    });
+    return results;
+  }
+
   has(id: number): boolean {
     return this.placements.has(id);
   }
@@ -179,14 +223,22 @@ export class SegmentStore {
 
   /** Reserves space in the next directory's active segment and queues the bytes for it. */
   private append(pieces: readonly Uint8Array[], length: number): Promise<Placement> {
+    return this.enqueue(this.activeFor(length), pieces, length);
+  }
+
+  /** The next directory's active segment, sealed and replaced if `length` would overflow it. */
+  private activeFor(length: number): Segment {
     const dir = this.nextDir++ % this.active.length;
     let seg = this.active[dir];
     if (seg !== undefined && seg.size > 0 && seg.size + length > this.options.segmentBytes) {
       this.seal(seg);
       seg = undefined;
     }
-    seg ??= this.create(dir);
-    const segment = seg;
+    return seg ?? this.create(dir);
+  }
+
+  /** Reserves `length` bytes at the end of `segment` and queues them for its next flush. */
+  private enqueue(segment: Segment, pieces: readonly Uint8Array[], length: number): Promise<Placement> {
     const offset = segment.size;
     if (segment.queue.length === 0) segment.queueStart = offset;
     segment.size += length;

@@ -7,6 +7,21 @@ import type { Readable } from 'node:stream';
  */
 export type WriteSource = AsyncIterable<readonly Uint8Array[]>;
 
+/** One value of a `writeMany` call. */
+export interface WriteItem {
+  readonly id: number;
+  /**
+   * The value's bytes, in order. They may be views over the caller's memory (often one
+   * buffer shared by the whole batch) and stay valid until `writeMany` settles: copy what
+   * you keep.
+   */
+  readonly bytes: readonly Uint8Array[];
+  readonly byteLength: number;
+}
+
+/** What `writeMany` resolves with: one result per item, in order. */
+export type WriteResults = PromiseSettledResult<void>[];
+
 export interface TierUsage {
   /** Values held. */
   count: number;
@@ -68,6 +83,15 @@ export interface Tier {
    * must leave nothing behind and reject; the store keeps the value where it was.
    */
   write(id: number, source: WriteSource, byteLength: number): Promise<void>;
+  /**
+   * Optional: stores many (small) values in one call, for a tier that can do that more
+   * cheaply than one `write` each (DiskTier: one reservation and one `writev`). Each item
+   * obeys `write`'s rules on its own, and one failed item must not fail the others: the
+   * result for an item is fulfilled once it is readable, rejected when nothing of it is
+   * stored. If the call rejects as a whole, none of the items may be stored. The store
+   * uses it for batches of small values when the tier has it; otherwise one `write` each.
+   */
+  writeMany?(items: readonly WriteItem[]): Promise<WriteResults>;
   /**
    * Reads a whole value into one buffer whose start is 8-byte aligned (so typed arrays
    * can view it). `onChunk` sees consecutive pieces as they land, so the caller can hash

@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import type { ByteRange, Tier, TierStats, TierUsage, WriteSource } from './tier.js';
+import type { ByteRange, Tier, TierStats, TierUsage, WriteItem, WriteResults, WriteSource } from './tier.js';
 
 /**
  * Wraps a tier and forwards every call. The base for test and instrumentation wrappers
@@ -8,9 +8,19 @@ import type { ByteRange, Tier, TierStats, TierUsage, WriteSource } from './tier.
 export class TierWrapper implements Tier {
   /** Forwarded only when the inner tier has it, so `tier.stats?.()` still tells the truth. */
   readonly stats?: () => TierStats;
+  /**
+   * Present only when the inner tier has it (the store then batches small values through
+   * the wrapper too); it goes through `writeBatch`, which subclasses override.
+   */
+  readonly writeMany?: (items: readonly WriteItem[]) => Promise<WriteResults>;
   constructor(protected readonly inner: Tier) {
     const stats = inner.stats?.bind(inner);
     if (stats !== undefined) this.stats = stats;
+    if (inner.writeMany !== undefined) this.writeMany = (items) => this.writeBatch(items);
+  }
+  /** What `writeMany` does (only called when the inner tier has one): forwards the batch. */
+  protected writeBatch(items: readonly WriteItem[]): Promise<WriteResults> {
+    return (this.inner.writeMany as NonNullable<Tier['writeMany']>).call(this.inner, items);
   }
   get name(): string {
     return this.inner.name;
@@ -55,6 +65,11 @@ export class SlowTier extends TierWrapper {
     await sleep(this.latencyMs);
     return this.inner.write(id, source, byteLength);
   }
+  /** One round trip for the whole batch: that is what batching saves on a slow link. */
+  protected override async writeBatch(items: readonly WriteItem[]): Promise<WriteResults> {
+    await sleep(this.latencyMs);
+    return super.writeBatch(items);
+  }
   override async read(id: number, onChunk?: (chunk: Uint8Array) => void): Promise<Uint8Array> {
     await sleep(this.latencyMs);
     return this.inner.read(id, onChunk);
@@ -66,8 +81,13 @@ export class SlowTier extends TierWrapper {
 }
 
 export interface FaultPlan {
-  /** Return an errno code (e.g. 'ENOSPC') to fail this write, or undefined to let it through. */
+  /**
+   * Return an errno code (e.g. 'ENOSPC') to fail this write, or undefined to let it through.
+   * Asked for every item of a `writeMany` too: a failed item fails alone.
+   */
   failWrite?: (id: number, byteLength: number) => string | undefined;
+  /** Return an errno code to fail a whole `writeMany` call (nothing of it stored). */
+  failBatch?: (ids: readonly number[]) => string | undefined;
   /** Return true to flip a byte in what this read returns (a corrupt disk). */
   corruptRead?: (id: number) => boolean;
   /** Return an errno code to fail this read. */
@@ -77,6 +97,8 @@ export interface FaultPlan {
 /** Injects faults: failing writes, failing or corrupt reads. Failed writes store nothing. */
 export class FaultyTier extends TierWrapper {
   writeFailures = 0;
+  /** `writeMany` calls that reached this wrapper, failed or not. */
+  batches = 0;
   corruptedReads = 0;
   constructor(
     inner: Tier,
@@ -93,6 +115,29 @@ export class FaultyTier extends TierWrapper {
       throw errnoError(code, 'write');
     }
     return this.inner.write(id, source, byteLength);
+  }
+  protected override async writeBatch(items: readonly WriteItem[]): Promise<WriteResults> {
+    this.batches++;
+    const whole = this.plan.failBatch?.(items.map((item) => item.id));
+    if (whole !== undefined) {
+      this.writeFailures += items.length;
+      throw errnoError(whole, 'writev');
+    }
+    const results: WriteResults = new Array(items.length);
+    const passed: WriteItem[] = [];
+    const at: number[] = [];
+    items.forEach((item, i) => {
+      const code = this.plan.failWrite?.(item.id, item.byteLength);
+      if (code === undefined) {
+        passed.push(item);
+        at.push(i);
+      } else {
+        this.writeFailures++;
+        results[i] = { status: 'rejected', reason: errnoError(code, 'write') };
+      }
+    });
+    if (passed.length > 0) (await super.writeBatch(passed)).forEach((r, k) => (results[at[k]] = r));
+    return results;
   }
   override async read(id: number, onChunk?: (chunk: Uint8Array) => void): Promise<Uint8Array> {
     const code = this.plan.failRead?.(id);

@@ -7,6 +7,7 @@ import { describe, it } from 'node:test';
 import { decodeVerified } from '../../src/codec/index.js';
 import { ClosedError, InvalidArgumentError, SpillwayError } from '../../src/errors.js';
 import type { Tier } from '../../src/tiers/tier.js';
+import { writeManyContract } from './contract-write-many.js';
 import { collect, encodedSource, entriesUnder, failingSource, filesUnder, noise, randomWalk, rawSource, slowSource } from './helpers.js';
 
 export interface TierHarness {
@@ -21,7 +22,7 @@ export interface TierHarness {
 
 const MiB = 1024 * 1024;
 
-async function withTier(make: () => Promise<TierHarness>, body: (h: TierHarness) => Promise<void>): Promise<void> {
+export async function withTier(make: () => Promise<TierHarness>, body: (h: TierHarness) => Promise<void>): Promise<void> {
   const h = await make();
   try {
     await h.tier.open();
@@ -32,11 +33,11 @@ async function withTier(make: () => Promise<TierHarness>, body: (h: TierHarness)
   }
 }
 
-async function assertMissing(tier: Tier, id: number): Promise<void> {
+export async function assertMissing(tier: Tier, id: number): Promise<void> {
   await assert.rejects(tier.read(id), (err: unknown) => err instanceof SpillwayError && err.code === 'SPW_ERR_TIER_MISSING');
 }
 
-async function roundTrip(tier: Tier, id: number, bytes: Uint8Array): Promise<void> {
+export async function roundTrip(tier: Tier, id: number, bytes: Uint8Array): Promise<void> {
   const pieces: Buffer[] = [];
   const back = await tier.read(id, (chunk) => pieces.push(Buffer.from(chunk)));
   assert.equal(back.byteLength, bytes.byteLength, `length of value ${id}`);
@@ -242,5 +243,7 @@ export function tierContract(label: string, make: () => Promise<TierHarness>): v
         assert.deepEqual(await filesUnder(parents), []);
       });
     });
+
+    writeManyContract(make);
   });
 }

@@ -85,6 +85,57 @@ describe('DiskTier', () => {
     }
   });
 
+  it('writeMany: a batch of small values is one reservation and one flush', async () => {
+    const parent = await tempDir();
+    const tier = new DiskTier({ directory: parent });
+    await tier.open();
+    try {
+      assert.ok(tier.writeMany !== undefined);
+      assert.equal(new DiskTier({ directory: parent, smallValueBytes: 0 }).writeMany, undefined, 'no writeMany without fusing');
+      const values = Array.from({ length: 200 }, (_, i) => noise(1000 + i));
+      const shared = Buffer.concat(values);
+      let at = 0;
+      const items = values.map((v, i) => {
+        const item = { id: i, bytes: [shared.subarray(at, at + v.byteLength)], byteLength: v.byteLength };
+        at += v.byteLength;
+        return item;
+      });
+      const results = await tier.writeMany(items);
+      assert.ok(results.every((r) => r.status === 'fulfilled'));
+      const stats = tier.stats();
+      assert.equal(stats.details.flushes, 1);
+      assert.equal(stats.details.segmentFiles, 1);
+      assert.equal(stats.writes, 200);
+      for (const [i, v] of values.entries()) assert.ok(Buffer.from(await tier.read(i)).equals(v));
+    } finally {
+      await tier.close();
+      await fsp.rm(parent, { recursive: true, force: true });
+    }
+  });
+
+  it('writeMany: a batch larger than a segment is split across segments, one run each', async () => {
+    const parents = [await tempDir(), await tempDir()];
+    const tier = new DiskTier({ directories: parents, smallValueBytes: 8 * KiB, segmentBytes: 16 * KiB });
+    await tier.open();
+    try {
+      const values = Array.from({ length: 50 }, (_, i) => noise(3 * KiB + i));
+      const items = values.map((v, i) => ({ id: 100 + i, bytes: [v], byteLength: v.byteLength }));
+      const results = await tier.writeMany?.(items);
+      assert.ok(results?.every((r) => r.status === 'fulfilled'));
+      const segments = tier.segmentFiles();
+      assert.ok(segments.length >= 10, `${segments.length} segments`);
+      for (const seg of segments) assert.ok(seg.bytes <= 16 * KiB, `segment of ${seg.bytes} bytes`);
+      assert.equal(segments.reduce((n, seg) => n + seg.liveValues, 0), 50);
+      for (const [i, v] of values.entries()) assert.ok(Buffer.from(await tier.read(100 + i)).equals(v));
+      for (let i = 0; i < 50; i++) if (i % 3 !== 0) await tier.delete(100 + i);
+      await tier.idle();
+      for (let i = 0; i < 50; i += 3) assert.ok(Buffer.from(await tier.read(100 + i)).equals(values[i]), `value ${i} after compaction`);
+    } finally {
+      await tier.close();
+      await Promise.all(parents.map((p) => fsp.rm(p, { recursive: true, force: true })));
+    }
+  });
+
   it('uses directories in turn, each with a fresh folder, and removes them all', async () => {
     const parents = [await tempDir(), await tempDir(), await tempDir()];
     const tier = new DiskTier({ directories: parents, smallValueBytes: 0 });
@@ -167,6 +218,15 @@ describe('tier wrappers', () => {
       assert.ok(Buffer.from(await faulty.read(1)).equals(bytes));
       assert.equal(faulty.stats?.().writes, 1);
       assert.equal(faulty.usage().count, 1);
+      // writeMany goes through both wrappers; the faulty one fails item 2 alone.
+      assert.ok(faulty.writeMany !== undefined);
+      const results = await faulty.writeMany([3, 2, 4].map((id) => ({ id, bytes: [bytes], byteLength: bytes.byteLength })));
+      assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+      assert.equal(faulty.batches, 1);
+      assert.equal(faulty.usage().count, 3);
+      faulty.plan = { failBatch: () => 'EIO' };
+      await assert.rejects(faulty.writeMany([{ id: 5, bytes: [bytes], byteLength: bytes.byteLength }]), /EIO/);
+      assert.equal(faulty.usage().count, 3);
     } finally {
       await faulty.close();
       await fsp.rm(parent, { recursive: true, force: true });

@@ -1,0 +1,79 @@
+import os from 'node:os';
+import { InvalidArgumentError } from '../errors.js';
+import { DEFAULT_CHUNK_BYTES, MAX_CHUNK_BYTES, MiB, type CompressionMode } from './chunks.js';
+import { checkNonNegativeInteger, checkPositive } from './validate.js';
+
+export interface DiskTierOptions {
+  /** Parent directory; the tier creates a fresh folder of its own inside it. Default: os.tmpdir(). */
+  directory?: string;
+  /** Several parents (several disks), used in turn; each gets its own fresh folder. Overrides `directory`. */
+  directories?: string[];
+  name?: string;
+  /** Byte budget for this tier (stored bytes). Default: unlimited. */
+  capacity?: number;
+  /** Per chunk: `lz4` always, `auto` when a quick probe says it pays, `none` (default) never. */
+  compression?: CompressionMode;
+  /** Compression unit (default 1 MiB, at most 8 MiB). */
+  chunkBytes?: number;
+  /** Values smaller than this go to shared segment files (default 1 MiB; 0 disables fusing). */
+  smallValueBytes?: number;
+  /** Size at which a segment file is sealed and a new one started (default 64 MiB). */
+  segmentBytes?: number;
+  /** A sealed segment with at least this fraction of dead bytes is compacted (default 0.5). */
+  compactDeadFraction?: number;
+  /** Bytes per read call when loading a value. */
+  readSliceBytes?: number;
+  /** Chunk size of streams that serve peers (about 1 MiB is the sweet spot on loopback). */
+  streamChunkBytes?: number;
+}
+
+export type ResolvedDiskOptions = Required<Omit<DiskTierOptions, 'directory' | 'directories'>> & { parents: string[] };
+
+/** Fills in defaults and rejects misconfigurations with InvalidArgumentError. */
+export function resolveDiskOptions(options: DiskTierOptions): ResolvedDiskOptions {
+  const capacity = options.capacity ?? Infinity;
+  checkPositive('capacity', capacity, true);
+  let parents: string[];
+  if (options.directories !== undefined) {
+    if (!Array.isArray(options.directories) || options.directories.length === 0) {
+      throw new InvalidArgumentError('directories must be a non-empty array of paths');
+    }
+    parents = [...options.directories];
+  } else {
+    parents = [options.directory ?? os.tmpdir()];
+  }
+  for (const dir of parents) {
+    if (typeof dir !== 'string' || dir === '') throw new InvalidArgumentError(`a directory must be a non-empty string, got ${String(dir)}`);
+  }
+  const compression = options.compression ?? 'none';
+  if (!['lz4', 'none', 'auto'].includes(compression)) {
+    throw new InvalidArgumentError(`compression must be 'lz4', 'none' or 'auto', got ${String(compression)}`);
+  }
+  const resolved: ResolvedDiskOptions = {
+    parents,
+    name: options.name ?? 'disk',
+    capacity,
+    compression,
+    chunkBytes: options.chunkBytes ?? DEFAULT_CHUNK_BYTES,
+    smallValueBytes: options.smallValueBytes ?? MiB,
+    segmentBytes: options.segmentBytes ?? 64 * MiB,
+    compactDeadFraction: options.compactDeadFraction ?? 0.5,
+    readSliceBytes: options.readSliceBytes ?? 8 * MiB,
+    streamChunkBytes: options.streamChunkBytes ?? MiB,
+  };
+  const { chunkBytes, smallValueBytes, segmentBytes, compactDeadFraction } = resolved;
+  checkPositive('chunkBytes', chunkBytes);
+  if (!Number.isInteger(chunkBytes) || chunkBytes > MAX_CHUNK_BYTES) {
+    throw new InvalidArgumentError(`chunkBytes must be an integer of at most ${MAX_CHUNK_BYTES}, got ${chunkBytes}`);
+  }
+  checkNonNegativeInteger('smallValueBytes', smallValueBytes);
+  checkPositive('segmentBytes', segmentBytes);
+  if (smallValueBytes > segmentBytes) {
+    throw new InvalidArgumentError(`smallValueBytes (${smallValueBytes}) must not exceed segmentBytes (${segmentBytes})`);
+  }
+  checkPositive('compactDeadFraction', compactDeadFraction);
+  if (compactDeadFraction >= 1) throw new InvalidArgumentError(`compactDeadFraction must be below 1, got ${compactDeadFraction}`);
+  checkPositive('readSliceBytes', resolved.readSliceBytes);
+  checkPositive('streamChunkBytes', resolved.streamChunkBytes);
+  return resolved;
+}

@@ -155,6 +155,59 @@ export function writeEncodedSync(encoded: Encoded, out: Uint8Array, offset: numb
   return length;
 }
 
+/** Bytes of `encoded` that `encodedPiecesSync` copies: all but frames of at least `shareFrom` bytes. */
+export function copiedBytesOf(encoded: Encoded, shareFrom: number): number {
+  let shared = 0;
+  for (const frame of encoded.frames) if (frame.byteLength >= shareFrom) shared += frame.byteLength;
+  return encoded.byteLength - shared;
+}
+
+/**
+ * The pieces of a small encoded value, checksum included, ready for a writev, appended to
+ * `pieces`: frames of at least `shareFrom` bytes are views of the value's own memory (not
+ * copied); the prefix, padding, smaller frames and the trailer are copied into `side` at
+ * `offset`, adjacent bytes in one piece. Returns the offset in `side` after them. Meant for
+ * many small values sharing one `side` buffer: no buffer, and no large copy, per value.
+ */
+export function encodedPiecesSync(encoded: Encoded, side: Uint8Array, offset: number, shareFrom: number, pieces: Uint8Array[]): number {
+  if (encoded.byteLength > SMALL_ENCODED_BYTES) throw new RangeError(`encodedPiecesSync is for values up to ${SMALL_ENCODED_BYTES} bytes`);
+  if (!Number.isSafeInteger(offset) || offset < 0 || offset + copiedBytesOf(encoded, shareFrom) > side.byteLength) {
+    throw new RangeError(`no room at ${offset} in a side buffer of ${side.byteLength} bytes`);
+  }
+  let crc = 0;
+  let start = offset;
+  let at = offset;
+  side.set(encoded.prefix, at);
+  at += encoded.prefix.byteLength;
+  for (const frame of encoded.frames) {
+    if (frame.byteLength >= shareFrom) {
+      if (at > start) {
+        const run = side.subarray(start, at);
+        crc = crc32c(run, crc);
+        pieces.push(run);
+        start = at;
+      }
+      crc = crc32c(frame, crc);
+      pieces.push(frame);
+    } else {
+      side.set(frame, at);
+      at += frame.byteLength;
+    }
+    const pad = (8 - (frame.byteLength % 8)) % 8;
+    for (let i = 0; i < pad; i++) side[at++] = 0;
+  }
+  if (at > start) crc = crc32c(side.subarray(start, at), crc);
+  crc >>>= 0;
+  side[at] = crc & 0xff;
+  side[at + 1] = (crc >>> 8) & 0xff;
+  side[at + 2] = (crc >>> 16) & 0xff;
+  side[at + 3] = crc >>> 24;
+  side[at + 4] = side[at + 5] = side[at + 6] = side[at + 7] = 0;
+  at += TRAILER_BYTES;
+  pieces.push(side.subarray(start, at));
+  return at;
+}
+
 /** Encodes a value into one contiguous buffer (small values, tests, the wire for tiny keys). */
 export async function encodeToBuffer(value: unknown): Promise<Buffer> {
   const encoded = encode(value);

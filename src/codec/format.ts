@@ -76,7 +76,10 @@ export function writePrefix(out: Buffer, headerKind: HeaderKind, headerLength: n
   out.writeUInt32LE(headerLength, 8);
   out.writeUInt32LE(frameLengths.length, 12);
   for (let i = 0; i < frameLengths.length; i++) {
-    out.writeBigUInt64LE(BigInt(frameLengths[i]), FIXED_PREFIX_BYTES + 8 * i);
+    // A u64 as two u32 halves: lengths are safe integers, and no BigInt per frame.
+    const length = frameLengths[i];
+    out.writeUInt32LE(length % 0x1_0000_0000, FIXED_PREFIX_BYTES + 8 * i);
+    out.writeUInt32LE(Math.floor(length / 0x1_0000_0000), FIXED_PREFIX_BYTES + 8 * i + 4);
   }
 }
 

@@ -15,6 +15,10 @@ const STRING_OVERHEAD = 16;
  * so `set()` stays cheap. Pass `{ size }` to `store.set` when you know better.
  */
 export function sizeof(value: unknown): number {
+  // The common case of a binary payload needs no walker (and no Set for cycles).
+  if (typeof value === 'object' && value !== null && binaryTag(value) !== 0) {
+    return OBJECT_OVERHEAD + (value as ArrayBufferView | ArrayBuffer).byteLength;
+  }
   return new SizeWalker().size(value);
 }
 

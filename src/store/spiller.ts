@@ -1,17 +1,16 @@
 import { encode, encodedBatches, encodedBytesSync, SMALL_ENCODED_BYTES, type Encoded } from '../codec/index.js';
 import { ChecksumError, ClosedError, CodecError, SpillCapError, SpillwayError, TierWriteError, TiersFullError } from '../errors.js';
 import type { WriteSource } from '../tiers/tier.js';
+import { BatchWriter } from './batch-writer.js';
 import { secondsSince } from './counters.js';
-import { oneBatch, streamSource, timed, verifiedSource } from './encoded-io.js';
+import { Demoter } from './demoter.js';
+import { oneBatch, timed, verifiedSource } from './encoded-io.js';
 import { DEMOTE_AT } from './chain.js';
 import { Slots } from './slots.js';
 import { Bucket, type Entry, StoredCopy, type WriteJob } from './entry.js';
 import type { StoreState } from './state.js';
 import type { UnspillableEvent } from './stats.js';
-import { TurnBudget } from './turn-budget.js';
-
-/** Shared by every store in the process: they share one event loop. */
-const turnBudget = new TurnBudget(4 * 1024 * 1024);
+import { turnBudget } from './turn-budget.js';
 
 /** Values under this many bytes count as small (the DiskTier default for fused segments). */
 const SMALL_VALUE_BYTES = 1024 * 1024;
@@ -19,8 +18,9 @@ const SMALL_WRITES_IN_FLIGHT = 64;
 
 /**
  * Moves values down: memory → tiers (spilling, LRU first, `spillConcurrency` writes at a
- * time) and tier → next tier (demotion, when a tier passes its capacity). A value being
- * written stays readable from memory; a failed write leaves it there. Nothing is lost.
+ * time; small values in batches when the first tier has `writeMany`) and tier → next tier
+ * (demotion, when a tier passes its capacity). A value being written stays readable from
+ * memory; a failed write leaves it there. Nothing is lost.
  */
 export class Spiller {
   readonly #writes = new Set<Promise<unknown>>();
@@ -32,16 +32,42 @@ export class Spiller {
    * 1 GiB one.
    */
   readonly #small = new Slots(SMALL_WRITES_IN_FLIGHT);
-  readonly #demoting = new Map<number, Promise<void>>();
+  /** Small values, when the first tier takes batches (`writeMany`). */
+  readonly #batches: BatchWriter;
+  readonly #demoter: Demoter;
   #retryTimer: NodeJS.Timeout | undefined;
   #stuckReported = false;
 
   constructor(private readonly state: StoreState) {
     this.#large = new Slots(state.opts.spillConcurrency);
+    const track = (work: Promise<unknown>): void => this.#track(work);
+    this.#demoter = new Demoter(state, track);
+    this.#batches = new BatchWriter({
+      state,
+      capAndRoom: (key, bytes) => this.#capAndRoom(key, bytes),
+      finish: (entry, job, copy, failure, tierName, quiet) => this.#finish(entry, job, copy, failure, tierName, quiet),
+      single: (entry, job, encoded) => this.#slotsFor(entry).run(() => this.#write(entry, job, encoded)),
+      afterTierWrite: (t) => this.#demoter.afterTierWrite(t),
+      track,
+      settled: () => {
+        this.state.onShrink();
+        this.pump();
+      },
+    });
   }
 
   #slotsFor(entry: Entry): Slots {
     return entry.size < SMALL_VALUE_BYTES ? this.#small : this.#large;
+  }
+
+  /** No write of this entry can start now: its slots (or batches) are all taken. */
+  #busy(entry: Entry): boolean {
+    return this.#batches.accepts(entry) ? this.#batches.full : this.#slotsFor(entry).full;
+  }
+
+  #track(work: Promise<unknown>): void {
+    this.#writes.add(work);
+    void work.finally(() => this.#writes.delete(work)).catch(() => undefined);
   }
 
   /** Starts background writes, LRU first, while memory (net of writes in flight) is over target. */
@@ -59,14 +85,14 @@ export class Spiller {
         this.state.drop(entry);
         continue;
       }
-      if (this.#slotsFor(entry).full) {
+      if (this.#busy(entry)) {
         // Every write slot is busy: values that already have a copy below can still go,
         // for free. Without this, reads that bring values back (weak hits, loads) would
         // grow memory past target until a write finishes.
         this.#dropCopied();
         return;
       }
-      void this.spill(entry, false);
+      this.#start(entry, false);
     }
     this.#stuckReported = false;
     this.state.onShrink();
@@ -115,18 +141,23 @@ export class Spiller {
       this.state.onShrink();
       return Promise.resolve(entry.size);
     }
-    const job: WriteJob = { id: this.state.newId(), cancelled: false, force, done: Promise.resolve(0) };
+    return this.#start(entry, force).done;
+  }
+
+  /** Starts writing an entry that has no copy and no write yet: in a batch, or on its own. */
+  #start(entry: Entry, force: boolean): WriteJob {
+    const id = this.state.newId();
+    const batched = this.#batches.accepts(entry);
+    const job: WriteJob = batched ? this.#batches.add(entry, id, force) : { id, cancelled: false, force, done: Promise.resolve(0) };
     const { acct } = this.state;
     acct.remove(entry);
     entry.write = job;
     this.state.lru.unlink(entry);
     acct.add(entry);
-    job.done = this.#slotsFor(entry).run(() => this.#write(entry, job)).finally(() => {
-      this.#writes.delete(job.done);
-      this.pump();
-    });
-    this.#writes.add(job.done);
-    return job.done;
+    if (batched) return job;
+    job.done = this.#slotsFor(entry).run(() => this.#write(entry, job)).finally(() => this.pump());
+    this.#track(job.done);
+    return job;
   }
 
   /**
@@ -158,23 +189,26 @@ export class Spiller {
     counters.writeSeconds += secondsSince(start);
     counters.diskWrites++;
     counters.spilledBytes += byteLength;
-    this.#afterTierWrite(t);
+    this.#demoter.afterTierWrite(t);
     return new StoredCopy(t, id, byteLength);
   }
 
-  async #write(entry: Entry, job: WriteJob): Promise<number> {
+  /** Writes one value on its own (`encoded` when a batch already encoded it). */
+  async #write(entry: Entry, job: WriteJob, encoded?: Encoded): Promise<number> {
     const { state } = this;
-    const { counters, acct } = state;
+    const { counters } = state;
     let failure: unknown;
     let copy: StoredCopy | undefined;
     let tierName = state.opts.tiers[0].name;
     const encodeStart = performance.now();
     try {
-      if (entry.removed || job.cancelled || state.closed) throw new ClosedError();
-      await turnBudget.spend(Math.min(entry.size, SMALL_ENCODED_BYTES));
-      if (entry.removed || job.cancelled || state.closed) throw new ClosedError();
-      const encoded = encode(entry.value);
-      counters.encodeSeconds += secondsSince(encodeStart);
+      if (encoded === undefined) {
+        if (entry.removed || job.cancelled || state.closed) throw new ClosedError();
+        await turnBudget.spend(Math.min(entry.size, SMALL_ENCODED_BYTES));
+        if (entry.removed || job.cancelled || state.closed) throw new ClosedError();
+        encoded = encode(entry.value);
+        counters.encodeSeconds += secondsSince(encodeStart);
+      } else if (entry.removed || job.cancelled || state.closed) throw new ClosedError();
       const t = await this.#capAndRoom(entry.key, encoded.byteLength);
       const tier = state.opts.tiers[t];
       tierName = tier.name;
@@ -191,6 +225,17 @@ export class Spiller {
     } catch (err) {
       failure = err;
     }
+    return this.#finish(entry, job, copy, failure, tierName, false);
+  }
+
+  /**
+   * Ends an entry's write: gives it its copy (and drops the value if memory is over target
+   * or the write was forced), or keeps it in memory and reports the failure. With `quiet`
+   * the caller does the per-tier and memory follow-ups once for many. Returns bytes freed.
+   */
+  #finish(entry: Entry, job: WriteJob, copy: StoredCopy | undefined, failure: unknown, tierName: string, quiet: boolean): number {
+    const { state } = this;
+    const { acct } = state;
     acct.remove(entry);
     entry.write = undefined;
     if (copy === undefined) {
@@ -209,10 +254,10 @@ export class Spiller {
     entry.retryAfter = 0;
     acct.add(entry);
     state.relink(entry);
-    this.#afterTierWrite(copy.tier);
+    if (!quiet) this.#demoter.afterTierWrite(copy.tier);
     if (entry.pins === 0 && (job.force || acct.residentBytes > state.opts.targetBytes)) {
       state.drop(entry);
-      state.onShrink();
+      if (!quiet) state.onShrink();
       return entry.size;
     }
     return 0;
@@ -228,7 +273,7 @@ export class Spiller {
     const start = performance.now();
     const bytes = encodedBytesSync(encoded);
     counters.encodeSeconds += secondsSince(start);
-    return oneBatch(bytes);
+    return oneBatch([bytes]);
   }
 
   #failed(entry: Entry, err: unknown, tierName: string): void {
@@ -287,80 +332,11 @@ export class Spiller {
     for (let t = 0; t < chain.tiers.length; t++) {
       if (chain.pick(bytes, t) === t) return t;
       if (t + 1 < chain.tiers.length && bytes <= chain.tiers[t].capacity * DEMOTE_AT) {
-        await this.#demote(t, bytes);
+        await this.#demoter.demote(t, bytes);
         if (chain.pick(bytes, t) === t) return t;
       }
     }
     throw new TiersFullError(key, bytes);
-  }
-
-  #afterTierWrite(t: number): void {
-    if (this.state.chain.overfull(t) && !this.#demoting.has(t)) {
-      const done = this.#demote(t, 0).catch((err: unknown) => this.state.report(err));
-      this.#writes.add(done);
-      void done.finally(() => this.#writes.delete(done));
-    }
-  }
-
-  /**
-   * Moves the coldest copies of tier `t` to the next tier with room, one at a time, until
-   * `incoming` more bytes fit under its demotion mark. One mover per tier: a second caller
-   * waits for the running one.
-   */
-  #demote(t: number, incoming: number): Promise<void> {
-    const running = this.#demoting.get(t);
-    if (running !== undefined) return running;
-    const done = this.#demoteNow(t, incoming).finally(() => this.#demoting.delete(t));
-    this.#demoting.set(t, done);
-    return done;
-  }
-
-  async #demoteNow(t: number, incoming: number): Promise<void> {
-    const { state } = this;
-    const { chain } = state;
-    const tier = chain.tiers[t];
-    while (tier.usage().bytes + chain.reserved[t] + incoming > tier.capacity * DEMOTE_AT && !state.closed) {
-      let victim: Entry | undefined;
-      for (const entry of chain.lrus[t].fromOldest()) {
-        if (!entry.moving && entry.copy !== undefined && entry.copy.readers === 0) {
-          victim = entry;
-          break;
-        }
-      }
-      if (victim === undefined || !(await this.#move(victim, t))) return;
-    }
-  }
-
-  async #move(entry: Entry, t: number): Promise<boolean> {
-    const { state } = this;
-    const old = entry.copy as StoredCopy;
-    const target = state.chain.pick(old.bytes, t + 1);
-    if (target < 0) return false;
-    const tier = state.opts.tiers[target];
-    const id = state.newId();
-    entry.moving = true;
-    state.startReading(old);
-    state.chain.reserved[target] += old.bytes;
-    try {
-      await tier.write(id, streamSource(state.opts.tiers[t].createReadStream(old.id)), old.bytes);
-    } catch (err) {
-      state.report(new TierWriteError(tier.name, entry.key, err));
-      return false;
-    } finally {
-      state.chain.reserved[target] -= old.bytes;
-      state.doneReading(old);
-      entry.moving = false;
-    }
-    const moved = new StoredCopy(target, id, old.bytes);
-    state.chain.demotions[t]++;
-    if (entry.removed || entry.copy !== old) {
-      state.orphan(moved);
-      return true;
-    }
-    state.setCopy(entry, moved);
-    state.orphan(old);
-    this.#afterTierWrite(target);
-    return true;
   }
 
   /** Memory is over target and nothing more can be spilled now: say exactly why. */

@@ -25,3 +25,6 @@ export class TurnBudget {
   }
 }
 
+
+/** Shared by every store in the process: they share one event loop. */
+export const turnBudget = new TurnBudget(4 * 1024 * 1024);

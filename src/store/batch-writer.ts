@@ -1,0 +1,260 @@
+import { copiedBytesOf, encode, encodedPiecesSync, SMALL_ENCODED_BYTES, type Encoded } from '../codec/index.js';
+import { ClosedError } from '../errors.js';
+import type { Tier, WriteItem, WriteResults } from '../tiers/tier.js';
+import { secondsSince } from './counters.js';
+import { oneBatch } from './encoded-io.js';
+import { DEMOTE_AT } from './chain.js';
+import { type Entry, StoredCopy, type WriteJob } from './entry.js';
+import type { StoreState } from './state.js';
+import { turnBudget } from './turn-budget.js';
+
+/** Values estimated at up to this many bytes are spilled in batches (when the tier takes them). */
+export const BATCH_VALUE_BYTES = SMALL_ENCODED_BYTES;
+/** A batch closes at this many bytes (the encoding budget of one loop turn) or this many values. */
+const BATCH_BYTES = 4 * 1024 * 1024;
+const BATCH_VALUES = 1024;
+/**
+ * Batches being filled, encoded or written at once: as many as the spiller allows single
+ * small writes, so values that trickle in one per loop iteration (a batch each) are never
+ * written with less concurrency than one at a time would be.
+ */
+const BATCHES_IN_FLIGHT = 64;
+/** A tier without writeMany gets a batch as one write per value, this many at a time. */
+const FALLBACK_WRITES_IN_FLIGHT = 64;
+
+/**
+ * Frames of at least this many bytes are written from the value's own memory; the rest of
+ * a value (prefix, small frames, padding, trailer) is copied into the batch's side buffer.
+ * Copying a 4 KiB frame on the loop cost 1-1.5 us (cold memory, and page faults on a
+ * fresh batch buffer); the kernel copies it into the page cache anyway.
+ */
+const SHARE_FROM_BYTES = 1024;
+
+/** What the batch writer needs from the spiller. */
+export interface BatchHost {
+  readonly state: StoreState;
+  /** maxSpill check and the tier with room; reserves `bytes` there (the caller releases them). */
+  capAndRoom(key: string, bytes: number): Promise<number>;
+  /**
+   * Ends an entry's write: `copy` once stored, else `failure` (reported, value kept in
+   * memory). With `quiet`, leaves the per-tier and memory follow-ups to the caller.
+   * Returns the bytes freed from memory.
+   */
+  finish(entry: Entry, job: WriteJob, copy: StoredCopy | undefined, failure: unknown, tierName: string, quiet: boolean): number;
+  /** Writes one entry on its own (through the spiller's write slots). */
+  single(entry: Entry, job: WriteJob, encoded: Encoded): Promise<number>;
+  /** After writes to tier `t`: demote if it is over its mark. */
+  afterTierWrite(t: number): void;
+  /** Background work the store's flush must wait for. */
+  track(work: Promise<unknown>): void;
+  /** A batch finished: memory may be back under target, or more may be spilled. */
+  settled(): void;
+}
+
+class Batch {
+  readonly entries: Entry[] = [];
+  readonly jobs: BatchJob[] = [];
+  /** Estimated in-memory bytes of the entries. */
+  bytes = 0;
+  /** Bytes freed from memory, per entry. */
+  done: Promise<number[]> = Promise.resolve([]);
+}
+
+/** The write job of one value in a batch; `done` is only made when someone asks for it. */
+class BatchJob implements WriteJob {
+  cancelled = false;
+  constructor(
+    readonly id: number,
+    readonly force: boolean,
+    private readonly batch: Batch,
+    private readonly index: number,
+  ) {}
+  get done(): Promise<number> {
+    return this.batch.done.then((freed) => freed[this.index]);
+  }
+}
+
+/**
+ * Spills small values in batches: the values the pump picks in one turn are encoded into
+ * one shared buffer (at most BATCH_BYTES, so the turn budget holds) and handed to the tier
+ * in one `writeMany` call. Each value keeps its own fate: a value the tier fails, or that
+ * was deleted or overwritten meanwhile, ends exactly as a single write would (kept in
+ * memory and reported, or its copy orphaned); values stay readable from memory throughout.
+ */
+export class BatchWriter {
+  readonly #enabled: boolean;
+  /** A batch closes at this many bytes: small next to the first tier, so it fits where single values would. */
+  readonly #closeAt: number;
+  #open: Batch | undefined;
+  #inFlight = 0;
+
+  constructor(private readonly host: BatchHost) {
+    const first = host.state.opts.tiers[0];
+    this.#enabled = first.writeMany !== undefined;
+    this.#closeAt = Math.min(BATCH_BYTES, (first.capacity * DEMOTE_AT) / 4);
+  }
+
+  /** True for values this writer takes: small ones, when the first tier writes batches. */
+  accepts(entry: Entry): boolean {
+    return this.#enabled && entry.size <= BATCH_VALUE_BYTES;
+  }
+
+  /** No new batch can start now (the open one, if any, still takes values). */
+  get full(): boolean {
+    return this.#open === undefined && this.#inFlight >= BATCHES_IN_FLIGHT;
+  }
+
+  /** Adds an entry to the open batch (opening one if needed) and returns its write job. */
+  add(entry: Entry, id: number, force: boolean): WriteJob {
+    let batch = this.#open;
+    if (batch === undefined) {
+      batch = this.#open = new Batch();
+      this.#inFlight++;
+      const done = this.#run(batch);
+      batch.done = done;
+      this.host.track(done);
+    }
+    const job = new BatchJob(id, force, batch, batch.entries.length);
+    batch.entries.push(entry);
+    batch.jobs.push(job);
+    batch.bytes += entry.size;
+    if (batch.bytes >= this.#closeAt || batch.entries.length >= BATCH_VALUES) this.#open = undefined;
+    return job;
+  }
+
+  async #run(batch: Batch): Promise<number[]> {
+    try {
+      // Values picked until the end of this loop iteration join the batch, unless it fills first.
+      await null;
+      if (this.#open === batch) await new Promise<void>((resolve) => setImmediate(resolve));
+      if (this.#open === batch) this.#open = undefined;
+      return await this.#write(batch);
+    } finally {
+      this.#inFlight--;
+      this.host.settled();
+    }
+  }
+
+  async #write(batch: Batch): Promise<number[]> {
+    const { host } = this;
+    const { state } = host;
+    const { counters } = state;
+    const { entries, jobs } = batch;
+    const freed = new Array<number>(entries.length).fill(0);
+    const tierName = state.opts.tiers[0].name;
+    const singles: Promise<void>[] = [];
+    const single = (i: number, encoded: Encoded): void => {
+      singles.push(host.single(entries[i], jobs[i], encoded).then((bytes) => void (freed[i] = bytes)));
+    };
+    await turnBudget.spend(Math.min(batch.bytes, BATCH_BYTES));
+    const encodeStart = performance.now();
+    const members: number[] = [];
+    const encodings: Encoded[] = [];
+    let total = 0;
+    for (let i = 0; i < entries.length; i++) {
+      const entry = entries[i];
+      if (entry.removed || jobs[i].cancelled || state.closed) {
+        host.finish(entry, jobs[i], undefined, new ClosedError(), tierName, true);
+        continue;
+      }
+      let encoded: Encoded;
+      try {
+        encoded = encode(entry.value);
+      } catch (err) {
+        host.finish(entry, jobs[i], undefined, err, tierName, true);
+        continue;
+      }
+      // Larger than its size estimate said: written on its own, in slices.
+      if (encoded.byteLength > SMALL_ENCODED_BYTES) single(i, encoded);
+      else {
+        members.push(i);
+        encodings.push(encoded);
+        total += encoded.byteLength;
+      }
+    }
+    // One side buffer for the batch's small pieces; the large frames are views of the
+    // values themselves. The whole batch then goes out in one writev.
+    let sideBytes = 0;
+    for (const encoded of encodings) sideBytes += copiedBytesOf(encoded, SHARE_FROM_BYTES);
+    const side = new Uint8Array(sideBytes);
+    const items: WriteItem[] = [];
+    let offset = 0;
+    for (let k = 0; k < members.length; k++) {
+      const pieces: Uint8Array[] = [];
+      offset = encodedPiecesSync(encodings[k], side, offset, SHARE_FROM_BYTES, pieces);
+      items.push({ id: jobs[members[k]].id, bytes: pieces, byteLength: encodings[k].byteLength });
+    }
+    counters.encodeSeconds += secondsSince(encodeStart);
+    if (items.length > 0) await this.#store(batch, members, encodings, items, total, freed, single);
+    await Promise.all(singles);
+    return freed;
+  }
+
+  /** Finds a tier for the batch, writes it, and ends each value's write with its own result. */
+  async #store(
+    batch: Batch,
+    members: readonly number[],
+    encodings: readonly Encoded[],
+    items: readonly WriteItem[],
+    total: number,
+    freed: number[],
+    single: (i: number, encoded: Encoded) => void,
+  ): Promise<void> {
+    const { host } = this;
+    const { state } = host;
+    const { counters } = state;
+    let t: number;
+    try {
+      t = await host.capAndRoom(batch.entries[members[0]].key, total);
+    } catch {
+      // No room for the batch as a whole (maxSpill, full tiers): each value on its own, so
+      // those that fit still go and the others are reported one by one.
+      members.forEach((i, k) => single(i, encodings[k]));
+      return;
+    }
+    const tier = state.opts.tiers[t];
+    const writeStart = performance.now();
+    let results: WriteResults;
+    try {
+      results = await writeItems(tier, items);
+    } catch (err) {
+      results = items.map(() => ({ status: 'rejected', reason: err }));
+    } finally {
+      state.chain.reserved[t] -= total;
+    }
+    counters.writeSeconds += secondsSince(writeStart);
+    members.forEach((i, k) => {
+      const result = results[k] as PromiseSettledResult<void> | undefined;
+      const entry = batch.entries[i];
+      const job = batch.jobs[i];
+      if (result?.status === 'fulfilled') {
+        counters.diskWrites++;
+        counters.spilledBytes += items[k].byteLength;
+        freed[i] = host.finish(entry, job, new StoredCopy(t, job.id, items[k].byteLength), undefined, tier.name, true);
+      } else {
+        const failure: unknown = result === undefined ? new Error(`tier "${tier.name}" gave no result for value ${job.id}`) : result.reason;
+        host.finish(entry, job, undefined, failure, tier.name, true);
+      }
+    });
+    host.afterTierWrite(t);
+  }
+}
+
+/** The tier's writeMany, or one write per value (a few dozen at a time) for a tier without it. */
+async function writeItems(tier: Tier, items: readonly WriteItem[]): Promise<WriteResults> {
+  if (tier.writeMany !== undefined) return tier.writeMany(items);
+  const results: WriteResults = new Array(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const k = next++;
+      const { id, bytes, byteLength } = items[k];
+      results[k] = await tier.write(id, oneBatch(bytes), byteLength).then(
+        () => ({ status: 'fulfilled', value: undefined }),
+        (reason: unknown) => ({ status: 'rejected', reason }),
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(FALLBACK_WRITES_IN_FLIGHT, items.length) }, worker));
+  return results;
+}

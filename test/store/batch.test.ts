@@ -1,0 +1,174 @@
+/** Small values spilled in batches (`Tier.writeMany`): success, failures, races, fallbacks. */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { DiskTier, FaultyTier, SlowTier, SpillStore, TierWrapper, TierWriteError, type Tier, type TierUsage } from '../../src/index.js';
+import { checkInvariants } from '../../src/store/spill-store.js';
+import { KiB, MiB, f64, filesUnder, nextTick, openStore, tempDir, waitFor } from '../helpers/store.js';
+
+test('small values spill in batches: few writeMany calls, every value readable, invariants kept', async (t) => {
+  let faulty: FaultyTier | undefined;
+  const { store, disk } = await openStore(t, { memoryLimit: 256 * KiB, wrap: (d) => (faulty = new FaultyTier(d)) });
+  for (let i = 0; i < 600; i++) {
+    store.set(`k${i}`, f64(KiB, i));
+    if (store.paused) await store.whenResumed();
+  }
+  await store.evict();
+  await store.flush();
+  assert.ok(faulty !== undefined && faulty.batches > 0, 'writeMany was used');
+  assert.ok(faulty.batches <= 60, `${faulty.batches} batches for 600 values`);
+  const s = store.stats();
+  assert.equal(s.counters.diskWrites, 600);
+  assert.equal(disk.stats().writes, 600);
+  assert.ok(disk.stats().details.flushes <= faulty.batches, `${disk.stats().details.flushes} flushes`);
+  assert.deepEqual(store[checkInvariants](), []);
+  for (let i = 0; i < 600; i++) assert.deepEqual(await store.get(`k${i}`), f64(KiB, i));
+});
+
+test('a failed batch keeps every value of it in memory, reports each one, and they spill on retry', async (t) => {
+  let fail = true;
+  let faulty: FaultyTier | undefined;
+  const plan = { failBatch: () => (fail ? 'ENOSPC' : undefined) };
+  const { store, dir } = await openStore(t, { memoryLimit: 10 * MiB, retryDelay: 30, wrap: (d) => (faulty = new FaultyTier(d, plan)) });
+  const errors: unknown[] = [];
+  store.on('error', (err) => errors.push(err));
+  const values = Array.from({ length: 50 }, (_, i) => f64(2 * KiB, i));
+  values.forEach((v, i) => store.set(`k${i}`, v));
+  assert.equal(await store.evict(), 0);
+  assert.equal(faulty?.batches, 1);
+  for (let i = 0; i < 50; i++) {
+    assert.equal(store.where(`k${i}`), 'memory');
+    assert.equal(store.peek(`k${i}`), values[i], 'the very same object, still in memory');
+  }
+  assert.equal(errors.length, 50);
+  for (const err of errors) {
+    assert.ok(err instanceof TierWriteError);
+    assert.match(err.message, /ENOSPC/);
+  }
+  assert.equal(store.stats().counters.writeErrors, 50);
+  assert.equal(store.stats().spilling.count, 0);
+  assert.deepEqual(await filesUnder(dir), [], 'a failed batch leaves no file');
+  assert.deepEqual(store[checkInvariants](), []);
+  fail = false;
+  await new Promise((resolve) => setTimeout(resolve, 40));
+  assert.ok((await store.evict()) > 0);
+  for (let i = 0; i < 50; i++) assert.equal(store.where(`k${i}`), 'disk');
+  for (let i = 0; i < 50; i++) assert.deepEqual(await store.get(`k${i}`), f64(2 * KiB, i));
+});
+
+test('a value the tier fails inside a batch stays in memory; the rest of its batch is stored', async (t) => {
+  let faulty: FaultyTier | undefined;
+  const plan = { failWrite: (id: number) => (id % 3 === 0 ? 'EIO' : undefined) };
+  const { store } = await openStore(t, { memoryLimit: 10 * MiB, retryDelay: 60_000, wrap: (d) => (faulty = new FaultyTier(d, plan)) });
+  const errors: unknown[] = [];
+  store.on('error', (err) => errors.push(err));
+  for (let i = 0; i < 30; i++) store.set(`k${i}`, f64(2 * KiB, i));
+  await store.evict();
+  const where = Array.from({ length: 30 }, (_, i) => store.where(`k${i}`));
+  const failed = faulty?.writeFailures ?? 0;
+  assert.ok(failed >= 9, `${failed} failures`);
+  assert.equal(where.filter((w) => w === 'memory').length, failed);
+  assert.equal(where.filter((w) => w === 'disk').length, 30 - failed);
+  assert.equal(errors.length, failed);
+  assert.equal(store.stats().counters.writeErrors, failed);
+  for (let i = 0; i < 30; i++) assert.deepEqual(await store.get(`k${i}`), f64(2 * KiB, i));
+  assert.deepEqual(store[checkInvariants](), []);
+});
+
+test('mixed sizes: small values go in batches, large and underestimated ones on their own', async (t) => {
+  let faulty: FaultyTier | undefined;
+  const { store, disk } = await openStore(t, { memoryLimit: 10 * MiB, wrap: (d) => (faulty = new FaultyTier(d)) });
+  for (let i = 0; i < 20; i++) store.set(`small${i}`, f64(2 * KiB, i));
+  for (let i = 0; i < 3; i++) store.set(`large${i}`, f64(256 * KiB, 100 + i));
+  // Said to be small, encodes to 128 KiB: picked for a batch, then written alone.
+  store.set('liar', f64(128 * KiB, 7), { size: 1000 });
+  store.set('text', 'a string');
+  await store.evict();
+  await store.flush();
+  assert.ok((faulty?.batches ?? 0) >= 1);
+  const keys = [...store.keys()];
+  for (const key of keys) assert.equal(store.where(key), 'disk', key);
+  assert.equal(disk.usage().count, keys.length);
+  for (let i = 0; i < 20; i++) assert.deepEqual(await store.get(`small${i}`), f64(2 * KiB, i));
+  for (let i = 0; i < 3; i++) assert.deepEqual(await store.get(`large${i}`), f64(256 * KiB, 100 + i));
+  assert.deepEqual(await store.get('liar'), f64(128 * KiB, 7));
+  assert.equal(await store.get('text'), 'a string');
+  assert.deepEqual(store[checkInvariants](), []);
+});
+
+test('keys deleted or overwritten while their batch is in flight: no stale value, no copy left behind', async (t) => {
+  const { store, disk } = await openStore(t, { memoryLimit: 10 * MiB, wrap: (d) => new SlowTier(d, 50) });
+  const values = Array.from({ length: 40 }, (_, i) => f64(2 * KiB, i));
+  values.forEach((v, i) => store.set(`k${i}`, v));
+  store.set('early', f64(2 * KiB, 99));
+  const evicting = store.evict();
+  // Deleted before its batch is even encoded.
+  store.delete('early');
+  await nextTick();
+  assert.ok(store.stats().spilling.count > 0, 'the batch is in flight');
+  // Still readable from memory while being written.
+  assert.equal(store.peek('k30'), values[30]);
+  assert.equal(store.where('k30'), 'memory');
+  for (let i = 0; i < 10; i++) store.delete(`k${i}`);
+  for (let i = 10; i < 20; i++) store.set(`k${i}`, `new ${i}`);
+  await evicting;
+  await store.flush();
+  for (let i = 0; i < 10; i++) assert.equal(store.has(`k${i}`), false);
+  assert.equal(store.has('early'), false);
+  for (let i = 10; i < 20; i++) assert.equal(await store.get(`k${i}`), `new ${i}`);
+  for (let i = 20; i < 40; i++) {
+    assert.equal(store.where(`k${i}`), 'disk');
+    assert.deepEqual(await store.get(`k${i}`), f64(2 * KiB, i));
+  }
+  // The copies of deleted and overwritten keys are removed in the background.
+  await waitFor(() => disk.usage().count === 20, 2000, 'orphaned copies deleted');
+  assert.deepEqual(store[checkInvariants](), []);
+});
+
+test('a tier without writeMany gets one write per value (one file each on a per-file disk)', async (t) => {
+  const dir = await tempDir(t);
+  const faulty = new FaultyTier(new DiskTier({ directory: dir, smallValueBytes: 0 }));
+  assert.equal(faulty.writeMany, undefined, 'the wrapper does not invent a writeMany');
+  const store = await SpillStore.open({ memoryLimit: 10 * MiB, monitorInterval: 0, tiers: [faulty] });
+  t.after(() => store.close());
+  for (let i = 0; i < 30; i++) store.set(`k${i}`, f64(2 * KiB, i));
+  await store.evict();
+  assert.equal(faulty.batches, 0);
+  assert.equal((await filesUnder(dir)).length, 30);
+  for (let i = 0; i < 30; i++) assert.deepEqual(await store.get(`k${i}`), f64(2 * KiB, i));
+});
+
+/** A tier that reports itself full: new spills skip it. */
+class FullTier extends TierWrapper {
+  override usage(): TierUsage {
+    return { count: 0, bytes: this.capacity };
+  }
+}
+
+test('a batch that lands on a tier without writeMany is written there one value at a time', async (t) => {
+  const dir = await tempDir(t);
+  const top = new FullTier(new DiskTier({ directory: dir, name: 'top', capacity: MiB }));
+  const bottom = new FaultyTier(new DiskTier({ directory: dir, name: 'bottom', smallValueBytes: 0 }));
+  const tiers: Tier[] = [top, bottom];
+  const store = await SpillStore.open({ memoryLimit: 10 * MiB, monitorInterval: 0, tiers });
+  t.after(() => store.close());
+  for (let i = 0; i < 80; i++) store.set(`k${i}`, f64(2 * KiB, i));
+  await store.evict();
+  await store.flush();
+  assert.equal(bottom.batches, 0);
+  for (let i = 0; i < 80; i++) assert.equal(store.where(`k${i}`), 'bottom');
+  assert.equal(bottom.usage().count, 80);
+  for (let i = 0; i < 80; i++) assert.deepEqual(await store.get(`k${i}`), f64(2 * KiB, i));
+});
+
+test('maxSpill: a batch that does not fit as a whole is written value by value, up to the cap', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 10 * MiB, maxSpill: 40 * KiB });
+  store.on('error', () => undefined);
+  for (let i = 0; i < 30; i++) store.set(`k${i}`, f64(2 * KiB, i));
+  await store.evict();
+  await store.flush();
+  const onDisk = [...store.keys()].filter((k) => store.where(k) === 'disk').length;
+  assert.ok(onDisk >= 15 && onDisk < 30, `${onDisk} values on disk`);
+  assert.ok(store.stats().disk.bytes <= 40 * KiB);
+  assert.ok(store.stats().counters.spillCapRejections > 0);
+  for (let i = 0; i < 30; i++) assert.deepEqual(await store.get(`k${i}`), f64(2 * KiB, i));
+});

@@ -6,7 +6,9 @@ import {
   chunkAt,
   clampRange,
   compressAhead,
+  compressChunk,
   decompressChunk,
+  lengthError,
   pushChunk,
   rechunk,
   streamOf,
@@ -14,7 +16,7 @@ import {
   type StoredChunk,
 } from './chunks.js';
 import { TierCounters } from './stats.js';
-import type { ByteRange, Tier, TierStats, TierUsage, WriteSource } from './tier.js';
+import type { ByteRange, Tier, TierStats, TierUsage, WriteItem, WriteResults, WriteSource } from './tier.js';
 import { WriteTracker, checkId, checkPositive } from './validate.js';
 
 export interface CompressedMemoryTierOptions {
@@ -26,6 +28,9 @@ export interface CompressedMemoryTierOptions {
   /** `auto` (default) probes each chunk and skips incompressible ones; `lz4` always tries. */
   compression?: 'auto' | 'lz4';
 }
+
+/** Compressing a batch gives the event loop a turn after this many milliseconds. */
+const SLICE_MS = 2;
 
 interface Held {
   size: number;
@@ -87,17 +92,72 @@ export class CompressedMemoryTier implements Tier {
       }
       if (this.closed) throw new ClosedError(`tier "${this.name}"`);
       if (job.cancelled) throw new TierWriteCancelledError(this.name, id);
-      this.counters.recordChunks(held.table);
-      this.values.set(id, held);
-      this.stored += held.stored;
-      this.logical += byteLength;
-      this.counters.recordWrite(elapsed(), byteLength, held.stored);
+      this.keep(id, held, elapsed());
     } catch (err) {
       this.counters.recordFailedWrite(elapsed());
       throw err;
     } finally {
       this.writes.end(id);
     }
+  }
+
+  /**
+   * Many small values: each is copied and compressed chunk by chunk like a `write`, with
+   * no generator per value, and fails alone. Every item is registered before the first
+   * await, so a delete right after the call cancels it.
+   */
+  async writeMany(items: readonly WriteItem[]): Promise<WriteResults> {
+    if (this.closed) throw new ClosedError(`tier "${this.name}"`);
+    const results: WriteResults = new Array(items.length);
+    const started: { index: number; job: { readonly cancelled: boolean } }[] = [];
+    for (const [index, { id, bytes, byteLength }] of items.entries()) {
+      try {
+        checkId(id, byteLength);
+        if (this.values.has(id)) throw new TierDuplicateIdError(this.name, id, 'already holds or is writing');
+        let total = 0;
+        for (const piece of bytes) total += piece.byteLength;
+        if (total !== byteLength) throw lengthError(total, byteLength);
+        started.push({ index, job: this.writes.begin(this.name, id) });
+      } catch (err) {
+        this.counters.recordFailedWrite(0);
+        results[index] = { status: 'rejected', reason: err };
+      }
+    }
+    let sliceStart = performance.now();
+    for (const { index, job } of started) {
+      const { id, bytes, byteLength } = items[index];
+      const elapsed = TierCounters.timer();
+      try {
+        if (performance.now() - sliceStart > SLICE_MS) {
+          await yieldToLoop();
+          sliceStart = performance.now();
+        }
+        // A copy of our own: the pieces are only lent until this call settles.
+        const raw = Buffer.allocUnsafeSlow(byteLength);
+        let at = 0;
+        for (const piece of bytes) {
+          raw.set(piece, at);
+          at += piece.byteLength;
+        }
+        const held: Held = { size: byteLength, stored: 0, table: [], parts: [] };
+        for (let offset = 0; offset < byteLength; offset += this.chunkBytes) {
+          const chunk = await compressChunk(raw.subarray(offset, offset + this.chunkBytes), this.mode);
+          pushChunk(held.table, Math.min(this.chunkBytes, byteLength - offset), chunk.bytes.byteLength, chunk.compressed);
+          held.parts.push(chunk.bytes);
+          held.stored += chunk.bytes.byteLength;
+        }
+        if (this.closed) throw new ClosedError(`tier "${this.name}"`);
+        if (job.cancelled) throw new TierWriteCancelledError(this.name, id);
+        this.keep(id, held, elapsed());
+        results[index] = { status: 'fulfilled', value: undefined };
+      } catch (err) {
+        this.counters.recordFailedWrite(elapsed());
+        results[index] = { status: 'rejected', reason: err };
+      } finally {
+        this.writes.end(id);
+      }
+    }
+    return results;
   }
 
   async read(id: number, onChunk?: (chunk: Uint8Array) => void): Promise<Uint8Array> {
@@ -166,6 +226,14 @@ export class CompressedMemoryTier implements Tier {
     this.values.clear();
     this.stored = 0;
     this.logical = 0;
+  }
+
+  private keep(id: number, held: Held, seconds: number): void {
+    this.counters.recordChunks(held.table);
+    this.values.set(id, held);
+    this.stored += held.stored;
+    this.logical += held.size;
+    this.counters.recordWrite(seconds, held.size, held.stored);
   }
 
   private get(id: number): Held {

@@ -1,7 +1,7 @@
 /** Small values spilled in batches (`Tier.writeMany`): success, failures, races, fallbacks. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DiskTier, FaultyTier, SlowTier, SpillStore, TierWrapper, TierWriteError, type Tier, type TierUsage } from '../../src/index.js';
+import { CompressedMemoryTier, DiskTier, FaultyTier, SlowTier, SpillStore, TierWrapper, TierWriteError, type Tier, type TierUsage } from '../../src/index.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
 import { KiB, MiB, f64, filesUnder, nextTick, openStore, tempDir, waitFor } from '../helpers/store.js';
 
@@ -197,4 +197,24 @@ test('encoding a batch of small objects gives the event loop a turn every few mi
   // Encoded in one go, the batch held the loop for 100-140 ms here; in slices, 5-30 ms (GC included).
   assert.ok(longest < Math.max(40, elapsed / 3), `the loop waited ${longest.toFixed(1)} ms for a turn, over ${elapsed.toFixed(0)} ms of spilling`);
   assert.deepEqual(await store.get('k1000'), record(1000));
+});
+
+test('a chain whose first tier is compressed memory: batches land there and older values move down', async (t) => {
+  const dir = await tempDir(t);
+  const lz4 = new FaultyTier(new CompressedMemoryTier({ name: 'lz4', capacity: 256 * KiB }));
+  const store = await SpillStore.open({ memoryLimit: 128 * KiB, monitorInterval: 0, tiers: [lz4, new DiskTier({ directory: dir })] });
+  t.after(() => store.close());
+  for (let i = 0; i < 400; i++) {
+    store.set(`k${i}`, f64(2 * KiB, i));
+    if (store.paused) await store.whenResumed();
+  }
+  await store.evict();
+  await store.flush();
+  assert.ok(lz4.batches > 0, 'the compressed tier took batches');
+  const where = Array.from({ length: 400 }, (_, i) => store.where(`k${i}`));
+  assert.ok(where.includes('lz4') && where.includes('disk'), 'values in both tiers');
+  assert.ok(lz4.usage().bytes <= 256 * KiB);
+  assert.ok((store.stats().tiers.find((s) => s.name === 'lz4')?.demotions ?? 0) > 0);
+  assert.deepEqual(store[checkInvariants](), []);
+  for (let i = 0; i < 400; i++) assert.deepEqual(await store.get(`k${i}`), f64(2 * KiB, i));
 });

@@ -1,5 +1,6 @@
-import { dependencies, type FunctionRef, type Graph } from '../cluster/protocol.js';
+import { BUILTINS_MODULE, dependencies, type FunctionRef, type Graph } from '../cluster/protocol.js';
 import { GraphError, describeKey, errorMessage } from '../errors.js';
+import { builtinFunction, builtinNames } from '../worker/builtins.js';
 
 /**
  * Checks a graph on the client before anything is sent: every task is well formed and
@@ -38,6 +39,9 @@ export async function validateGraph(graph: Graph, wanted: readonly string[], cac
 }
 
 async function checkFunction(fn: FunctionRef): Promise<string | undefined> {
+  if (fn.module === BUILTINS_MODULE) {
+    return builtinFunction(fn) === undefined ? `${BUILTINS_MODULE} has no function "${fn.name}" (it has ${builtinNames().join(', ')})` : undefined;
+  }
   let mod: Record<string, unknown>;
   try {
     mod = (await import(fn.module)) as Record<string, unknown>;

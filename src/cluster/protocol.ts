@@ -28,6 +28,18 @@ export interface TaskSpec {
   args?: unknown[];
 }
 
+/** Module specifier of the built-in functions, which workers run without a thread (docs/graphs.md). */
+export const BUILTINS_MODULE = 'spillway:builtins';
+
+/**
+ * Built-in task functions. `getitem`: `{ fn: builtins.getitem, args: [ref('parts'), 3] }`
+ * is element 3 of the value of `parts` (an array, Map or plain object), taken without
+ * copying the whole value into a thread.
+ */
+export const builtins = {
+  getitem: { module: BUILTINS_MODULE, name: 'getitem' },
+} as const satisfies Record<string, FunctionRef>;
+
 /** A graph maps keys to tasks. */
 export type Graph = Record<string, TaskSpec>;
 

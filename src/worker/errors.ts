@@ -20,3 +20,12 @@ export class TaskFunctionError extends SpillwayError {
     this.fn = fn;
   }
 }
+
+/** A built-in task function (`spillway:builtins`) got arguments it cannot work on. */
+export class BuiltinArgumentError extends SpillwayError {
+  readonly fn: string;
+  constructor(fn: string, message: string) {
+    super('SPW_ERR_BUILTIN_ARGUMENT', `${fn}: ${message}`);
+    this.fn = fn;
+  }
+}

@@ -1,3 +1,3 @@
 export { Worker } from './worker.js';
 export type { WorkerOptions } from './options.js';
-export { TaskFunctionError, TaskImportError } from './errors.js';
+export { BuiltinArgumentError, TaskFunctionError, TaskImportError } from './errors.js';

@@ -8,11 +8,15 @@ import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { SpillwayError } from '../errors.js';
 import { TaskFunctionError, TaskImportError } from './errors.js';
 import type { ThreadRequest, ThreadResponse } from './thread-types.js';
+import { collectGarbage } from './collect.js';
 
 const modules = new Map<string, Promise<Record<string, unknown>>>();
 
 /** Below this an ArrayBuffer is copied, not moved: Node's pooled Buffer slabs (8 KiB) cannot be transferred. */
 const MIN_TRANSFER_BYTES = 64 * 1024;
+
+/** After a task whose inputs held this many binary bytes, the thread collects its garbage (collect.ts). */
+const COLLECT_AFTER_INPUT_BYTES = 1024 * 1024;
 
 /**
  * In development the worker runs under tsx (`node --import tsx`). On Node 20 tsx installs
@@ -50,6 +54,7 @@ function load(specifier: string): Promise<Record<string, unknown>> {
 }
 
 export default async function runTask(request: ThreadRequest): Promise<unknown> {
+  const collect = collectGarbage !== undefined && binaryBytes(request.args) >= COLLECT_AFTER_INPUT_BYTES;
   let started = performance.now();
   try {
     const mod = await load(request.module);
@@ -73,6 +78,9 @@ export default async function runTask(request: ThreadRequest): Promise<unknown> 
   } catch (err) {
     const response: ThreadResponse = { ok: false, error: errorInfo(err), seconds: (performance.now() - started) / 1000 };
     return response;
+  } finally {
+    // The copies of the inputs die with the task: collect them once the answer is posted.
+    if (collect && collectGarbage !== undefined) setImmediate(collectGarbage);
   }
 }
 
@@ -85,17 +93,29 @@ function errorInfo(err: unknown): { name: string; message: string; stack?: strin
   return { name: 'Error', message: `a non-Error was thrown: ${String(err)}` };
 }
 
-/** ArrayBuffers (not shared ones) reachable through arrays, plain objects, Maps and Sets. */
+/** ArrayBuffers (not shared ones: those are not transferred) reachable through arrays, plain objects, Maps and Sets. */
 function collectTransfers(value: unknown): ArrayBuffer[] {
-  const found = new Set<ArrayBuffer>();
+  return [...buffersIn(value, MIN_TRANSFER_BYTES, false)].filter((b): b is ArrayBuffer => b instanceof ArrayBuffer);
+}
+
+/** Binary bytes of the inputs, shared ones included (this thread's references keep those alive too). */
+function binaryBytes(value: unknown): number {
+  let total = 0;
+  for (const buffer of buffersIn(value, 0, true)) total += buffer.byteLength;
+  return total;
+}
+
+function buffersIn(value: unknown, minBytes: number, shared: boolean): Set<ArrayBuffer | SharedArrayBuffer> {
+  const found = new Set<ArrayBuffer | SharedArrayBuffer>();
+  const wanted = (b: ArrayBufferLike): boolean => (b instanceof ArrayBuffer || (shared && b instanceof SharedArrayBuffer)) && b.byteLength >= minBytes;
   const seen = new Set<object>();
   const visit = (v: unknown): void => {
     if (typeof v !== 'object' || v === null || seen.has(v)) return;
     seen.add(v);
     if (ArrayBuffer.isView(v)) {
-      if (v.buffer instanceof ArrayBuffer && v.buffer.byteLength >= MIN_TRANSFER_BYTES) found.add(v.buffer);
-    } else if (v instanceof ArrayBuffer) {
-      if (v.byteLength >= MIN_TRANSFER_BYTES) found.add(v);
+      if (wanted(v.buffer)) found.add(v.buffer);
+    } else if (v instanceof ArrayBuffer || v instanceof SharedArrayBuffer) {
+      if (wanted(v)) found.add(v);
     } else if (Array.isArray(v) || v instanceof Set) {
       for (const item of v) visit(item);
     } else if (v instanceof Map) {
@@ -108,5 +128,5 @@ function collectTransfers(value: unknown): ArrayBuffer[] {
     }
   };
   visit(value);
-  return [...found];
+  return found;
 }

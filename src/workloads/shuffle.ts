@@ -8,7 +8,7 @@
  * The task functions are exported from this module, which every worker imports.
  */
 import type { Graph } from '../cluster/protocol.js';
-import { ref } from '../cluster/protocol.js';
+import { builtins, ref } from '../cluster/protocol.js';
 import { allocFloat64, elementsPerPartition, mix32, nextState, partitionSeed, type GraphOptions, type GraphPlan, type Verification, yieldToLoop } from './common.js';
 
 const MODULE = import.meta.url;
@@ -57,15 +57,6 @@ export function split(data: Float64Array, parts: number): Float64Array[] {
     pieces[b][fill[b]++] = data[i];
   }
   return pieces;
-}
-
-/** Piece `j` of a split partition, as a value of its own (never a view into the whole). */
-export function pick(pieces: Float64Array[], j: number): Float64Array {
-  const piece = pieces[j];
-  if (piece.byteOffset === 0 && piece.byteLength === piece.buffer.byteLength) return piece;
-  const copy = allocFloat64(piece.length);
-  copy.set(piece);
-  return copy;
 }
 
 /** Output partition: piece j of every input, one after the other. */
@@ -119,7 +110,8 @@ export function shuffleGraph(options: ShuffleOptions): ShufflePlan {
   for (let i = 0; i < P; i++) {
     graph[`input-${i}`] = { fn: fn('generate'), args: [seed, i, count] };
     graph[`split-${i}`] = { fn: fn('split'), args: [ref(`input-${i}`), P] };
-    for (let j = 0; j < P; j++) graph[`piece-${i}-${j}`] = { fn: fn('pick'), args: [ref(`split-${i}`), j] };
+    // Built-in getitem: runs on the worker's loop, so the split is not copied into a thread once per piece.
+    for (let j = 0; j < P; j++) graph[`piece-${i}-${j}`] = { fn: builtins.getitem, args: [ref(`split-${i}`), j] };
     graph[`counts-${i}`] = { fn: fn('countPieces'), args: [Array.from({ length: P }, (_, j) => ref(`piece-${i}-${j}`))] };
   }
   // Wanted first, so the scheduler's depth-first order runs every piece of split i right

@@ -42,6 +42,7 @@ test('errors and releases on a real cluster', async (t) => {
       ['not a function', { x: { fn: fixture('notAFunction'), args: [] } }, ['x'], /notAFunction/],
       ['unknown module', { x: { fn: { module: 'file:///no/such/module.js', name: 'f' }, args: [] } }, ['x'], /cannot import/],
       ['malformed task', { x: { fn: { module: '', name: 'f' } } }, ['x'], /fn must be/],
+      ['unknown built-in', { x: { fn: { module: 'spillway:builtins', name: 'nope' }, args: [] } }, ['x'], /spillway:builtins has no function "nope"/],
     ];
     for (const [name, graph, wanted, message] of cases) {
       await assert.rejects(client.compute(graph, wanted), (err: unknown) => {

@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { dependencies, substitute, type Graph } from '../../src/cluster/protocol.js';
+import { builtinFunction } from '../../src/worker/builtins.js';
 import { planWorkload } from '../../src/workloads/index.js';
 
 /** Evaluates a graph depth first, as a worker would, importing each function by reference. */
@@ -11,8 +12,8 @@ async function runInProcess(graph: Graph, wanted: string[]): Promise<unknown[]> 
     if (values.has(key)) return values.get(key);
     const spec = graph[key];
     for (const dep of dependencies(spec)) await evaluate(dep);
-    const mod = (await import(spec.fn.module)) as Record<string, (...args: unknown[]) => unknown>;
-    const value = mod[spec.fn.name](...substitute(spec.args ?? [], (k) => values.get(k)));
+    const fn = builtinFunction(spec.fn) ?? ((await import(spec.fn.module)) as Record<string, (...args: unknown[]) => unknown>)[spec.fn.name];
+    const value = fn(...substitute(spec.args ?? [], (k) => values.get(k)));
     values.set(key, value);
     return value;
   };

@@ -1,8 +1,9 @@
 /**
  * `npm run bench -- tiers [--quick]`: the tiers alone, against references measured in the
  * same run (the machine is shared and noisy, so ratios matter more than speeds).
- *   1. 100,000 values of 4 KiB written then read: fused segment files vs one file per
- *      value, and vs the throughput of 32 MiB values (one file each)
+ *   1. 100,000 values of 4 KiB written then read: fused segment files (256 writes at a
+ *      time, and writeMany calls of 1024) vs one file per value, and vs the throughput of
+ *      32 MiB values (one file each)
  *   2. compressible numbers (a rounded random walk): compressed memory, disk lz4 and auto,
  *      vs uncompressed disk: bytes stored and time side by side
  *   3. event-loop delay while the compressed memory tier writes and reads 64 MiB values
@@ -58,14 +59,36 @@ interface Run {
   stored: number;
 }
 
-async function writeRead(tier: Tier, values: Uint8Array[], source: (b: Uint8Array) => WriteSource, concurrency: number, collect = true): Promise<Run> {
+/** Writes value i under id i, `perCall` values per writeMany call, one call at a time (as the store hands batches over). */
+async function writeInBatches(tier: Tier, values: Uint8Array[], perCall: number): Promise<void> {
+  if (tier.writeMany === undefined) throw new Error(`tier ${tier.name} has no writeMany`);
+  for (let from = 0; from < values.length; from += perCall) {
+    const items = values.slice(from, from + perCall).map((bytes, k) => ({ id: from + k, bytes: [bytes], byteLength: bytes.byteLength }));
+    const failed = (await tier.writeMany(items)).find((r) => r.status === 'rejected');
+    if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
+  }
+}
+
+/**
+ * Writes then reads every value, `concurrency` calls at a time; with `perCall`, writes go
+ * through writeMany instead, that many values per call.
+ */
+async function writeRead(
+  tier: Tier,
+  values: Uint8Array[],
+  source: (b: Uint8Array) => WriteSource,
+  concurrency: number,
+  collect = true,
+  perCall?: number,
+): Promise<Run> {
   await tier.open();
   try {
     const total = values.reduce((s, v) => s + v.byteLength, 0);
     // A forced full GC inside an event-loop measurement would be measured too.
     if (collect) gc();
     let t = performance.now();
-    await pool(values.length, concurrency, (i) => tier.write(i, source(values[i]), values[i].byteLength));
+    if (perCall !== undefined) await writeInBatches(tier, values, perCall);
+    else await pool(values.length, concurrency, (i) => tier.write(i, source(values[i]), values[i].byteLength));
     const writeMs = performance.now() - t;
     const stored = tier.usage().bytes;
     t = performance.now();
@@ -150,6 +173,8 @@ export default async function tiers(args: string[]): Promise<void> {
     console.log(line('fused segment files', fused));
     const perFile = await writeRead(new DiskTier({ directory: parent, smallValueBytes: 0 }), smallValues, once, 256);
     console.log(line('one file per value', perFile));
+    const batched = await writeRead(new DiskTier({ directory: parent }), smallValues, once, 256, true, 1024);
+    console.log(line('fused, writeMany of 1024 values', batched));
     const largeCount = quick ? 4 : 12;
     const large = randomWalkBytes(32 * MiB, 3);
     const largeRun = await writeRead(new DiskTier({ directory: parent }), Array.from({ length: largeCount }, () => large), batches, 2);
@@ -157,6 +182,7 @@ export default async function tiers(args: string[]): Promise<void> {
     const fusedVsFile = perFile.writeMs / fused.writeMs;
     const fusedVsLarge = mbps(fused.bytes, fused.writeMs) / mbps(largeRun.bytes, largeRun.writeMs);
     console.log(`   fused vs file per value: write ${fmt(fusedVsFile, 1)}x (target >= 10x), read ${fmt(perFile.readMs / fused.readMs, 1)}x`);
+    console.log(`   fused writeMany vs file per value: write ${fmt(perFile.writeMs / batched.writeMs, 1)}x`);
     console.log(`   fused vs 32 MiB values, write throughput: ${fmt(fusedVsLarge)} (target >= 0.5); read: ${fmt(mbps(fused.bytes, fused.readMs) / mbps(largeRun.bytes, largeRun.readMs))}`);
 
     // 1b. The same through a SpillStore (the issue's measure): spill throughput with a

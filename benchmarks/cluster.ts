@@ -1,22 +1,36 @@
 /**
  * `npm run bench -- cluster [--memory-limit 256MiB] [--factor 4]`: both built-in workloads
  * on a local cluster of 2 worker processes, with data = factor × the cluster's memory.
- * Checks: the result verifies; each worker's peak RSS (kernel high-water mark) against
+ * Workers run from dist/ (built first). Checks: the result verifies; each worker's peak RSS (kernel high-water mark) against
  * its memory limit; each worker's worst event-loop delay (from its heartbeats); for the
  * shuffle, bytes served to peers from disk vs from memory; and the wall time against
  * writing then reading the same bytes once on the same disk (measured in the same run).
  */
+import { execFile } from 'node:child_process';
 import { randomFillSync } from 'node:crypto';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { runLocal, type LocalSummary } from '../src/cli/local.js';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
+import type { LocalSummary } from '../src/cli/local.js';
 import { formatBytes, parseBytes } from '../src/units.js';
 import type { WorkloadName } from '../src/workloads/index.js';
 
 const MiB = 1024 * 1024;
 const WORKERS = 2;
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/**
+ * The cluster runs the built JavaScript, as users run it (the package's exports are
+ * `dist/`): from source every process also carries tsx, ~40 MiB of a worker's RSS.
+ */
+async function builtRunLocal(): Promise<typeof import('../src/cli/local.js').runLocal> {
+  await promisify(execFile)('npm', ['run', 'build', '--silent'], { cwd: ROOT });
+  const built = (await import(pathToFileURL(path.join(ROOT, 'dist', 'cli', 'local.js')).href)) as typeof import('../src/cli/local.js');
+  return built.runLocal;
+}
 
 function flag(args: string[], name: string, fallback: string): string {
   const at = args.indexOf(name);
@@ -91,10 +105,11 @@ export default async function cluster(args: string[]): Promise<void> {
     const ref = await diskReference(dir, size);
     const referenceSeconds = ref.writeSeconds + ref.readSeconds;
     console.log(`reference: write ${formatBytes(size)} in ${ref.writeSeconds.toFixed(1)} s, read it in ${ref.readSeconds.toFixed(1)} s`);
+    const runLocal = await builtRunLocal();
     const table: Row[] = [];
     for (const workload of ['shuffle', 'map-reduce'] as WorkloadName[]) {
       const summary = await runLocal({ workers: WORKERS, memoryLimit, workload, size, nthreads: 1, localDirectory: dir });
-      console.log(`${workload}: ${summary.partitions} partitions, ${summary.tasks.total} tasks, compute ${summary.computeSeconds.toFixed(1)} s, verify ${summary.verifySeconds.toFixed(1)} s`);
+      console.log(`${workload}: ${summary.partitions} partitions (${formatBytes(size / summary.partitions)} each), ${summary.tasks.total} tasks, compute ${summary.computeSeconds.toFixed(1)} s, verify ${summary.verifySeconds.toFixed(1)} s`);
       table.push(...rows(summary, referenceSeconds));
     }
     const width = Math.max(...table.map((r) => r.check.length));

@@ -1,6 +1,7 @@
 import { Piscina } from 'piscina';
 import type { FunctionRef, TaskErrorInfo } from '../cluster/protocol.js';
 import { errorMessage } from '../errors.js';
+import { threadInputs } from './copy-inputs.js';
 import type { ThreadRequest, ThreadResponse } from './thread-types.js';
 
 export type ExecutionResult =
@@ -9,9 +10,9 @@ export type ExecutionResult =
 
 /**
  * Runs task functions on a pool of worker threads so user code never blocks the event
- * loop. Inputs are posted as they are: SharedArrayBuffer-backed values are shared, other
- * binary values are copied by structured clone (measured choice, docs/cluster.md#worker).
- * Results come back moved (transfer list), not copied.
+ * loop. Large binary inputs are copied once and the copies moved to the thread
+ * (copy-inputs.ts; measured choice, docs/cluster.md#worker). Results come back moved
+ * (transfer list), not copied.
  */
 export class Executor {
   readonly #pool: Piscina<ThreadRequest, ThreadResponse>;
@@ -34,7 +35,8 @@ export class Executor {
   async run(fn: FunctionRef, args: unknown[]): Promise<ExecutionResult> {
     const started = performance.now();
     try {
-      const response = await this.#pool.run({ module: fn.module, name: fn.name, args });
+      const inputs = threadInputs(args);
+      const response = await this.#pool.run({ module: fn.module, name: fn.name, args: inputs.args }, { transferList: inputs.transfer });
       if (response.ok) return { ok: true, value: response.value, computeSeconds: response.seconds };
       return { ok: false, error: response.error, computeSeconds: response.seconds };
     } catch (err) {

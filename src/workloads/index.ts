@@ -32,11 +32,15 @@ export function isWorkloadName(name: string): name is WorkloadName {
 }
 
 /**
- * Partitions such that each is at most 1/8 of a worker's memory limit: a task pins its
- * inputs and makes an output of about the same size, and a worker runs a few at once.
+ * Default partitions: each at most 1/16 of a worker's memory limit. A task holds its
+ * inputs, a copy of them in its thread and its output at once, beside a Node process of
+ * ~70 MiB: at 1/16 a 2 GiB shuffle on 2 × 256 MiB stays near the limit, at 1/8 it went
+ * 1.5× over it (docs/benchmarks.md, Cluster).
  */
+export const PARTITIONS_PER_WORKER_MEMORY = 16;
+
 export function defaultPartitions(bytes: number, memoryLimit: number, workers: number): number {
-  return Math.min(256, Math.max(2 * workers, Math.ceil(bytes / (memoryLimit / 8))));
+  return Math.min(256, Math.max(2 * workers, Math.ceil(bytes / (memoryLimit / PARTITIONS_PER_WORKER_MEMORY))));
 }
 
 export function planWorkload(name: WorkloadName, options: WorkloadOptions): WorkloadPlan {

@@ -1,0 +1,87 @@
+/**
+ * How a task's inputs reach its thread. Posted as they are, binary inputs are structured
+ * cloned: V8 serializes every byte into a message buffer that grows by doubling, and the
+ * thread deserializes them into a copy of its own, so a task briefly costs up to 3× its
+ * inputs. Instead each large binary input is copied once into a fresh ArrayBuffer that is
+ * *transferred* (moved) to the thread: one memcpy on the loop, as before, and 1× memory,
+ * which the thread frees when it collects after the task (collect.ts). The store's own
+ * value is never handed over: peers and other tasks may be reading it.
+ */
+
+/** Smaller binary inputs are cloned: Node's pooled Buffer slabs cannot move, and tiny copies cost nothing. */
+export const MOVE_MIN_BYTES = 64 * 1024;
+
+export interface ThreadInputs {
+  args: unknown[];
+  /** Buffers to transfer with the message. */
+  transfer: ArrayBuffer[];
+  /** Bytes copied for the transfer. */
+  copiedBytes: number;
+}
+
+type TypedArrayConstructor = new (length: number) => ArrayBufferView & { set(source: ArrayLike<number> | ArrayLike<bigint>): void };
+
+/**
+ * Copies large typed arrays and ArrayBuffers inside arrays, plain objects and Maps into
+ * buffers to transfer (containers are copied too, the values in them are not touched).
+ */
+export function threadInputs(args: readonly unknown[]): ThreadInputs {
+  const transfer: ArrayBuffer[] = [];
+  let copiedBytes = 0;
+  const seen = new Map<object, unknown>();
+  const visit = (value: unknown): unknown => {
+    if (typeof value !== 'object' || value === null) return value;
+    if (seen.has(value)) return seen.get(value);
+    let out: unknown = value;
+    if (ArrayBuffer.isView(value)) {
+      // SharedArrayBuffer-backed values are shared as they are: no copy at all.
+      if (value.byteLength >= MOVE_MIN_BYTES && !(value.buffer instanceof SharedArrayBuffer)) {
+        const copy = copyView(value);
+        transfer.push(copy.buffer as ArrayBuffer);
+        copiedBytes += value.byteLength;
+        out = copy;
+      }
+    } else if (value instanceof ArrayBuffer) {
+      if (value.byteLength >= MOVE_MIN_BYTES) {
+        const copy = value.slice(0);
+        transfer.push(copy);
+        copiedBytes += value.byteLength;
+        out = copy;
+      }
+    } else if (Array.isArray(value)) {
+      const copy = new Array<unknown>(value.length);
+      seen.set(value, copy); // before the items: a cycle stays a cycle
+      for (let i = 0; i < value.length; i++) copy[i] = visit(value[i]);
+      return copy;
+    } else if (value instanceof Map) {
+      const copy = new Map<unknown, unknown>();
+      seen.set(value, copy);
+      for (const [k, v] of value) copy.set(k, visit(v));
+      return copy;
+    } else if (Object.getPrototypeOf(value) === Object.prototype) {
+      const copy: Record<string, unknown> = {};
+      seen.set(value, copy);
+      for (const [k, v] of Object.entries(value)) copy[k] = visit(v);
+      return copy;
+    }
+    seen.set(value, out);
+    return out;
+  };
+  return { args: args.map(visit), transfer, copiedBytes };
+}
+
+/** A copy with a buffer of its own, of the type a structured clone would make. */
+function copyView(view: ArrayBufferView): ArrayBufferView {
+  const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+  if (view instanceof DataView) {
+    const buffer = new ArrayBuffer(view.byteLength);
+    new Uint8Array(buffer).set(bytes);
+    return new DataView(buffer);
+  }
+  // A Buffer arrives in a thread as a Uint8Array either way.
+  const ctor = (Buffer.isBuffer(view) ? Uint8Array : view.constructor) as TypedArrayConstructor;
+  const bytesPerElement = (view as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT;
+  const copy = new ctor(view.byteLength / bytesPerElement);
+  new Uint8Array(copy.buffer, 0, view.byteLength).set(bytes);
+  return copy;
+}

@@ -65,6 +65,8 @@ class Batch {
 /** The write job of one value in a batch; `done` is only made when someone asks for it. */
 class BatchJob implements WriteJob {
   cancelled = false;
+  /** Handed to the spiller to be written on its own. */
+  alone = false;
   constructor(
     readonly id: number,
     readonly force: boolean,
@@ -77,11 +79,12 @@ class BatchJob implements WriteJob {
 }
 
 /**
- * Spills small values in batches: the values the pump picks in one turn are encoded into
- * one shared buffer (at most BATCH_BYTES, so the turn budget holds) and handed to the tier
- * in one `writeMany` call. Each value keeps its own fate: a value the tier fails, or that
- * was deleted or overwritten meanwhile, ends exactly as a single write would (kept in
- * memory and reported, or its copy orphaned); values stay readable from memory throughout.
+ * Spills small values in batches: the values the pump picks in one loop iteration (at most
+ * BATCH_BYTES, so the turn budget holds) are encoded together, their large frames left in
+ * place and the rest laid out in one side buffer, and handed to the tier in one `writeMany`
+ * call. Each value keeps its own fate: a value the tier fails, or that was deleted or
+ * overwritten meanwhile, ends exactly as a single write would (kept in memory and reported,
+ * or its copy orphaned); values stay readable from memory throughout.
  */
 export class BatchWriter {
   readonly #enabled: boolean;
@@ -131,6 +134,14 @@ export class BatchWriter {
       if (this.#open === batch) await new Promise<void>((resolve) => setImmediate(resolve));
       if (this.#open === batch) this.#open = undefined;
       return await this.#write(batch);
+    } catch (err) {
+      // A bug, not a tier failure (those are per value): values still marked as being
+      // written in this batch must not stay stuck, so they end as failed writes.
+      const tierName = this.host.state.opts.tiers[0].name;
+      batch.entries.forEach((entry, i) => {
+        if (entry.write === batch.jobs[i] && !batch.jobs[i].alone) this.host.finish(entry, batch.jobs[i], undefined, err, tierName, true);
+      });
+      return batch.entries.map(() => 0);
     } finally {
       this.#inFlight--;
       this.host.settled();
@@ -146,6 +157,7 @@ export class BatchWriter {
     const tierName = state.opts.tiers[0].name;
     const singles: Promise<void>[] = [];
     const single = (i: number, encoded: Encoded): void => {
+      jobs[i].alone = true;
       singles.push(host.single(entries[i], jobs[i], encoded).then((bytes) => void (freed[i] = bytes)));
     };
     await turnBudget.spend(Math.min(batch.bytes, BATCH_BYTES));
@@ -233,7 +245,8 @@ export class BatchWriter {
     for (let k = 0; k < members.length; k++) {
       if (slicer.due()) await slicer.turn();
       const i = members[k];
-      const result = results[k] as PromiseSettledResult<void> | undefined;
+      // A third-party tier may answer with too few results, or none: those values failed.
+      const result = Array.isArray(results) ? (results[k] as PromiseSettledResult<void> | undefined) : undefined;
       const entry = batch.entries[i];
       const job = batch.jobs[i];
       if (result?.status === 'fulfilled') {

@@ -1,7 +1,7 @@
 /** Small values spilled in batches (`Tier.writeMany`): success, failures, races, fallbacks. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { CompressedMemoryTier, DiskTier, FaultyTier, SlowTier, SpillStore, TierWrapper, TierWriteError, type Tier, type TierUsage } from '../../src/index.js';
+import { CompressedMemoryTier, DiskTier, FaultyTier, SlowTier, SpillStore, TierWrapper, TierWriteError, type Tier, type TierUsage, type WriteItem, type WriteResults } from '../../src/index.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
 import { KiB, MiB, f64, filesUnder, nextTick, openStore, tempDir, waitFor } from '../helpers/store.js';
 
@@ -217,4 +217,27 @@ test('a chain whose first tier is compressed memory: batches land there and olde
   assert.ok((store.stats().tiers.find((s) => s.name === 'lz4')?.demotions ?? 0) > 0);
   assert.deepEqual(store[checkInvariants](), []);
   for (let i = 0; i < 400; i++) assert.deepEqual(await store.get(`k${i}`), f64(2 * KiB, i));
+});
+
+/** A tier whose writeMany stores everything but reports only the first result. */
+class ForgetfulTier extends TierWrapper {
+  protected override async writeBatch(items: readonly WriteItem[]): Promise<WriteResults> {
+    return (await super.writeBatch(items)).slice(0, 1);
+  }
+}
+
+test('a tier that answers a batch with too few results: the values without one stay in memory, nothing is stuck', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 10 * MiB, retryDelay: 60_000, wrap: (d) => new ForgetfulTier(d) });
+  const errors: unknown[] = [];
+  store.on('error', (err) => errors.push(err));
+  for (let i = 0; i < 10; i++) store.set(`k${i}`, f64(2 * KiB, i));
+  await store.evict();
+  await store.flush();
+  const where = Array.from({ length: 10 }, (_, i) => store.where(`k${i}`));
+  assert.equal(where.filter((w) => w === 'disk').length, 1);
+  assert.equal(errors.length, 9);
+  assert.match(String(errors[0]), /no result/);
+  assert.equal(store.stats().spilling.count, 0);
+  assert.deepEqual(store[checkInvariants](), []);
+  for (let i = 0; i < 10; i++) assert.deepEqual(await store.get(`k${i}`), f64(2 * KiB, i));
 });

@@ -3,9 +3,9 @@
  *
  * 1. Per-task overhead of the executor (piscina threads) and of a whole Worker
  *    (compute-task → thread → store.set → task-finished over a real control channel).
- * 2. Passing a `--mib` Float64Array input to a thread: copied by structured clone
- *    (ArrayBuffer-backed), shared (SharedArrayBuffer-backed), or copied into a fresh
- *    SharedArrayBuffer per task. Reports the wall time per task and the main thread's
+ * 2. Passing a `--mib` Float64Array input to a thread: copied once and moved (what the
+ *    executor does), copied by structured clone (posted as it is), shared
+ *    (SharedArrayBuffer-backed), or copied into a fresh SharedArrayBuffer per task. Reports the wall time per task and the main thread's
  *    share (what the event loop pays), with an empty task as the reference.
  * 3. A result of the same size coming back (moved by the transfer list).
  * This module is also the task module the threads import (only definitions at top level).
@@ -114,7 +114,9 @@ export default async function main(args: string[]): Promise<void> {
     const empty = await measure(executor, reps, 'noop', () => []);
     const plain = new Float64Array(length).fill(1);
     const shared = new Float64Array(new SharedArrayBuffer(length * 8)).fill(1);
-    const cloned = await measure(executor, reps, 'first', () => [plain]);
+    const moved = await measure(executor, reps, 'first', () => [plain]);
+    const cloning = new Executor(1, { moveInputs: false });
+    const cloned = await measure(cloning, reps, 'first', () => [plain]).finally(() => cloning.close());
     const sharedFig = await measure(executor, reps, 'first', () => [shared]);
     const copyToShared = await measure(executor, reps, 'first', () => {
       const copy = new Float64Array(new SharedArrayBuffer(length * 8));
@@ -125,6 +127,7 @@ export default async function main(args: string[]): Promise<void> {
     const roundTrip = await workerRoundTrip(reps);
     console.log(`worker benchmark: ${reps} sequential tasks each, ${mib} MiB Float64Array, 1 thread, node ${process.version}`);
     console.log(row('empty task (executor overhead)', empty));
+    console.log(row(`input ${mib} MiB ArrayBuffer: copied, moved`, moved, empty));
     console.log(row(`input ${mib} MiB ArrayBuffer: structured clone`, cloned, empty));
     console.log(row(`input ${mib} MiB SharedArrayBuffer: shared`, sharedFig, empty));
     console.log(row(`input ${mib} MiB copied into a new SAB per task`, copyToShared, empty));

@@ -18,8 +18,12 @@ export class Executor {
   readonly #pool: Piscina<ThreadRequest, ThreadResponse>;
   readonly nthreads: number;
 
-  constructor(nthreads: number) {
+  readonly #moveInputs: boolean;
+
+  /** `moveInputs: false` posts inputs as they are (structured clone); for measurements. */
+  constructor(nthreads: number, options: { moveInputs?: boolean } = {}) {
     this.nthreads = nthreads;
+    this.#moveInputs = options.moveInputs ?? true;
     // Under tsx (development) this file is .ts and so is the thread; compiled, both are .js.
     // Threads inherit process.execArgv, so `--import tsx` reaches them and .ts task modules load.
     const thread = new URL(import.meta.url.endsWith('.ts') ? './thread.ts' : './thread.js', import.meta.url);
@@ -35,7 +39,7 @@ export class Executor {
   async run(fn: FunctionRef, args: unknown[]): Promise<ExecutionResult> {
     const started = performance.now();
     try {
-      const inputs = threadInputs(args);
+      const inputs = this.#moveInputs ? threadInputs(args) : { args, transfer: [] };
       const response = await this.#pool.run({ module: fn.module, name: fn.name, args: inputs.args }, { transferList: inputs.transfer });
       if (response.ok) return { ok: true, value: response.value, computeSeconds: response.seconds };
       return { ok: false, error: response.error, computeSeconds: response.seconds };

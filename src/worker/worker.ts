@@ -22,7 +22,6 @@ import type { Lease } from '../store/lease.js';
 import { DataClient } from '../transfer/client.js';
 import { DataServer } from '../transfer/server.js';
 import { builtinFunction } from './builtins.js';
-import { GarbageCollector } from './collect.js';
 import { type ExecutionResult, Executor } from './executor.js';
 import { Fetcher } from './fetcher.js';
 import { Heartbeat } from './heartbeat.js';
@@ -49,7 +48,6 @@ export class Worker extends EventEmitter {
   readonly #executor: Executor;
   readonly #fetcher: Fetcher;
   readonly #heartbeat: Heartbeat;
-  readonly #collector: GarbageCollector;
   readonly #queue = new TaskQueue();
   readonly #running = new Map<string, QueuedTask>();
   readonly #prefetching = new Set<string>();
@@ -88,9 +86,6 @@ export class Worker extends EventEmitter {
       options.heartbeatIntervalMs ?? parts.registration.heartbeatIntervalMs,
       (beat) => channel.notify(Methods.heartbeat, beat),
     );
-    // Dead values the store dropped are RSS until V8 collects them: do not wait for its
-    // heap-sized heuristics (collect.ts).
-    this.#collector = new GarbageCollector([{ garbageBytes: () => store.stats().detached.bytes }], Math.max(8 * 1024 * 1024, options.memoryLimit / 16));
     store.on('resume', () => this.#pump());
     // Spill and read failures lose no data (the store keeps the value); they must not crash the worker.
     store.on('error', () => undefined);
@@ -347,7 +342,6 @@ export class Worker extends EventEmitter {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       this.#heartbeat.stop();
-      this.#collector.stop();
       this.channel.close();
       await this.#executor.close().catch(() => undefined);
       await this.server.close();

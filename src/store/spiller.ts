@@ -155,8 +155,14 @@ export class Spiller {
     this.state.lru.unlink(entry);
     acct.add(entry);
     if (batched) return job;
-    job.done = this.#slotsFor(entry).run(() => this.#write(entry, job)).finally(() => this.pump());
-    this.#track(job.done);
+    const done = this.#slotsFor(entry)
+      .run(() => this.#write(entry, job))
+      .finally(() => {
+        this.#writes.delete(done);
+        this.pump();
+      });
+    job.done = done;
+    this.#writes.add(done);
     return job;
   }
 

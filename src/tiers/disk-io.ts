@@ -114,10 +114,6 @@ export async function writeValueFile(
   const handle = await fsp.open(file, 'wx');
   let position = 0;
   const table: StoredChunk[] = [];
-  const check = (): void => {
-    const err = abandoned();
-    if (err !== undefined) throw err;
-  };
   try {
     if (compression === 'none') {
       let inflight: Promise<void> | undefined;
@@ -125,7 +121,7 @@ export async function writeValueFile(
       for await (const batch of source) {
         // The producer hashed this batch while the previous one was being written.
         if (inflight !== undefined) await inflight;
-        check();
+        throwIf(abandoned());
         for (const piece of batch) total += piece.byteLength;
         if (total > byteLength) throw lengthError(total, byteLength);
         inflight = writeFully(handle, batch, position);
@@ -136,18 +132,22 @@ export async function writeValueFile(
       if (total !== byteLength) throw lengthError(total, byteLength);
     } else {
       for await (const chunk of compressAhead(rechunk(source, byteLength, chunkBytes), compression)) {
-        check();
+        throwIf(abandoned());
         await writeFully(handle, [chunk.bytes], position);
         pushChunk(table, chunk.raw.byteLength, chunk.bytes.byteLength, chunk.compressed);
         position += chunk.bytes.byteLength;
       }
     }
     await handle.close();
-    check();
+    throwIf(abandoned());
   } catch (err) {
     await handle.close().catch(() => undefined);
     await fsp.unlink(file).catch(() => undefined);
     throw err;
   }
   return { stored: position, table };
+}
+
+function throwIf(err: SpillwayError | undefined): void {
+  if (err !== undefined) throw err;
 }

@@ -363,8 +363,7 @@ export class DiskTier implements Tier {
   private async writeFile(id: number, source: WriteSource, byteLength: number, job: { readonly cancelled: boolean }): Promise<Written> {
     const dirs = this.owned();
     const file = path.join(dirs[this.nextDir++ % dirs.length], `${id}.spw`);
-    const abandoned = (): SpillwayError | undefined => this.abandoned(id, job);
-    const { stored, table } = await writeValueFile(file, source, byteLength, this.compression, this.chunkBytes, abandoned);
+    const { stored, table } = await writeValueFile(file, source, byteLength, this.compression, this.chunkBytes, () => this.abandoned(id, job));
     return { entry: { size: byteLength, stored, table: compressedOnly(table), file }, chunks: table };
   }
 

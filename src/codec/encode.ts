@@ -131,28 +131,8 @@ export function encodedBytesSync(encoded: Encoded): Buffer {
  * shares one). Same limit of SMALL_ENCODED_BYTES; `out` must have room.
  */
 export function writeEncodedSync(encoded: Encoded, out: Uint8Array, offset: number): number {
-  const length = encoded.byteLength;
-  if (length > SMALL_ENCODED_BYTES) throw new RangeError(`writeEncodedSync is for values up to ${SMALL_ENCODED_BYTES} bytes`);
-  if (!Number.isSafeInteger(offset) || offset < 0 || offset + length > out.byteLength) {
-    throw new RangeError(`no room for ${length} bytes at ${offset} in a buffer of ${out.byteLength}`);
-  }
-  let at = offset;
-  out.set(encoded.prefix, at);
-  at += encoded.prefix.byteLength;
-  for (const frame of encoded.frames) {
-    out.set(frame, at);
-    at += frame.byteLength;
-    const pad = (8 - (frame.byteLength % 8)) % 8;
-    if (pad > 0) out.fill(0, at, at + pad);
-    at += pad;
-  }
-  const crc = crc32c(out.subarray(offset, at)) >>> 0;
-  out[at] = crc & 0xff;
-  out[at + 1] = (crc >>> 8) & 0xff;
-  out[at + 2] = (crc >>> 16) & 0xff;
-  out[at + 3] = crc >>> 24;
-  out.fill(0, at + 4, at + TRAILER_BYTES);
-  return length;
+  // Every frame copied (none shared): the layout and checksum are encodedPiecesSync's.
+  return encodedPiecesSync(encoded, out, offset, Infinity, []) - offset;
 }
 
 /** Bytes of `encoded` that `encodedPiecesSync` copies: all but frames of at least `shareFrom` bytes. */

@@ -1,5 +1,6 @@
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { InvalidArgumentError } from '../errors.js';
+import { yieldToLoop } from '../loop.js';
 import { SpillStore } from '../store/spill-store.js';
 
 /** What the demo does; sizes in bytes. */
@@ -55,7 +56,6 @@ const RESOLUTION_MS = 10;
 /** Bytes generated or checked per synchronous step: a few ms of work, then yield. */
 const STEP_BYTES = 1024 * 1024;
 
-const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** A nonzero 32-bit seed for one key (an integer hash of the key index and the run seed). */
 function keySeed(seed: number, index: number): number {

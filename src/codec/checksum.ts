@@ -4,6 +4,8 @@
  * made hashing, not the disk, the limit on spill throughput. Where no native binding
  * loads, a table-driven fallback computes the same values, so the format never changes.
  */
+import { yieldToLoop } from '../loop.js';
+
 type Crc32cFn = (data: Uint8Array, initial?: number) => number;
 
 /** Bytes hashed per synchronous step when a caller wants to yield in between. */
@@ -53,7 +55,6 @@ export class Crc32c {
   }
 }
 
-const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** CRC-32C of `bytes`, yielding to the event loop between slices so a huge value never stalls it. */
 export async function crc32cChunked(bytes: Uint8Array, sliceBytes = CHECKSUM_SLICE_BYTES): Promise<number> {

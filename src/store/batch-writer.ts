@@ -1,3 +1,4 @@
+import { Slicer, yieldToLoop } from '../loop.js';
 import { copiedBytesOf, encode, encodedPiecesSync, SMALL_ENCODED_BYTES, type Encoded } from '../codec/index.js';
 import { ClosedError } from '../errors.js';
 import type { Tier, WriteItem, WriteResults } from '../tiers/tier.js';
@@ -131,7 +132,7 @@ export class BatchWriter {
     try {
       // Values picked until the end of this loop iteration join the batch, unless it fills first.
       await null;
-      if (this.#open === batch) await new Promise<void>((resolve) => setImmediate(resolve));
+      if (this.#open === batch) await yieldToLoop();
       if (this.#open === batch) this.#open = undefined;
       return await this.#write(batch);
     } catch (err) {
@@ -163,7 +164,7 @@ export class BatchWriter {
     await turnBudget.spend(Math.min(batch.bytes, BATCH_BYTES));
     // Small objects can take far longer to encode than their bytes suggest (msgpack: 4 MiB
     // of estimated size took 13 ms, 40 cold): the loop gets a turn every few milliseconds.
-    const slicer = new Slicer();
+    const slicer = new Slicer(SLICE_MS);
     const members: number[] = [];
     const encodings: Encoded[] = [];
     let total = 0;
@@ -241,7 +242,7 @@ export class BatchWriter {
       state.chain.reserved[t] -= total;
     }
     counters.writeSeconds += secondsSince(writeStart);
-    const slicer = new Slicer();
+    const slicer = new Slicer(SLICE_MS);
     for (let k = 0; k < members.length; k++) {
       if (slicer.due()) await slicer.turn();
       const i = members[k];
@@ -259,24 +260,6 @@ export class BatchWriter {
       }
     }
     host.afterTierWrite(t);
-  }
-}
-
-/** Cuts a long synchronous loop into stretches of SLICE_MS, with a loop turn in between. */
-class Slicer {
-  #start = performance.now();
-  #busy = 0;
-  due(): boolean {
-    return performance.now() - this.#start > SLICE_MS;
-  }
-  async turn(): Promise<void> {
-    this.#busy += performance.now() - this.#start;
-    await new Promise<void>((resolve) => setImmediate(resolve));
-    this.#start = performance.now();
-  }
-  /** Time spent working so far, turns excluded. */
-  busySeconds(): number {
-    return (this.#busy + performance.now() - this.#start) / 1000;
   }
 }
 

@@ -1,6 +1,7 @@
 import { compress, compressSync, uncompress, uncompressSync } from 'lz4-napi';
 import { Readable } from 'node:stream';
 import { InvalidArgumentError, SpillwayError, TierCorruptError, TierLengthError } from '../errors.js';
+import { yieldToLoop } from '../loop.js';
 import type { ByteRange, WriteSource } from './tier.js';
 
 /** `lz4`: compress every chunk; `auto`: only chunks a quick probe says will shrink; `none`: never. */
@@ -27,7 +28,7 @@ export interface StoredChunk {
   compressed: boolean;
 }
 
-export const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+export { yieldToLoop };
 
 export function lengthError(got: number, expected: number): SpillwayError {
   return new TierLengthError(got, expected);

@@ -15,6 +15,7 @@ import {
   yieldToLoop,
   type StoredChunk,
 } from './chunks.js';
+import { Slicer } from '../loop.js';
 import { TierCounters } from './stats.js';
 import type { ByteRange, Tier, TierStats, TierUsage, WriteItem, WriteResults, WriteSource } from './tier.js';
 import { WriteTracker, checkId, checkPositive } from './validate.js';
@@ -123,15 +124,12 @@ export class CompressedMemoryTier implements Tier {
         results[index] = { status: 'rejected', reason: err };
       }
     }
-    let sliceStart = performance.now();
+    const slicer = new Slicer(SLICE_MS);
     for (const { index, job } of started) {
       const { id, bytes, byteLength } = items[index];
       const elapsed = TierCounters.timer();
       try {
-        if (performance.now() - sliceStart > SLICE_MS) {
-          await yieldToLoop();
-          sliceStart = performance.now();
-        }
+        if (slicer.due()) await slicer.turn();
         // A copy of our own: the pieces are only lent until this call settles.
         const raw = Buffer.allocUnsafeSlow(byteLength);
         let at = 0;

@@ -70,7 +70,7 @@ export function treeReduce(graph: Graph, prefix: string, keys: readonly string[]
 }
 
 /** Lets other callbacks run between slices of CPU-bound client-side verification. */
-export const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+export { yieldToLoop } from '../loop.js';
 
 /** The outcome of checking a workload's result. */
 export interface Verification {

@@ -66,8 +66,12 @@ export async function* rechunk(source: WriteSource, byteLength: number, chunkByt
   if (total !== byteLength) throw lengthError(total, byteLength);
 }
 
-/** Gathers a small value into one buffer (the source's own when it gave a single piece). */
-export async function gather(source: WriteSource, byteLength: number): Promise<Buffer> {
+/**
+ * Collects a small value's pieces as the source gives them, checking their total. No copy:
+ * the pieces go to the segment's writev as they are (a source leaves them untouched until
+ * the write settles; see WriteSource).
+ */
+export async function collectPieces(source: WriteSource, byteLength: number): Promise<Uint8Array[]> {
   const pieces: Uint8Array[] = [];
   let total = 0;
   for await (const batch of source) {
@@ -78,16 +82,7 @@ export async function gather(source: WriteSource, byteLength: number): Promise<B
     }
   }
   if (total !== byteLength) throw lengthError(total, byteLength);
-  // The common case, one piece holding the whole value (the store lays small values out in
-  // one buffer): keep it rather than copy it.
-  if (pieces.length === 1) return Buffer.from(pieces[0].buffer, pieces[0].byteOffset, pieces[0].byteLength);
-  const out = Buffer.allocUnsafe(byteLength);
-  let at = 0;
-  for (const piece of pieces) {
-    out.set(piece, at);
-    at += piece.byteLength;
-  }
-  return out;
+  return pieces;
 }
 
 function lz4(raw: Buffer): Promise<Buffer> | Buffer {

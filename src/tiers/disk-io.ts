@@ -87,7 +87,7 @@ export async function* streamRange(
     const from = Math.max(start, c.rawOffset) - c.rawOffset;
     const to = Math.min(end, c.rawOffset + c.rawLength) - c.rawOffset;
     if (!c.compressed) {
-      yield* streamRange({ handle, base: base + c.storedOffset }, undefined, from, to, pieceBytes);
+      yield* streamRange({ handle, base: base + c.storedOffset }, undefined, from, to, pieceBytes, allocate);
       continue;
     }
     const packed = Buffer.allocUnsafe(c.storedLength);

@@ -2,9 +2,10 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { ClosedError, SpillwayError, TierDuplicateIdError, TierMissingError, TierNotOpenError, TierWriteCancelledError } from '../errors.js';
-import { MiB, clampRange, gather, lengthError, packSmall, streamOf, type CompressionMode, type Packed, type StoredChunk } from './chunks.js';
+import { MiB, clampRange, collectPieces, lengthError, packSmall, streamOf, type CompressionMode, type Packed, type StoredChunk } from './chunks.js';
 import { readValue, streamRange, writeValueFile, type StoredBytes } from './disk-io.js';
 import { ignoreMissing } from './file-io.js';
+import { BufferPool } from './buffer-pool.js';
 import { SegmentStore } from './segments.js';
 import { TierCounters } from './stats.js';
 import { resolveDiskOptions, type DiskTierOptions } from './disk-options.js';
@@ -27,6 +28,9 @@ interface Written {
   /** Every chunk written (empty when compression is off). */
   chunks: StoredChunk[];
 }
+
+/** Stream buffers kept for reuse: enough for the transfer server's concurrent sends. */
+const STREAM_SPARE_BUFFERS = 8;
 
 const fulfilled = (): PromiseSettledResult<void> => ({ status: 'fulfilled', value: undefined });
 const rejected = (reason: unknown): PromiseSettledResult<void> => ({ status: 'rejected', reason });
@@ -56,7 +60,8 @@ export class DiskTier implements Tier {
   private readonly segmentBytes: number;
   private readonly compactDeadFraction: number;
   private readonly readSliceBytes: number;
-  private readonly streamChunkBytes: number;
+  /** Buffers that read streams fill and their consumers hand back. */
+  private readonly streamBuffers: BufferPool;
   private dirs: string[] | undefined;
   private segments: SegmentStore | undefined;
   private readonly entries = new Map<number, Entry>();
@@ -86,7 +91,7 @@ export class DiskTier implements Tier {
     this.segmentBytes = o.segmentBytes;
     this.compactDeadFraction = o.compactDeadFraction;
     this.readSliceBytes = o.readSliceBytes;
-    this.streamChunkBytes = o.streamChunkBytes;
+    this.streamBuffers = new BufferPool(o.streamChunkBytes, STREAM_SPARE_BUFFERS);
     if (this.smallValueBytes > 0) this.writeMany = (items) => this.writeBatch(items);
   }
 
@@ -163,10 +168,9 @@ export class DiskTier implements Tier {
   }
 
   createReadStream(id: number, range?: ByteRange): Readable {
-    // Chunks handed back by the consumer (recycle) are read into again: see Tier.createReadStream.
-    const spare: Buffer[] = [];
-    const chunkBytes = this.streamChunkBytes;
-    const allocate = (bytes: number): Buffer => (spare.pop() ?? Buffer.allocUnsafeSlow(chunkBytes)).subarray(0, bytes);
+    // Chunks come from the tier's pool and go back to it when the consumer recycles them
+    // (see Tier.createReadStream), so serving many small values allocates nothing.
+    const pool = this.streamBuffers;
     const produce = async function* (this: DiskTier): AsyncGenerator<Uint8Array> {
       const entry = this.get(id);
       const { start, end } = clampRange(entry.size, range);
@@ -174,21 +178,14 @@ export class DiskTier implements Tier {
       const elapsed = TierCounters.timer();
       const { stored, release } = await this.openStored(id, entry);
       try {
-        yield* streamRange(stored, entry.table, start, end, chunkBytes, allocate);
+        yield* streamRange(stored, entry.table, start, end, pool.bufferBytes, (bytes) => pool.take(bytes));
         this.counters.recordRead(elapsed(), end - start);
       } finally {
         await release();
       }
     };
     const stream = streamOf(() => produce.call(this));
-    return Object.assign(stream, {
-      recycle(chunk: Uint8Array): void {
-        // Only whole buffers of ours come back into use; at most a few are kept.
-        if (chunk.buffer.byteLength === chunkBytes && spare.length < 4 && !(chunk.buffer instanceof SharedArrayBuffer)) {
-          spare.push(Buffer.from(chunk.buffer, 0, chunkBytes));
-        }
-      },
-    });
+    return Object.assign(stream, { recycle: (chunk: Uint8Array): void => pool.give(chunk) });
   }
 
   async delete(id: number): Promise<void> {
@@ -268,10 +265,10 @@ export class DiskTier implements Tier {
     return undefined;
   }
 
-  /** Small value: gathered, compressed per chunk if enabled, appended to a segment. */
+  /** Small value: its pieces, compressed per chunk if enabled, appended to a segment. */
   private async writeFused(id: number, source: WriteSource, byteLength: number, segments: SegmentStore, job: { readonly cancelled: boolean }): Promise<Written> {
-    const raw = await gather(source, byteLength);
-    const { pieces, stored, table } = await packSmall([raw], byteLength, this.compression, this.chunkBytes);
+    const raw = await collectPieces(source, byteLength);
+    const { pieces, stored, table } = await packSmall(raw, byteLength, this.compression, this.chunkBytes);
     let err = this.abandoned(id, job);
     if (err !== undefined) throw err;
     await segments.put(id, pieces, stored);

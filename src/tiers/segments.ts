@@ -363,12 +363,16 @@ export class SegmentStore {
         .filter((v): v is { id: number; p: Placement } => v.p?.segment === seg)
         .sort((a, b) => a.p.offset - b.p.offset);
       const handle = await seg.handle;
+      // One window buffer for the whole segment: each window's moves are written (awaited)
+      // before the next read fills it again.
+      let buffer: Buffer | undefined;
       for (let i = 0; i < live.length && !this.closed; ) {
         let j = i + 1;
         while (j < live.length && live[j].p.offset + live[j].p.length - live[i].p.offset <= COMPACT_WINDOW_BYTES) j++;
         const base = live[i].p.offset;
         const span = live[j - 1].p.offset + live[j - 1].p.length - base;
-        const window = Buffer.allocUnsafe(span);
+        if (buffer === undefined || buffer.byteLength < span) buffer = Buffer.allocUnsafe(Math.max(span, COMPACT_WINDOW_BYTES));
+        const window = buffer.subarray(0, span);
         await readFully(handle, window, 0, span, base);
         await Promise.all(live.slice(i, j).map(({ id, p }) => this.move(id, p, window.subarray(p.offset - base, p.offset - base + p.length))));
         i = j;

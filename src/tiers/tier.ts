@@ -3,7 +3,9 @@ import type { Readable } from 'node:stream';
 /**
  * The bytes of one encoded value, in order, as batches (a batch is written with one
  * `writev`). Produced lazily: a tier that asks for the next batch while the previous one
- * is being written lets the producer hash it in parallel with the I/O.
+ * is being written lets the producer hash it in parallel with the I/O. A tier may hold on
+ * to the pieces until its write settles (DiskTier hands a small value's pieces straight to
+ * one writev), so a source must not change or reuse them before then.
  */
 export type WriteSource = AsyncIterable<readonly Uint8Array[]>;
 

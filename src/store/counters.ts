@@ -29,6 +29,9 @@ export interface StoreCounters {
   /** Encoded bytes streamed out by createReadStream, by where they came from. */
   streamedFromMemoryBytes: number;
   streamedFromTierBytes: number;
+  /** Garbage collections the store ran under memory pressure (collectGarbage option), and their time. */
+  collections: number;
+  collectionSeconds: number;
 }
 
 export function newCounters(): StoreCounters {
@@ -51,6 +54,8 @@ export function newCounters(): StoreCounters {
     spillCapRejections: 0,
     streamedFromMemoryBytes: 0,
     streamedFromTierBytes: 0,
+    collections: 0,
+    collectionSeconds: 0,
   };
 }
 

@@ -72,6 +72,12 @@ export class Pressure {
   onSample(rss: number): void {
     const { opts, closed } = this.state;
     if (closed) return;
+    // Dead values may be what holds RSS up: collect them before spilling live ones. The
+    // collector frees them over the next few ms, so the next sample decides on spilling.
+    if (rss > opts.targetBytes && this.#collect()) {
+      this.checkResume(rss);
+      return;
+    }
     const spillable = this.#spillable();
     if (rss > opts.pauseBytes) {
       if (spillable > 0) this.#set(true);
@@ -92,6 +98,14 @@ export class Pressure {
         .finally(() => (this.#evicting = false));
     }
     this.checkResume(rss);
+  }
+
+  #collect(): boolean {
+    const { collector, counters } = this.state;
+    if (collector === undefined || !collector.maybeCollect()) return false;
+    counters.collections++;
+    counters.collectionSeconds += collector.lastDurationMs / 1000;
+    return true;
   }
 
   /** Over the pause level with nothing left to spill: say so once, do not pause for nothing. */

@@ -3,7 +3,9 @@ import { SpillwayError, TierWriteError } from '../errors.js';
 import { TierChain } from './chain.js';
 import { newCounters } from './counters.js';
 import { Accounting, type Entry, type StoredCopy } from './entry.js';
+import { ReleaseCollector } from './collector.js';
 import { MemoryLru } from './memory-lru.js';
+import { collectGarbage } from '../gc.js';
 import type { ResolvedOptions } from './options.js';
 
 /**
@@ -22,6 +24,8 @@ export class StoreState {
   /** Hooks set by the store: memory may have grown (spill?) or shrunk (resume?). */
   onGrowth: () => void = () => undefined;
   onShrink: () => void = () => undefined;
+  /** Collects what the store let go of, under memory pressure (option collectGarbage). */
+  readonly collector: ReleaseCollector | undefined;
   #nextId = 0;
   readonly #registry = new FinalizationRegistry<{ entry: Entry; token: object }>((held) => this.#collected(held));
   readonly #lastWarning = new Map<string, number>();
@@ -31,6 +35,8 @@ export class StoreState {
     readonly events: EventEmitter,
   ) {
     this.chain = new TierChain(opts.tiers);
+    this.collector =
+      opts.collectGarbage && collectGarbage !== undefined ? new ReleaseCollector(collectGarbage, opts.memoryLimit / 32, 100, 0.2) : undefined;
   }
 
   /** A fresh tier id: ids are never reused, so a late write can never clobber a newer one. */
@@ -85,6 +91,8 @@ export class StoreState {
 
   /** Forgets a key: its value, its weak reference, and (once no reader needs it) its copy. */
   remove(entry: Entry, deleteCopy = true): void {
+    // A value dropped earlier was counted when it was dropped.
+    if (entry.resident) this.#released(entry);
     this.acct.remove(entry);
     entry.removed = true;
     if (this.entries.get(entry.key) === entry) this.entries.delete(entry.key);
@@ -118,6 +126,7 @@ export class StoreState {
 
   /** Drops the in-memory value of an entry that has a copy below; keeps a weak reference. */
   drop(entry: Entry): void {
+    this.#released(entry);
     this.acct.remove(entry);
     this.#unlinkMemory(entry);
     const value = entry.value;
@@ -132,6 +141,11 @@ export class StoreState {
     entry.resident = false;
     this.acct.add(entry);
     this.counters.evictions++;
+  }
+
+  /** The store lets go of a resident value: its memory returns only when V8 collects. */
+  #released(entry: Entry): void {
+    if (typeof entry.value === 'object' && entry.value !== null) this.collector?.released(entry.size);
   }
 
   /** A dropped value that is still alive elsewhere comes back without I/O. */

@@ -4,7 +4,7 @@ import { InvalidArgumentError } from '../errors.js';
 import type { SpillStoreOptions } from '../store/options.js';
 import { parseBytes } from '../units.js';
 
-export interface WorkerOptions extends Pick<SpillStoreOptions, 'target' | 'spill' | 'pause' | 'monitorInterval' | 'maxSpill' | 'spillConcurrency'> {
+export interface WorkerOptions extends Pick<SpillStoreOptions, 'target' | 'spill' | 'pause' | 'monitorInterval' | 'maxSpill' | 'spillConcurrency' | 'collectGarbage'> {
   /** The scheduler's control address. */
   scheduler: DataAddress;
   /** Shared secret of the cluster: the scheduler, peers' DataServers and this worker's. */

@@ -8,14 +8,14 @@ import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { SpillwayError } from '../errors.js';
 import { TaskFunctionError, TaskImportError } from './errors.js';
 import type { ThreadRequest, ThreadResponse } from './thread-types.js';
-import { collectGarbage } from './collect.js';
+import { collectGarbage } from '../gc.js';
 
 const modules = new Map<string, Promise<Record<string, unknown>>>();
 
 /** Below this an ArrayBuffer is copied, not moved: Node's pooled Buffer slabs (8 KiB) cannot be transferred. */
 const MIN_TRANSFER_BYTES = 64 * 1024;
 
-/** After a task whose inputs held this many binary bytes, the thread collects its garbage (collect.ts). */
+/** After a task whose inputs held this many binary bytes, the thread collects its garbage (gc.ts). */
 const COLLECT_AFTER_INPUT_BYTES = 1024 * 1024;
 
 /**

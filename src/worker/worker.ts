@@ -106,6 +106,7 @@ export class Worker extends EventEmitter {
         monitorInterval: opts.monitorInterval,
         maxSpill: opts.maxSpill,
         spillConcurrency: opts.spillConcurrency,
+        collectGarbage: opts.collectGarbage ?? true,
       });
       cleanup.unshift(() => store.close());
       const server = await DataServer.listen(store, { host: opts.host, port: opts.port, token: opts.token });

@@ -1,0 +1,73 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ReleaseCollector } from '../../src/store/collector.js';
+import { InvalidArgumentError } from '../../src/errors.js';
+import { sampleMemory } from '../../src/store/spill-store.js';
+import { KiB, MiB, f64, openStore } from '../helpers/store.js';
+
+test('the collector runs only once enough was released', () => {
+  let runs = 0;
+  const collector = new ReleaseCollector(() => runs++, 1000, 0, 1);
+  collector.released(999);
+  assert.equal(collector.maybeCollect(), false);
+  collector.released(1);
+  assert.equal(collector.maybeCollect(), true);
+  assert.equal(runs, 1);
+  assert.equal(collector.pendingBytes, 0);
+  assert.equal(collector.maybeCollect(), false, 'nothing released since');
+});
+
+test('the collector keeps its minimum interval', () => {
+  let runs = 0;
+  const collector = new ReleaseCollector(() => runs++, 1, 100, 1);
+  collector.released(10);
+  assert.equal(collector.maybeCollect(1000), true);
+  collector.released(10);
+  assert.equal(collector.maybeCollect(performance.now() + 50), false);
+  assert.equal(collector.maybeCollect(performance.now() + 150), true);
+  assert.equal(runs, 2);
+});
+
+test('the collector spends at most its fraction of the time collecting', () => {
+  let now = 0;
+  // Each collection "takes" 30 ms of a clock the test controls through performance.now.
+  const original = performance.now.bind(performance);
+  const clock = (): number => now;
+  Object.defineProperty(performance, 'now', { value: clock, configurable: true });
+  try {
+    const collector = new ReleaseCollector(() => (now += 30), 1, 0, 0.1);
+    collector.released(1);
+    assert.equal(collector.maybeCollect(), true);
+    assert.equal(collector.lastDurationMs, 30);
+    collector.released(1);
+    now += 200; // 30 ms of 230 is 13 %: too soon
+    assert.equal(collector.maybeCollect(), false);
+    now += 100; // 30 of 330: under 10 %
+    assert.equal(collector.maybeCollect(), true);
+  } finally {
+    Object.defineProperty(performance, 'now', { value: original, configurable: true });
+  }
+});
+
+test('collectGarbage must be a boolean', async (t) => {
+  await assert.rejects(openStore(t, { collectGarbage: 'yes' as unknown as boolean }), InvalidArgumentError);
+});
+
+test('a store under memory pressure collects after deleting values, and counts it', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 4 * MiB, collectGarbage: true, monitorInterval: false });
+  for (let i = 0; i < 8; i++) store.set(`k${i}`, f64(64 * KiB, i));
+  for (let i = 0; i < 8; i++) store.delete(`k${i}`);
+  // 512 KiB released, over 1/16 of the limit; RSS (this test process) far over the target.
+  store[sampleMemory](1024 * MiB);
+  const { counters } = store.stats();
+  assert.equal(counters.collections, 1);
+  assert.ok(counters.collectionSeconds > 0);
+});
+
+test('without collectGarbage the store never runs the collector', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 4 * MiB, monitorInterval: false });
+  for (let i = 0; i < 8; i++) store.set(`k${i}`, f64(64 * KiB, i));
+  for (let i = 0; i < 8; i++) store.delete(`k${i}`);
+  store[sampleMemory](1024 * MiB);
+  assert.equal(store.stats().counters.collections, 0);
+});

@@ -5,8 +5,8 @@
  * when V8 collects, and V8 sizes its collections by the JS heap, not by the ArrayBuffers
  * outside it. A worker whose heap is 15 MiB was measured holding 100+ MiB of dead values
  * in RSS, and the memory monitor, seeing RSS still high, spilled yet more. So when RSS is
- * over the spill level and at least `minReleasedBytes` were let go since the last
- * collection, the store collects before it spills again.
+ * over the target and at least `minReleasedBytes` were let go since the last collection,
+ * the store collects before it spills again.
  *
  * A full collection costs milliseconds to tens of milliseconds on the event loop, so it is
  * rationed: never within `minIntervalMs` of the last one, and never more than

@@ -8,6 +8,9 @@ import { MemoryLru } from './memory-lru.js';
 import { collectGarbage } from '../gc.js';
 import type { ResolvedOptions } from './options.js';
 
+/** Collect once the store has let go of this fraction of its memory limit (1/32: 8 MiB of 256). */
+const RELEASED_FRACTION = 32;
+
 /**
  * Everything the store's parts share: the entries, the memory LRU, the accounting, the
  * tier chain, and the small state transitions that must keep them consistent. Every
@@ -36,7 +39,7 @@ export class StoreState {
   ) {
     this.chain = new TierChain(opts.tiers);
     this.collector =
-      opts.collectGarbage && collectGarbage !== undefined ? new ReleaseCollector(collectGarbage, opts.memoryLimit / 32, 100, 0.2) : undefined;
+      opts.collectGarbage && collectGarbage !== undefined ? new ReleaseCollector(collectGarbage, opts.memoryLimit / RELEASED_FRACTION, 100, 0.2) : undefined;
   }
 
   /** A fresh tier id: ids are never reused, so a late write can never clobber a newer one. */

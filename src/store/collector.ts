@@ -39,11 +39,15 @@ export class ReleaseCollector {
     return this.#lastDuration;
   }
 
-  /** Collects if enough was released and the ration allows; true when it did. */
-  maybeCollect(now = performance.now()): boolean {
+  /**
+   * Collects if enough was released and the ration allows (`unrationed`: whatever the
+   * ration says, for a caller about to need the memory); true when it did.
+   */
+  maybeCollect(now = performance.now(), unrationed = false): boolean {
     if (this.#released < this.minReleasedBytes) return false;
     const since = now - this.#lastEnd;
-    if (since < this.minIntervalMs || since < this.#lastDuration * (1 / this.maxTimeFraction - 1)) return false;
+    const rationed = since < this.minIntervalMs || since < this.#lastDuration * (1 / this.maxTimeFraction - 1);
+    if (rationed && !unrationed) return false;
     const start = performance.now();
     this.gc();
     const end = performance.now();

@@ -28,7 +28,7 @@ export interface SpillStoreOptions {
   /**
    * Run V8's garbage collector when process RSS is over `target` and the store has let go
    * of 1/32 of memoryLimit since the last collection (deleted, or dropped after spilling),
-   * at most once per 200 ms and 10 % of the time. Needs the monitor. Default false: a
+   * at most once per 100 ms and 25 % of the time. Needs the monitor. Default false: a
    * library should not run the collector unasked; the worker turns it on.
    */
   collectGarbage?: boolean;

@@ -74,7 +74,7 @@ export class Pressure {
     if (closed) return;
     // Dead values may be what holds RSS up: collect them before spilling live ones. The
     // collector frees them over the next few ms, so the next sample decides on spilling.
-    if (rss > opts.targetBytes && this.#collect()) {
+    if (rss > opts.targetBytes && this.collect()) {
       this.checkResume(rss);
       return;
     }
@@ -100,9 +100,10 @@ export class Pressure {
     this.checkResume(rss);
   }
 
-  #collect(): boolean {
+  /** Collects garbage if the store's collector is on, due and within its ration (or `unrationed`). */
+  collect(unrationed = false): boolean {
     const { collector, counters } = this.state;
-    if (collector === undefined || !collector.maybeCollect()) return false;
+    if (collector === undefined || !collector.maybeCollect(performance.now(), unrationed)) return false;
     counters.collections++;
     counters.collectionSeconds += collector.lastDurationMs / 1000;
     return true;

@@ -74,6 +74,10 @@ export class SpillStore extends EventEmitter {
   get targetBytes(): number {
     return this.#state.opts.targetBytes;
   }
+  /** Memory level (bytes) above which producers are paused; Infinity when `pause` is off. */
+  get pauseBytes(): number {
+    return this.#state.opts.pauseBytes;
+  }
   get paused(): boolean {
     return this.#pressure.paused;
   }
@@ -95,6 +99,10 @@ export class SpillStore extends EventEmitter {
   }
   isAboveTarget(): boolean {
     return this.#state.acct.residentBytes > this.#state.opts.targetBytes;
+  }
+  /** Resident values, or the process's RSS at the monitor's last reading, over target. */
+  isProcessAboveTarget(): boolean {
+    return this.isAboveTarget() || this.#pressure.monitor.lastRss > this.#state.opts.targetBytes;
   }
 
   /** Stores a value in memory. Synchronous, no I/O: spilling happens in the background. */
@@ -241,6 +249,16 @@ export class SpillStore extends EventEmitter {
   async evict(bytes = Infinity): Promise<number> {
     this.#assertOpen();
     return this.#spiller.evict(bytes);
+  }
+
+  /**
+   * Runs the garbage collector if the store has let go of enough values since the last
+   * collection (option `collectGarbage`) and its ration allows; `unrationed` skips the
+   * ration, for a caller about to need the memory. True when it ran.
+   */
+  collectGarbage(unrationed = false): boolean {
+    this.#assertOpen();
+    return this.#pressure.collect(unrationed);
   }
 
   /** Resolves when no write is in flight. */

@@ -25,6 +25,7 @@ import { builtinFunction } from './builtins.js';
 import { type ExecutionResult, Executor } from './executor.js';
 import { Fetcher } from './fetcher.js';
 import { Heartbeat } from './heartbeat.js';
+import { makeRoom } from './room.js';
 import { type ResolvedWorkerOptions, type WorkerOptions, resolveWorkerOptions } from './options.js';
 import { type QueuedTask, TaskQueue } from './queue.js';
 
@@ -51,6 +52,8 @@ export class Worker extends EventEmitter {
   readonly #queue = new TaskQueue();
   readonly #running = new Map<string, QueuedTask>();
   readonly #prefetching = new Set<string>();
+  /** Bytes of the last output of each task function here: the estimate of its next one. */
+  readonly #outputBytes = new Map<string, number>();
   #fetches = 0;
   #closing: Promise<void> | undefined;
 
@@ -205,7 +208,9 @@ export class Worker extends EventEmitter {
 
   /** Reads back the spilled inputs of the next ready tasks while the threads are busy (one read per key, shared with acquire). */
   #prefetch(): void {
-    if (this.#options.prefetch === 0 || this.store.isAboveTarget()) return;
+    // Over target (RSS too: measured, reading ahead into a worker whose RSS was high added
+    // its 16 MiB to every task's peak) there is no room for values not needed yet.
+    if (this.#options.prefetch === 0 || this.store.isProcessAboveTarget()) return;
     for (const task of this.#queue.ready(this.store, this.#options.prefetch)) {
       // Once per task: a read-ahead can push another value out (memory near target), and
       // reading that one back would push this one out again, forever.
@@ -283,6 +288,13 @@ export class Worker extends EventEmitter {
       const args = substitute(task.spec.args ?? [], (key) => lease.get(key));
       const fetchSeconds = task.fetchSeconds + (performance.now() - started) / 1000;
       const builtin = builtinFunction(task.spec.fn);
+      const fnKey = `${task.spec.fn.module}#${task.spec.fn.name}`;
+      if (builtin === undefined) {
+        // The thread gets a copy of the inputs, then the output comes back: room for both first.
+        const inputBytes = task.inputs.reduce((sum, key) => sum + sizeof(lease.get(key)), 0);
+        await makeRoom(this.store, inputBytes + (this.#outputBytes.get(fnKey) ?? inputBytes));
+        if (this.closed) return;
+      }
       const result = builtin === undefined ? await this.#executor.run(task.spec.fn, args) : runInline(builtin, args);
       if (this.closed) return;
       if (!result.ok) {
@@ -290,6 +302,7 @@ export class Worker extends EventEmitter {
         return;
       }
       const size = sizeof(result.value);
+      this.#outputBytes.set(fnKey, size);
       this.store.set(task.key, result.value, { size });
       const finished = {
         workerId: this.workerId,

@@ -71,3 +71,35 @@ test('without collectGarbage the store never runs the collector', async (t) => {
   store[sampleMemory](1024 * MiB);
   assert.equal(store.stats().counters.collections, 0);
 });
+
+test('an unrationed collection ignores the interval and the time fraction, not the release threshold', () => {
+  let runs = 0;
+  const collector = new ReleaseCollector(() => runs++, 100, 10_000, 0.01);
+  collector.released(100);
+  assert.equal(collector.maybeCollect(), true);
+  collector.released(100);
+  assert.equal(collector.maybeCollect(), false, 'rationed: too soon');
+  assert.equal(collector.maybeCollect(performance.now(), true), true);
+  assert.equal(collector.maybeCollect(performance.now(), true), false, 'nothing released since');
+  assert.equal(runs, 2);
+});
+
+test('store.collectGarbage(true) collects whatever the ration says once enough was let go', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 4 * MiB, collectGarbage: true, monitorInterval: false });
+  for (let i = 0; i < 4; i++) store.set(`k${i}`, f64(64 * KiB, i));
+  for (let i = 0; i < 2; i++) store.delete(`k${i}`);
+  assert.equal(store.collectGarbage(true), true);
+  for (let i = 2; i < 4; i++) store.delete(`k${i}`);
+  assert.equal(store.collectGarbage(), false, 'the ration holds a second collection back');
+  assert.equal(store.collectGarbage(true), true);
+  assert.equal(store.stats().counters.collections, 2);
+});
+
+test('isProcessAboveTarget also looks at the last RSS reading', async (t) => {
+  const keepAlive = setInterval(() => undefined, 1000);
+  t.after(() => clearInterval(keepAlive));
+  // A limit far under this process's RSS: the monitor's first reading is over target.
+  const { store } = await openStore(t, { memoryLimit: 1 * MiB, monitorInterval: 10 });
+  assert.equal(store.isAboveTarget(), false, 'no values held');
+  assert.equal(store.isProcessAboveTarget(), true);
+});

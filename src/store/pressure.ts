@@ -14,6 +14,8 @@ export class Pressure {
   #waiters: (() => void)[] = [];
   #evicting = false;
   #unmanagedReported = false;
+  /** The last sample collected garbage and left spilling to this one. */
+  #deferredSpill = false;
   readonly monitor: MemoryMonitor;
 
   constructor(
@@ -73,8 +75,13 @@ export class Pressure {
     const { opts, closed } = this.state;
     if (closed) return;
     // Dead values may be what holds RSS up: collect them before spilling live ones. The
-    // collector frees them over the next few ms, so the next sample decides on spilling.
-    if (rss > opts.targetBytes && this.collect()) {
+    // collector frees them over the next few ms, so the next sample decides on spilling —
+    // but never two samples in a row: a steady stream of releases must not hold off
+    // spilling for good.
+    const deferred = this.#deferredSpill;
+    this.#deferredSpill = false;
+    if (rss > opts.targetBytes && this.collect() && !deferred) {
+      this.#deferredSpill = true;
       this.checkResume(rss);
       return;
     }

@@ -3,6 +3,11 @@ import { test } from 'node:test';
 import { ReleaseCollector } from '../../src/store/collector.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { sampleMemory } from '../../src/store/spill-store.js';
+import { EventEmitter } from 'node:events';
+import { resolveOptions } from '../../src/store/options.js';
+import { Pressure } from '../../src/store/pressure.js';
+import { StoreState } from '../../src/store/state.js';
+import { DiskTier } from '../../src/tiers/index.js';
 import { KiB, MiB, f64, openStore } from '../helpers/store.js';
 
 test('the collector runs only once enough was released', () => {
@@ -102,4 +107,28 @@ test('isProcessAboveTarget also looks at the last RSS reading', async (t) => {
   const { store } = await openStore(t, { memoryLimit: 1 * MiB, monitorInterval: 10 });
   assert.equal(store.isAboveTarget(), false, 'no values held');
   assert.equal(store.isProcessAboveTarget(), true);
+});
+
+test('a sample that collects leaves spilling to the next one, but never two in a row', async () => {
+  const opts = resolveOptions({ memoryLimit: 64 * MiB, monitorInterval: false, collectGarbage: true, tiers: [new DiskTier({ directory: '/nonexistent' })] });
+  const state = new StoreState(opts, new EventEmitter());
+  let collections = 0;
+  // Unrationed, and every sample finds something released: the worst case for spilling.
+  const collector = new ReleaseCollector(() => collections++, 1, 0, 1);
+  Object.defineProperty(state, 'collector', { value: collector });
+  const evictions: number[] = [];
+  const pressure = new Pressure(state, (bytes) => {
+    evictions.push(bytes);
+    return Promise.resolve(0);
+  });
+  // Something spillable, so an RSS over `spill` asks for eviction.
+  state.acct.bytes[1 /* Bucket.Memory */] = 8 * MiB;
+  for (let i = 0; i < 4; i++) {
+    collector.released(1);
+    pressure.onSample(60 * MiB);
+    await new Promise((resolve) => setImmediate(resolve)); // the eviction round settles
+  }
+  assert.equal(collections, 4);
+  assert.equal(evictions.length, 2, 'samples 2 and 4 spilled although each collected');
+  pressure.stop();
 });

@@ -3,4 +3,3 @@ export { decodeBody, decodeVerified, layoutOfBytes, checkChecksum } from './deco
 export { parseLayout, type Layout, FORMAT_VERSION, TRAILER_BYTES } from './format.js';
 export { sizeof } from './sizeof.js';
 export { Crc32c, crc32c, crc32cChunked, crc32cPortable, nativeChecksum } from './checksum.js';
-export { binaryFrameOf, binaryCopiedBytes, binaryPiecesSync, type BinaryFrame } from './small-binary.js';

@@ -1,15 +1,5 @@
 import { Slicer, yieldToLoop } from '../loop.js';
-import {
-  binaryCopiedBytes,
-  binaryFrameOf,
-  binaryPiecesSync,
-  copiedBytesOf,
-  encode,
-  encodedPiecesSync,
-  SMALL_ENCODED_BYTES,
-  type BinaryFrame,
-  type Encoded,
-} from '../codec/index.js';
+import { copiedBytesOf, encode, encodedPiecesSync, SMALL_ENCODED_BYTES, type Encoded } from '../codec/index.js';
 import { ClosedError } from '../errors.js';
 import type { Tier, WriteItem, WriteResults } from '../tiers/tier.js';
 import { secondsSince } from './counters.js';
@@ -176,8 +166,7 @@ export class BatchWriter {
     // of estimated size took 13 ms, 40 cold): the loop gets a turn every few milliseconds.
     const slicer = new Slicer(SLICE_MS);
     const members: number[] = [];
-    // Binary values (the common small case) skip encode(): same bytes, far fewer objects.
-    const encodings: (Encoded | BinaryFrame)[] = [];
+    const encodings: Encoded[] = [];
     let total = 0;
     for (let i = 0; i < entries.length; i++) {
       if (slicer.due()) await slicer.turn();
@@ -186,15 +175,15 @@ export class BatchWriter {
         host.finish(entry, jobs[i], undefined, new ClosedError(), tierName, true);
         continue;
       }
-      let encoded: Encoded | BinaryFrame;
+      let encoded: Encoded;
       try {
-        encoded = binaryFrameOf(entry.value) ?? encode(entry.value);
+        encoded = encode(entry.value);
       } catch (err) {
         host.finish(entry, jobs[i], undefined, err, tierName, true);
         continue;
       }
       // Larger than its size estimate said: written on its own, in slices.
-      if (encoded.byteLength > SMALL_ENCODED_BYTES) single(i, 'tag' in encoded ? encode(entry.value) : encoded);
+      if (encoded.byteLength > SMALL_ENCODED_BYTES) single(i, encoded);
       else {
         members.push(i);
         encodings.push(encoded);
@@ -204,16 +193,15 @@ export class BatchWriter {
     // One side buffer for the batch's small pieces; the large frames are views of the
     // values themselves. The whole batch then goes out in one writev.
     let sideBytes = 0;
-    for (const e of encodings) sideBytes += 'tag' in e ? binaryCopiedBytes(e, SHARE_FROM_BYTES) : copiedBytesOf(e, SHARE_FROM_BYTES);
+    for (const encoded of encodings) sideBytes += copiedBytesOf(encoded, SHARE_FROM_BYTES);
     const side = new Uint8Array(sideBytes);
     const items: WriteItem[] = [];
     let offset = 0;
     for (let k = 0; k < members.length; k++) {
       if (slicer.due()) await slicer.turn();
       const pieces: Uint8Array[] = [];
-      const e = encodings[k];
-      offset = 'tag' in e ? binaryPiecesSync(e, side, offset, SHARE_FROM_BYTES, pieces) : encodedPiecesSync(e, side, offset, SHARE_FROM_BYTES, pieces);
-      items.push({ id: jobs[members[k]].id, bytes: pieces, byteLength: e.byteLength });
+      offset = encodedPiecesSync(encodings[k], side, offset, SHARE_FROM_BYTES, pieces);
+      items.push({ id: jobs[members[k]].id, bytes: pieces, byteLength: encodings[k].byteLength });
     }
     counters.encodeSeconds += slicer.busySeconds();
     if (items.length > 0) await this.#store(batch, members, encodings, items, total, freed, single);
@@ -225,7 +213,7 @@ export class BatchWriter {
   async #store(
     batch: Batch,
     members: readonly number[],
-    encodings: readonly (Encoded | BinaryFrame)[],
+    encodings: readonly Encoded[],
     items: readonly WriteItem[],
     total: number,
     freed: number[],
@@ -240,10 +228,7 @@ export class BatchWriter {
     } catch {
       // No room for the batch as a whole (maxSpill, full tiers): each value on its own, so
       // those that fit still go and the others are reported one by one.
-      members.forEach((i, k) => {
-        const e = encodings[k];
-        single(i, 'tag' in e ? encode(batch.entries[i].value) : e);
-      });
+      members.forEach((i, k) => single(i, encodings[k]));
       return;
     }
     const tier = state.opts.tiers[t];

@@ -77,7 +77,7 @@ program
   .option('--memory-limit <size>', 'memory limit of each worker', size, 256 * 2 ** 20)
   .addOption(new Option('--workload <name>', 'the job to run').choices(WORKLOADS).default('shuffle'))
   .option('--size <size>', 'bytes of data to generate (default: 3 × the cluster\'s memory)', size)
-  .option('--partitions <n>', 'partitions of the data (default: each ≤ 1/16 of a worker\'s memory)', positive)
+  .option('--partitions <n>', 'partitions of the data (default: each ≤ 1/20 of a worker\'s memory)', positive)
   .option('--nthreads <n>', 'task threads per worker (default: cores / workers)', positive)
   .option('--local-directory <dir>', 'parent directory for spill files (default: the OS temp directory)')
   .option('--seed <n>', 'seed of the generated data', wholeNumber, 0x5eed)

@@ -32,12 +32,13 @@ export function isWorkloadName(name: string): name is WorkloadName {
 }
 
 /**
- * Default partitions: each at most 1/16 of a worker's memory limit. A task holds its
+ * Default partitions: each at most 1/20 of a worker's memory limit. A task holds its
  * inputs, a copy of them in its thread and its output at once, beside a Node process of
- * ~70 MiB: at 1/16 a 2 GiB shuffle on 2 × 256 MiB stays near the limit, at 1/8 it went
- * 1.5× over it (docs/benchmarks.md, Cluster).
+ * ~70 MiB: a 2 GiB shuffle on 2 × 256 MiB peaked at 228–240 MiB per worker with 1/20
+ * (160 partitions), 255–266 MiB with 1/16 in the same runs, and went 1.5× over at 1/8;
+ * 1/24 (192 partitions) was no lower and 1.8× slower (docs/benchmarks.md, Cluster).
  */
-export const PARTITIONS_PER_WORKER_MEMORY = 16;
+export const PARTITIONS_PER_WORKER_MEMORY = 20;
 
 export function defaultPartitions(bytes: number, memoryLimit: number, workers: number): number {
   return Math.min(256, Math.max(2 * workers, Math.ceil(bytes / (memoryLimit / PARTITIONS_PER_WORKER_MEMORY))));

@@ -20,8 +20,8 @@ export class ReleaseCollector {
   constructor(
     private readonly gc: () => void,
     private readonly minReleasedBytes: number,
-    private readonly minIntervalMs = 200,
-    private readonly maxTimeFraction = 0.1,
+    private readonly minIntervalMs = 100,
+    private readonly maxTimeFraction = 0.25,
   ) {}
 
   /** The store let go of a value of `bytes` (deleted, or dropped after it was spilled). */

@@ -39,7 +39,7 @@ export class StoreState {
   ) {
     this.chain = new TierChain(opts.tiers);
     this.collector =
-      opts.collectGarbage && collectGarbage !== undefined ? new ReleaseCollector(collectGarbage, opts.memoryLimit / RELEASED_FRACTION, 100, 0.25) : undefined;
+      opts.collectGarbage && collectGarbage !== undefined ? new ReleaseCollector(collectGarbage, opts.memoryLimit / RELEASED_FRACTION) : undefined;
   }
 
   /** A fresh tier id: ids are never reused, so a late write can never clobber a newer one. */

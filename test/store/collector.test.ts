@@ -1,14 +1,22 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
-import { ReleaseCollector } from '../../src/store/collector.js';
-import { InvalidArgumentError } from '../../src/errors.js';
-import { sampleMemory } from '../../src/store/spill-store.js';
 import { EventEmitter } from 'node:events';
-import { resolveOptions } from '../../src/store/options.js';
+import { test, type TestContext } from 'node:test';
+import { InvalidArgumentError } from '../../src/errors.js';
+import { ReleaseCollector } from '../../src/store/collector.js';
+import { resolveOptions, type SpillStoreOptions } from '../../src/store/options.js';
 import { Pressure } from '../../src/store/pressure.js';
+import { sampleMemory, type SpillStore } from '../../src/store/spill-store.js';
 import { StoreState } from '../../src/store/state.js';
 import { DiskTier } from '../../src/tiers/index.js';
 import { KiB, MiB, f64, openStore } from '../helpers/store.js';
+
+/** A 4 MiB store that was given eight 64 KiB values and deleted them (512 KiB let go). */
+async function storeAfterDeletes(t: TestContext, options: SpillStoreOptions): Promise<SpillStore> {
+  const { store } = await openStore(t, { memoryLimit: 4 * MiB, monitorInterval: false, ...options });
+  for (let i = 0; i < 8; i++) store.set(`k${i}`, f64(64 * KiB, i));
+  for (let i = 0; i < 8; i++) store.delete(`k${i}`);
+  return store;
+}
 
 test('the collector runs only once enough was released', () => {
   let runs = 0;
@@ -59,10 +67,8 @@ test('collectGarbage must be a boolean', async (t) => {
 });
 
 test('a store under memory pressure collects after deleting values, and counts it', async (t) => {
-  const { store } = await openStore(t, { memoryLimit: 4 * MiB, collectGarbage: true, monitorInterval: false });
-  for (let i = 0; i < 8; i++) store.set(`k${i}`, f64(64 * KiB, i));
-  for (let i = 0; i < 8; i++) store.delete(`k${i}`);
-  // 512 KiB released, over 1/16 of the limit; RSS (this test process) far over the target.
+  const store = await storeAfterDeletes(t, { collectGarbage: true });
+  // 512 KiB let go, over 1/32 of the limit; an RSS reading far over the target.
   store[sampleMemory](1024 * MiB);
   const { counters } = store.stats();
   assert.equal(counters.collections, 1);
@@ -70,9 +76,7 @@ test('a store under memory pressure collects after deleting values, and counts i
 });
 
 test('without collectGarbage the store never runs the collector', async (t) => {
-  const { store } = await openStore(t, { memoryLimit: 4 * MiB, monitorInterval: false });
-  for (let i = 0; i < 8; i++) store.set(`k${i}`, f64(64 * KiB, i));
-  for (let i = 0; i < 8; i++) store.delete(`k${i}`);
+  const store = await storeAfterDeletes(t, {});
   store[sampleMemory](1024 * MiB);
   assert.equal(store.stats().counters.collections, 0);
 });

@@ -3,7 +3,7 @@ import { copiedBytesOf, encode, encodedPiecesSync, SMALL_ENCODED_BYTES, type Enc
 import { ClosedError } from '../errors.js';
 import type { Tier, WriteItem, WriteResults } from '../tiers/tier.js';
 import { secondsSince } from './counters.js';
-import { oneBatch } from './encoded-io.js';
+import { oneBatch } from '../tiers/chunks.js';
 import { DEMOTE_AT } from './chain.js';
 import { type Entry, StoredCopy, type WriteJob } from './entry.js';
 import type { StoreState } from './state.js';

@@ -89,22 +89,6 @@ async function* single(bytes: Uint8Array): WriteSource {
   if (bytes.byteLength === 0) throw new FormatError('empty encoded value');
 }
 
-/** A one-batch write source without a generator (cheap, for the many small values). */
-export function oneBatch(batch: readonly Uint8Array[]): WriteSource {
-  return {
-    [Symbol.asyncIterator]() {
-      let done = false;
-      return {
-        next: () => {
-          if (done) return Promise.resolve({ done: true as const, value: undefined });
-          done = true;
-          return Promise.resolve({ done: false as const, value: batch });
-        },
-      };
-    },
-  };
-}
-
 export async function* streamSource(stream: Readable): WriteSource {
   for await (const chunk of stream) yield [chunk as Uint8Array];
 }

@@ -66,6 +66,22 @@ export async function* rechunk(source: WriteSource, byteLength: number, chunkByt
   if (total !== byteLength) throw lengthError(total, byteLength);
 }
 
+/** A one-batch write source without a generator (cheap, for the many small values). */
+export function oneBatch(batch: readonly Uint8Array[]): WriteSource {
+  return {
+    [Symbol.asyncIterator]() {
+      let done = false;
+      return {
+        next: () => {
+          if (done) return Promise.resolve({ done: true as const, value: undefined });
+          done = true;
+          return Promise.resolve({ done: false as const, value: batch });
+        },
+      };
+    },
+  };
+}
+
 /**
  * Collects a small value's pieces as the source gives them, checking their total. No copy:
  * the pieces go to the segment's writev as they are (a source leaves them untouched until

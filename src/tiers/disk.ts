@@ -2,7 +2,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { ClosedError, SpillwayError, TierDuplicateIdError, TierMissingError, TierNotOpenError, TierWriteCancelledError } from '../errors.js';
-import { MiB, clampRange, collectPieces, lengthError, packSmall, streamOf, type CompressionMode, type Packed, type StoredChunk } from './chunks.js';
+import { MiB, clampRange, collectPieces, lengthError, oneBatch, packSmall, streamOf, type CompressionMode, type Packed, type StoredChunk } from './chunks.js';
 import { readValue, streamRange, writeValueFile, type StoredBytes } from './disk-io.js';
 import { ignoreMissing } from './file-io.js';
 import { BufferPool } from './buffer-pool.js';
@@ -34,11 +34,6 @@ const STREAM_SPARE_BUFFERS = 8;
 
 const fulfilled = (): PromiseSettledResult<void> => ({ status: 'fulfilled', value: undefined });
 const rejected = (reason: unknown): PromiseSettledResult<void> => ({ status: 'rejected', reason });
-
-/** A write source of one batch: the bytes of a `writeMany` item. */
-async function* oneBatch(bytes: readonly Uint8Array[]): WriteSource {
-  yield bytes;
-}
 
 /** A table is only needed when some chunk is compressed; otherwise the bytes are the value. */
 function compressedOnly(table: StoredChunk[]): StoredChunk[] | undefined {

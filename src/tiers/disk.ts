@@ -6,7 +6,7 @@ import { MiB, clampRange, collectPieces, lengthError, oneBatch, packSmall, strea
 import { readValue, streamRange, writeValueFile, type StoredBytes } from './disk-io.js';
 import { ignoreMissing } from './file-io.js';
 import { BufferPool } from './buffer-pool.js';
-import { SegmentStore } from './segments.js';
+import { SegmentStore, type Placed, type Segment } from './segments.js';
 import { TierCounters } from './stats.js';
 import { resolveDiskOptions, type DiskTierOptions } from './disk-options.js';
 import type { ByteRange, Tier, TierStats, TierUsage, WriteItem, WriteResults, WriteSource } from './tier.js';
@@ -14,13 +14,18 @@ import { WriteTracker, checkId } from './validate.js';
 
 export type { DiskTierOptions } from './disk-options.js';
 
-interface Entry {
-  size: number;
-  stored: number;
-  /** Chunk layout when at least one chunk is compressed; undefined: the bytes are stored as is. */
-  table: StoredChunk[] | undefined;
-  /** The value's own file, or undefined when it lives in a segment. */
-  file: string | undefined;
+/** The tier's record of a value; a fused one also carries its place in a segment. */
+class Entry implements Placed {
+  segment: Segment | undefined = undefined;
+  offset = 0;
+  constructor(
+    readonly size: number,
+    readonly stored: number,
+    /** Chunk layout when at least one chunk is compressed; undefined: the bytes are stored as is. */
+    readonly table: StoredChunk[] | undefined,
+    /** The value's own file, or undefined when it lives in a segment. */
+    readonly file: string | undefined,
+  ) {}
 }
 
 interface Written {
@@ -32,7 +37,9 @@ interface Written {
 /** Stream buffers kept for reuse: enough for the transfer server's concurrent sends. */
 const STREAM_SPARE_BUFFERS = 8;
 
-const fulfilled = (): PromiseSettledResult<void> => ({ status: 'fulfilled', value: undefined });
+/** One frozen result for every value written: a batch of 1024 values allocates none. */
+const FULFILLED: PromiseSettledResult<void> = Object.freeze({ status: 'fulfilled', value: undefined });
+const fulfilled = (): PromiseSettledResult<void> => FULFILLED;
 const rejected = (reason: unknown): PromiseSettledResult<void> => ({ status: 'rejected', reason });
 
 /** A table is only needed when some chunk is compressed; otherwise the bytes are the value. */
@@ -63,6 +70,8 @@ export class DiskTier implements Tier {
   private readonly writes = new WriteTracker();
   private readonly counters = new TierCounters();
   private nextDir = 0;
+  /** Values with a file of their own (the rest are fused). */
+  private fileValues = 0;
   private stored = 0;
   private logical = 0;
   private closed = false;
@@ -134,9 +143,7 @@ export class DiskTier implements Tier {
         byteLength < this.smallValueBytes
           ? await this.writeFused(id, source, byteLength, segments, job)
           : await this.writeFile(id, source, byteLength, job);
-      this.entries.set(id, entry);
-      this.stored += entry.stored;
-      this.logical += entry.size;
+      this.add(id, entry);
       this.counters.recordChunks(chunks);
       this.counters.recordWrite(elapsed(), byteLength, entry.stored);
     } catch (err) {
@@ -191,8 +198,11 @@ export class DiskTier implements Tier {
     this.stored -= entry.stored;
     this.logical -= entry.size;
     this.counters.deletes++;
-    if (entry.file === undefined) this.segments?.remove(id);
-    else await fsp.unlink(entry.file).catch(ignoreMissing);
+    if (entry.file === undefined) this.segments?.remove(entry);
+    else {
+      this.fileValues--;
+      await fsp.unlink(entry.file).catch(ignoreMissing);
+    }
   }
 
   usage(): TierUsage {
@@ -201,8 +211,7 @@ export class DiskTier implements Tier {
 
   stats(): TierStats {
     const seg = this.segments;
-    let fileValues = 0;
-    for (const e of this.entries.values()) if (e.file !== undefined) fileValues++;
+    const fileValues = this.fileValues;
     return this.counters.snapshot(
       { count: this.entries.size, bytes: this.stored, logicalBytes: this.logical },
       {
@@ -233,6 +242,7 @@ export class DiskTier implements Tier {
     await this.writes.cancelAll();
     await this.segments?.close();
     this.entries.clear();
+    this.fileValues = 0;
     this.stored = 0;
     this.logical = 0;
     await Promise.all((this.dirs ?? []).map((dir) => fsp.rm(dir, { recursive: true, force: true })));
@@ -246,6 +256,14 @@ export class DiskTier implements Tier {
   private openSegments(): SegmentStore {
     if (this.segments === undefined) throw new TierNotOpenError(this.name);
     return this.segments;
+  }
+
+  /** Makes a written value visible. */
+  private add(id: number, entry: Entry): void {
+    this.entries.set(id, entry);
+    this.stored += entry.stored;
+    this.logical += entry.size;
+    if (entry.file !== undefined) this.fileValues++;
   }
 
   private get(id: number): Entry {
@@ -266,18 +284,21 @@ export class DiskTier implements Tier {
     const { pieces, stored, table } = await packSmall(raw, byteLength, this.compression, this.chunkBytes);
     let err = this.abandoned(id, job);
     if (err !== undefined) throw err;
-    await segments.put(id, pieces, stored);
+    const entry = new Entry(byteLength, stored, compressedOnly(table), undefined);
+    await segments.put(entry, pieces);
     err = this.abandoned(id, job);
     if (err !== undefined) {
-      segments.remove(id);
+      segments.remove(entry);
       throw err;
     }
-    return { entry: { size: byteLength, stored, table: compressedOnly(table), file: undefined }, chunks: table };
+    return { entry, chunks: table };
   }
 
   /**
    * writeMany: small items are validated and packed one by one (a bad item fails alone),
-   * then appended together; large items are written as `write` would, concurrently.
+   * then appended together; large items are written as `write` would, concurrently. The
+   * fused items are kept in parallel arrays, not an object each: this is the per-value
+   * path of spilling many small values.
    */
   private async writeBatch(items: readonly WriteItem[]): Promise<WriteResults> {
     if (this.closed) throw new ClosedError(`tier "${this.name}"`);
@@ -285,7 +306,11 @@ export class DiskTier implements Tier {
     const elapsed = TierCounters.timer();
     const results: WriteResults = new Array(items.length);
     const files: Promise<void>[] = [];
-    let fused: { index: number; id: number; size: number; packed: Packed; job: { readonly cancelled: boolean } }[] = [];
+    // Per fused item: its index in `items`, its record, its write job, its pieces.
+    const indexes: number[] = [];
+    const records: Entry[] = [];
+    const jobs: { readonly cancelled: boolean }[] = [];
+    const pieces: (readonly Uint8Array[])[] = [];
     // Every item is registered before the first await, so a delete that follows this call
     // finds its write and cancels it, as with `write`.
     for (let i = 0; i < items.length; i++) {
@@ -300,55 +325,80 @@ export class DiskTier implements Tier {
         let total = 0;
         for (const piece of bytes) total += piece.byteLength;
         if (total !== byteLength) throw lengthError(total, byteLength);
-        const job = this.writes.begin(this.name, id);
-        fused.push({ index: i, id, size: byteLength, packed: { pieces: bytes, stored: byteLength, table: [] }, job });
+        jobs.push(this.writes.begin(this.name, id));
+        indexes.push(i);
+        records.push(new Entry(byteLength, byteLength, undefined, undefined));
+        pieces.push(bytes);
       } catch (err) {
         this.counters.recordFailedWrite(0);
         results[i] = rejected(err);
       }
     }
-    if (this.compression !== 'none') {
-      const packed: typeof fused = [];
-      for (const f of fused) {
-        try {
-          f.packed = await packSmall(f.packed.pieces, f.size, this.compression, this.chunkBytes);
-          packed.push(f);
-        } catch (err) {
-          this.counters.recordFailedWrite(0);
-          results[f.index] = rejected(err);
-          this.writes.end(f.id);
-        }
-      }
-      fused = packed;
-    }
-    let placed: WriteResults;
+    const tables = this.compression === 'none' ? undefined : await this.packBatch(items, indexes, records, jobs, pieces, results);
+    let failures: unknown[];
     try {
-      placed = await segments.putMany(fused.map((f) => ({ id: f.id, pieces: f.packed.pieces, length: f.packed.stored })));
+      failures = await segments.putMany(records, pieces);
     } catch (err) {
-      placed = fused.map(() => rejected(err));
+      failures = records.map(() => err);
     }
-    const share = fused.length > 0 ? elapsed() / fused.length : 0;
-    fused.forEach(({ index, id, size, packed, job }, k) => {
-      let outcome = placed[k];
-      const err = outcome.status === 'fulfilled' ? this.abandoned(id, job) : undefined;
-      if (err !== undefined) {
-        segments.remove(id);
-        outcome = rejected(err);
+    const share = records.length > 0 ? elapsed() / records.length : 0;
+    for (let k = 0; k < records.length; k++) {
+      const i = indexes[k];
+      const { id } = items[i];
+      const entry = records[k];
+      let failure = failures[k];
+      if (failure === undefined) {
+        failure = this.abandoned(id, jobs[k]);
+        if (failure !== undefined) segments.remove(entry);
       }
-      if (outcome.status === 'fulfilled') {
-        this.entries.set(id, { size, stored: packed.stored, table: compressedOnly(packed.table), file: undefined });
-        this.stored += packed.stored;
-        this.logical += size;
-        this.counters.recordChunks(packed.table);
-        this.counters.recordWrite(share, size, packed.stored);
+      if (failure === undefined) {
+        this.add(id, entry);
+        if (tables !== undefined) this.counters.recordChunks(tables[k]);
+        this.counters.recordWrite(share, entry.size, entry.stored);
+        results[i] = FULFILLED;
       } else {
         this.counters.recordFailedWrite(share);
+        results[i] = rejected(failure);
       }
-      results[index] = outcome;
       this.writes.end(id);
-    });
+    }
     await Promise.all(files);
     return results;
+  }
+
+  /**
+   * Compresses a batch's fused items in place (records and pieces replaced by their packed
+   * form); an item that fails to pack fails alone and leaves the arrays. Returns each
+   * remaining item's chunk table.
+   */
+  private async packBatch(
+    items: readonly WriteItem[],
+    indexes: number[],
+    records: Entry[],
+    jobs: { readonly cancelled: boolean }[],
+    pieces: (readonly Uint8Array[])[],
+    results: WriteResults,
+  ): Promise<StoredChunk[][]> {
+    const tables: StoredChunk[][] = [];
+    let kept = 0;
+    for (let k = 0; k < records.length; k++) {
+      const i = indexes[k];
+      try {
+        const packed: Packed = await packSmall(pieces[k], records[k].size, this.compression, this.chunkBytes);
+        indexes[kept] = i;
+        jobs[kept] = jobs[k];
+        records[kept] = new Entry(records[k].size, packed.stored, compressedOnly(packed.table), undefined);
+        pieces[kept] = packed.pieces;
+        tables[kept] = packed.table;
+        kept++;
+      } catch (err) {
+        this.counters.recordFailedWrite(0);
+        results[i] = rejected(err);
+        this.writes.end(items[i].id);
+      }
+    }
+    indexes.length = records.length = jobs.length = pieces.length = kept;
+    return tables;
   }
 
   /** Large value: a file of its own in the next directory, written as the source yields. */
@@ -356,7 +406,7 @@ export class DiskTier implements Tier {
     const dirs = this.owned();
     const file = path.join(dirs[this.nextDir++ % dirs.length], `${id}.spw`);
     const { stored, table } = await writeValueFile(file, source, byteLength, this.compression, this.chunkBytes, () => this.abandoned(id, job));
-    return { entry: { size: byteLength, stored, table: compressedOnly(table), file }, chunks: table };
+    return { entry: new Entry(byteLength, stored, compressedOnly(table), file), chunks: table };
   }
 
   /** Opens what holds a value's bytes; `release` closes the file or unpins the segment. */
@@ -365,7 +415,7 @@ export class DiskTier implements Tier {
       const handle = await fsp.open(entry.file, 'r');
       return { stored: { handle, base: 0 }, release: () => handle.close() };
     }
-    const pin = this.segments?.pin(id);
+    const pin = this.segments?.pin(entry);
     if (pin === undefined) throw new TierMissingError(this.name, id);
     try {
       return { stored: { handle: await pin.handle, base: pin.offset }, release: async () => pin.release() };

@@ -8,7 +8,19 @@ import { ignoreMissing, readFully, writeFully } from './file-io.js';
  * directory and located by (segment, offset, length). Appends that arrive together are
  * written with one writev ("group commit"); a write resolves only once its bytes are in
  * the file, so a failed flush never loses a value the caller still holds.
+ *
+ * The store keeps no map of its own: where a value lives is written into the caller's
+ * record of it (`Placed`), which the tier already holds in its id map. One map lookup and
+ * one record per value instead of three of each (measured: ~1 us per small value).
  */
+
+/** A fused value's place, kept on the caller's own record; `segment` is undefined until placed and after removal. */
+export interface Placed {
+  segment: Segment | undefined;
+  offset: number;
+  /** Bytes the value takes in its segment. */
+  readonly stored: number;
+}
 
 export interface SegmentStoreOptions {
   /** Folders this tier owns, one active segment each; appends rotate among them. */
@@ -21,12 +33,11 @@ export interface SegmentStoreOptions {
 }
 
 interface QueuedAppend {
-  pieces: readonly Uint8Array[];
   resolve: () => void;
   reject: (err: unknown) => void;
 }
 
-class Segment {
+export class Segment {
   /** End of reserved space: the file's size once every queued append is flushed. */
   size = 0;
   liveBytes = 0;
@@ -40,8 +51,11 @@ class Segment {
   /** After a failed compaction (disk full...), do not retry before this time, or it would spin. */
   compactRetryAt = 0;
   readers = 0;
-  readonly ids = new Set<number>();
+  /** Every value placed here, in offset order; those moved or removed since have another (or no) segment. */
+  members: Placed[] = [];
   queue: QueuedAppend[] = [];
+  /** The queued appends' bytes, in order: the next flush writes them with one writev. */
+  queuePieces: Uint8Array[] = [];
   queueBytes = 0;
   queueStart = 0;
   flushing = false;
@@ -53,10 +67,10 @@ class Segment {
   ) {}
 }
 
-export interface Placement {
+/** Where an append landed. */
+interface Landing {
   readonly segment: Segment;
   readonly offset: number;
-  readonly length: number;
 }
 
 /** A placement whose file stays open until `release`, even if compaction moves the value. */
@@ -72,7 +86,6 @@ const COMPACT_WINDOW_BYTES = 4 * 1024 * 1024;
 
 export class SegmentStore {
   private readonly active: (Segment | undefined)[];
-  private readonly placements = new Map<number, Placement>();
   private readonly segments = new Set<Segment>();
   private readonly unlinks = new Set<Promise<void>>();
   private readonly compactQueue: Segment[] = [];
@@ -86,76 +99,66 @@ export class SegmentStore {
     this.active = options.directories.map(() => undefined);
   }
 
-  /** Appends a value's stored bytes; resolves once they are in the file and the value is placed. */
-  async put(id: number, pieces: readonly Uint8Array[], length: number): Promise<void> {
+  /** Appends a value's stored bytes; resolves once they are in the file and `value` is placed. */
+  async put(value: Placed, pieces: readonly Uint8Array[]): Promise<void> {
     if (this.closed) throw new ClosedError('segment store');
-    const placement = await this.append(pieces, length);
-    const seg = placement.segment;
+    const landing = await this.append(pieces, value.stored);
+    const seg = landing.segment;
     if (this.closed) throw new ClosedError('segment store');
-    this.place(id, placement);
+    this.place(value, seg, landing.offset);
     seg.pending--;
     this.check(seg);
   }
 
   /**
    * Appends many values at once: each run of values that fits in one segment is one
-   * reservation and one queued append (so one writev, with its neighbours). Per value, in
-   * order: fulfilled once placed; rejected with its run's error if that run's flush failed.
+   * reservation and one queued append (so one writev, with its neighbours). Resolves to
+   * one entry per value, in order: undefined once it is placed, else its run's error.
    */
-  async putMany(items: readonly { id: number; pieces: readonly Uint8Array[]; length: number }[]): Promise<PromiseSettledResult<void>[]> {
+  async putMany(values: readonly Placed[], pieces: readonly (readonly Uint8Array[])[]): Promise<unknown[]> {
     if (this.closed) throw new ClosedError('segment store');
-    const runs: { from: number; to: number; placement: Promise<Placement> }[] = [];
-    for (let from = 0; from < items.length; ) {
-      const seg = this.activeFor(items[from].length);
+    const runs: { from: number; to: number; landing: Promise<Landing> }[] = [];
+    for (let from = 0; from < values.length; ) {
+      const seg = this.activeFor(values[from].stored);
       const room = this.options.segmentBytes - seg.size;
       let to = from + 1;
-      let length = items[from].length;
-      while (to < items.length && length + items[to].length <= room) length += items[to++].length;
-      const pieces: Uint8Array[] = [];
-      for (let i = from; i < to; i++) for (const piece of items[i].pieces) pieces.push(piece);
-      runs.push({ from, to, placement: this.enqueue(seg, pieces, length) });
+      let length = values[from].stored;
+      while (to < values.length && length + values[to].stored <= room) length += values[to++].stored;
+      runs.push({ from, to, landing: this.enqueue(seg, pieces, from, to, length) });
       from = to;
     }
-    const settled = await Promise.allSettled(runs.map((r) => r.placement));
-    const results: PromiseSettledResult<void>[] = new Array(items.length);
+    const settled = await Promise.allSettled(runs.map((r) => r.landing));
+    const failures: unknown[] = new Array(values.length).fill(undefined);
     const closed = new ClosedError('segment store');
     settled.forEach((run, r) => {
       const { from, to } = runs[r];
       if (run.status === 'rejected') {
-        for (let i = from; i < to; i++) results[i] = { status: 'rejected', reason: run.reason };
+        for (let i = from; i < to; i++) failures[i] = run.reason;
         return;
       }
-      const { segment, offset } = run.value;
-      let at = offset;
+      const { segment } = run.value;
+      let at = run.value.offset;
       for (let i = from; i < to; i++) {
-        if (this.closed) results[i] = { status: 'rejected', reason: closed };
-        else {
-          this.place(items[i].id, { segment, offset: at, length: items[i].length });
-          results[i] = { status: 'fulfilled', value: undefined };
-        }
-        at += items[i].length;
+        if (this.closed) failures[i] = closed;
+        else this.place(values[i], segment, at);
+        at += values[i].stored;
       }
       segment.pending--;
       this.check(segment);
     });
-    return results;
+    return failures;
   }
 
-  has(id: number): boolean {
-    return this.placements.has(id);
-  }
-
-  /** Pins the value's segment so its file stays open while the caller reads. */
-  pin(id: number): PinnedPlacement | undefined {
-    const p = this.placements.get(id);
-    if (p === undefined) return undefined;
-    const seg = p.segment;
+  /** Pins the value's segment so its file stays open while the caller reads; undefined when not placed. */
+  pin(value: Placed): PinnedPlacement | undefined {
+    const seg = value.segment;
+    if (seg === undefined) return undefined;
     seg.readers++;
     let released = false;
     return {
       handle: seg.handle,
-      offset: p.offset,
-      length: p.length,
+      offset: value.offset,
+      length: value.stored,
       release: () => {
         if (released) return;
         released = true;
@@ -165,11 +168,11 @@ export class SegmentStore {
   }
 
   /** Forgets a value; its bytes become dead space (reclaimed by deletion or compaction). */
-  remove(id: number): boolean {
-    const p = this.placements.get(id);
-    if (p === undefined) return false;
-    this.unplace(id, p);
-    this.check(p.segment);
+  remove(value: Placed): boolean {
+    const seg = value.segment;
+    if (seg === undefined) return false;
+    this.unplace(value, seg);
+    this.check(seg);
     return true;
   }
 
@@ -203,27 +206,26 @@ export class SegmentStore {
     await this.compactRun?.catch(() => undefined);
     const handles = [...this.segments].map((seg) => seg.handle.then((h) => h.close()).catch(() => undefined));
     this.segments.clear();
-    this.placements.clear();
     await Promise.all([...handles, ...this.unlinks]);
   }
 
-  private place(id: number, p: Placement): void {
-    this.placements.set(id, p);
-    p.segment.ids.add(id);
-    p.segment.liveCount++;
-    p.segment.liveBytes += p.length;
+  private place(value: Placed, segment: Segment, offset: number): void {
+    value.segment = segment;
+    value.offset = offset;
+    segment.members.push(value);
+    segment.liveCount++;
+    segment.liveBytes += value.stored;
   }
 
-  private unplace(id: number, p: Placement): void {
-    this.placements.delete(id);
-    p.segment.ids.delete(id);
-    p.segment.liveCount--;
-    p.segment.liveBytes -= p.length;
+  private unplace(value: Placed, segment: Segment): void {
+    value.segment = undefined;
+    segment.liveCount--;
+    segment.liveBytes -= value.stored;
   }
 
   /** Reserves space in the next directory's active segment and queues the bytes for it. */
-  private append(pieces: readonly Uint8Array[], length: number): Promise<Placement> {
-    return this.enqueue(this.activeFor(length), pieces, length);
+  private append(pieces: readonly Uint8Array[], length: number): Promise<Landing> {
+    return this.enqueue(this.activeFor(length), [pieces], 0, 1, length);
   }
 
   /** The next directory's active segment, sealed and replaced if `length` would overflow it. */
@@ -237,18 +239,23 @@ export class SegmentStore {
     return seg ?? this.create(dir);
   }
 
-  /** Reserves `length` bytes at the end of `segment` and queues them for its next flush. */
-  private enqueue(segment: Segment, pieces: readonly Uint8Array[], length: number): Promise<Placement> {
+  /**
+   * Reserves `length` bytes at the end of `segment` and queues the pieces of values
+   * `from` to `to` (exclusive) for its next flush.
+   */
+  private enqueue(segment: Segment, pieces: readonly (readonly Uint8Array[])[], from: number, to: number, length: number): Promise<Landing> {
     const offset = segment.size;
     if (segment.queue.length === 0) segment.queueStart = offset;
     segment.size += length;
     segment.pending++;
+    const queued = segment.queuePieces;
+    for (let i = from; i < to; i++) for (const piece of pieces[i]) queued.push(piece);
     return new Promise<void>((resolve, reject) => {
-      segment.queue.push({ pieces, resolve, reject });
+      segment.queue.push({ resolve, reject });
       segment.queueBytes += length;
       this.schedule(segment);
     }).then(
-      () => ({ segment, offset, length }),
+      () => ({ segment, offset }),
       (err: unknown) => {
         segment.pending--;
         this.check(segment);
@@ -293,12 +300,14 @@ export class SegmentStore {
     if (seg.flushing || seg.queue.length === 0) return;
     seg.flushing = true;
     const group = seg.queue;
+    const pieces = seg.queuePieces;
     const start = seg.queueStart;
     seg.queue = [];
+    seg.queuePieces = [];
     seg.queueBytes = 0;
     try {
       const handle = await seg.handle;
-      await writeFully(handle, group.flatMap((a) => a.pieces), start);
+      await writeFully(handle, pieces, start);
       this.counters.flushes++;
       for (const a of group) a.resolve();
     } catch (err) {
@@ -327,6 +336,7 @@ export class SegmentStore {
 
   private retire(seg: Segment): void {
     seg.retired = true;
+    seg.members = [];
     if (this.active[seg.dir] === seg) this.active[seg.dir] = undefined;
     this.segments.delete(seg);
     this.counters.segmentsDeleted++;
@@ -358,23 +368,21 @@ export class SegmentStore {
     seg.compacting = true;
     seg.readers++;
     try {
-      const live = [...seg.ids]
-        .map((id) => ({ id, p: this.placements.get(id) }))
-        .filter((v): v is { id: number; p: Placement } => v.p?.segment === seg)
-        .sort((a, b) => a.p.offset - b.p.offset);
+      const live = seg.members.filter((v) => v.segment === seg).sort((a, b) => a.offset - b.offset);
       const handle = await seg.handle;
       // One window buffer for the whole segment: each window's moves are written (awaited)
       // before the next read fills it again.
       let buffer: Buffer | undefined;
       for (let i = 0; i < live.length && !this.closed; ) {
         let j = i + 1;
-        while (j < live.length && live[j].p.offset + live[j].p.length - live[i].p.offset <= COMPACT_WINDOW_BYTES) j++;
-        const base = live[i].p.offset;
-        const span = live[j - 1].p.offset + live[j - 1].p.length - base;
+        while (j < live.length && live[j].offset + live[j].stored - live[i].offset <= COMPACT_WINDOW_BYTES) j++;
+        const base = live[i].offset;
+        const span = live[j - 1].offset + live[j - 1].stored - base;
         if (buffer === undefined || buffer.byteLength < span) buffer = Buffer.allocUnsafe(Math.max(span, COMPACT_WINDOW_BYTES));
         const window = buffer.subarray(0, span);
         await readFully(handle, window, 0, span, base);
-        await Promise.all(live.slice(i, j).map(({ id, p }) => this.move(id, p, window.subarray(p.offset - base, p.offset - base + p.length))));
+        // Offsets are taken now: a value removed while the window is read is skipped by move().
+        await Promise.all(live.slice(i, j).map((v) => this.move(v, seg, window.subarray(v.offset - base, v.offset - base + v.stored))));
         i = j;
       }
       this.counters.compactions++;
@@ -388,14 +396,14 @@ export class SegmentStore {
     }
   }
 
-  private async move(id: number, from: Placement, bytes: Uint8Array): Promise<void> {
-    // Deleted since the window was read: nothing to copy.
-    if (this.placements.get(id) !== from) return;
+  private async move(value: Placed, from: Segment, bytes: Uint8Array): Promise<void> {
+    // Removed since the window was read: nothing to copy.
+    if (value.segment !== from) return;
     const to = await this.append([bytes], bytes.byteLength);
     to.segment.pending--;
-    if (!this.closed && this.placements.get(id) === from) {
-      this.unplace(id, from);
-      this.place(id, to);
+    if (!this.closed && value.segment === from) {
+      this.unplace(value, from);
+      this.place(value, to.segment, to.offset);
       this.counters.compactedBytes += bytes.byteLength;
     }
     this.check(to.segment);

@@ -32,12 +32,10 @@ export class Entry {
   resident = true;
   /** Estimated in-memory bytes. */
   size: number;
-  /** Set once the value was dropped while possibly referenced elsewhere. */
+  /** Set once the value was dropped while possibly referenced elsewhere; also its FinalizationRegistry token. */
   weak: WeakRef<object> | undefined = undefined;
   /** Counted as detached: dropped from the store but not yet collected. */
   detached = false;
-  /** Identifies the current FinalizationRegistry registration. */
-  weakToken: object | undefined = undefined;
   copy: StoredCopy | undefined = undefined;
   write: WriteJob | undefined = undefined;
   load: Promise<unknown> | undefined = undefined;

@@ -1,7 +1,7 @@
 import v8 from 'node:v8';
 import { CodecError, errorMessage } from '../errors.js';
 import { binaryBytes } from './binary.js';
-import { CHECKSUM_SLICE_BYTES, Crc32c, crc32c } from './checksum.js';
+import { CHECKSUM_SLICE_BYTES, Crc32c, crc32c, crc32cPortable } from './checksum.js';
 import { HeaderKind, type Layout, TRAILER_BYTES, layoutOf, writePrefix } from './format.js';
 import { packHeader } from './msgpack.js';
 import { planEncoding } from './plan.js';
@@ -13,10 +13,41 @@ import { planEncoding } from './plan.js';
  */
 export interface Encoded {
   readonly layout: Layout;
+  /** The prefix in a buffer of its own (made on first use: batches of small values write it in place instead). */
   readonly prefix: Buffer;
+  readonly header: Uint8Array;
   readonly frames: readonly Uint8Array[];
   /** Total encoded length, trailer included. */
   readonly byteLength: number;
+}
+
+class EncodedValue implements Encoded {
+  #prefix: Buffer | undefined;
+  constructor(
+    readonly layout: Layout,
+    readonly header: Uint8Array,
+    readonly frames: readonly Uint8Array[],
+  ) {}
+
+  get byteLength(): number {
+    return this.layout.totalLength;
+  }
+
+  get prefix(): Buffer {
+    if (this.#prefix === undefined) {
+      // Zero-filled: the header's padding must be zeros.
+      this.#prefix = Buffer.alloc(this.layout.frameOffsets[0] ?? this.layout.trailerOffset);
+      writePrefix(this.#prefix, 0, this.layout, this.header);
+    }
+    return this.#prefix;
+  }
+}
+
+/** Runs up to this long are hashed in JS: a native call costs more than the bytes do. */
+const JS_CRC_BYTES = 64;
+
+function crcOf(bytes: Uint8Array, initial: number): number {
+  return bytes.byteLength <= JS_CRC_BYTES ? crc32cPortable(bytes, initial) : crc32c(bytes, initial);
 }
 
 const ZERO_PAD = Buffer.alloc(8);
@@ -50,11 +81,7 @@ export function encode(value: unknown): Encoded {
     throw new CodecError(`cannot encode value: ${errorMessage(err)}`, { cause: err });
   }
   const layout = layoutOf(kind, header.byteLength, frames.map((f) => f.byteLength));
-  const frameStart = layout.frameOffsets[0] ?? layout.trailerOffset;
-  const prefix = Buffer.alloc(frameStart);
-  writePrefix(prefix, kind, header.byteLength, layout.frameLengths);
-  prefix.set(header, layout.headerOffset);
-  return { layout, prefix, frames, byteLength: layout.totalLength };
+  return new EncodedValue(layout, header, frames);
 }
 
 /** The pieces of an encoded value in order, trailer excluded, padding included. */
@@ -157,17 +184,16 @@ export function encodedPiecesSync(encoded: Encoded, side: Uint8Array, offset: nu
   let crc = 0;
   let start = offset;
   let at = offset;
-  side.set(encoded.prefix, at);
-  at += encoded.prefix.byteLength;
+  at += writePrefix(side, at, encoded.layout, encoded.header);
   for (const frame of encoded.frames) {
     if (frame.byteLength >= shareFrom) {
       if (at > start) {
         const run = side.subarray(start, at);
-        crc = crc32c(run, crc);
+        crc = crcOf(run, crc);
         pieces.push(run);
         start = at;
       }
-      crc = crc32c(frame, crc);
+      crc = crcOf(frame, crc);
       pieces.push(frame);
     } else {
       side.set(frame, at);
@@ -176,7 +202,7 @@ export function encodedPiecesSync(encoded: Encoded, side: Uint8Array, offset: nu
     const pad = (8 - (frame.byteLength % 8)) % 8;
     for (let i = 0; i < pad; i++) side[at++] = 0;
   }
-  if (at > start) crc = crc32c(side.subarray(start, at), crc);
+  if (at > start) crc = crcOf(side.subarray(start, at), crc);
   crc >>>= 0;
   side[at] = crc & 0xff;
   side[at + 1] = (crc >>> 8) & 0xff;

@@ -67,20 +67,36 @@ export function layoutOf(headerKind: HeaderKind, headerLength: number, frameLeng
   };
 }
 
-/** Writes the fixed prefix and frame table into `out` (which must hold the prefix). */
-export function writePrefix(out: Buffer, headerKind: HeaderKind, headerLength: number, frameLengths: readonly number[]): void {
-  out.writeUInt32LE(MAGIC, 0);
-  out.writeUInt8(FORMAT_VERSION, 4);
-  out.writeUInt8(headerKind, 5);
-  out.writeUInt16LE(0, 6);
-  out.writeUInt32LE(headerLength, 8);
-  out.writeUInt32LE(frameLengths.length, 12);
-  for (let i = 0; i < frameLengths.length; i++) {
+/** Little-endian u32 into a byte array (no DataView or Buffer needed). */
+function putU32(out: Uint8Array, at: number, n: number): void {
+  out[at] = n & 0xff;
+  out[at + 1] = (n >>> 8) & 0xff;
+  out[at + 2] = (n >>> 16) & 0xff;
+  out[at + 3] = n >>> 24;
+}
+
+/**
+ * Writes a value's prefix (fixed fields, frame table, header, zero padding up to the first
+ * frame) into `out` at `at`; returns its length. Works on any byte array, so a batch of
+ * small values writes every prefix into one shared buffer.
+ */
+export function writePrefix(out: Uint8Array, at: number, layout: Layout, header: Uint8Array): number {
+  const lengths = layout.frameLengths;
+  const end = at + (layout.frameOffsets[0] ?? layout.trailerOffset);
+  putU32(out, at, MAGIC);
+  out[at + 4] = FORMAT_VERSION;
+  out[at + 5] = layout.headerKind;
+  out[at + 6] = out[at + 7] = 0;
+  putU32(out, at + 8, header.byteLength);
+  putU32(out, at + 12, lengths.length);
+  for (let i = 0; i < lengths.length; i++) {
     // A u64 as two u32 halves: lengths are safe integers, and no BigInt per frame.
-    const length = frameLengths[i];
-    out.writeUInt32LE(length % 0x1_0000_0000, FIXED_PREFIX_BYTES + 8 * i);
-    out.writeUInt32LE(Math.floor(length / 0x1_0000_0000), FIXED_PREFIX_BYTES + 8 * i + 4);
+    putU32(out, at + FIXED_PREFIX_BYTES + 8 * i, lengths[i] % 0x1_0000_0000);
+    putU32(out, at + FIXED_PREFIX_BYTES + 8 * i + 4, Math.floor(lengths[i] / 0x1_0000_0000));
   }
+  out.set(header, at + layout.headerOffset);
+  out.fill(0, at + layout.headerOffset + header.byteLength, end);
+  return end - at;
 }
 
 /**

@@ -11,7 +11,7 @@ import {
   encodedPiecesSync,
   writeEncodedSync,
 } from '../../src/codec/index.js';
-import { FIXED_PREFIX_BYTES, HeaderKind, writePrefix } from '../../src/codec/format.js';
+import { FIXED_PREFIX_BYTES, FORMAT_VERSION, HeaderKind, MAGIC, layoutOf, writePrefix } from '../../src/codec/format.js';
 import { binaryArb } from './arbitraries.js';
 
 const valueArb = fc.oneof(
@@ -102,10 +102,22 @@ describe('encodedPiecesSync: small values for a writev, large frames not copied'
 describe('writePrefix', () => {
   it('writes frame lengths as u64 LE, beyond 32 bits too', () => {
     const lengths = [0, 1, 0xffff_ffff, 0x1_0000_0000, 5 * 2 ** 40 + 3, Number.MAX_SAFE_INTEGER];
-    const out = Buffer.alloc(FIXED_PREFIX_BYTES + 8 * lengths.length);
-    writePrefix(out, HeaderKind.Msgpack, 12, lengths);
-    lengths.forEach((n, i) => assert.equal(out.readBigUInt64LE(FIXED_PREFIX_BYTES + 8 * i), BigInt(n)));
-    assert.equal(out.readUInt32LE(8), 12);
-    assert.equal(out.readUInt32LE(12), lengths.length);
+    const layout = layoutOf(HeaderKind.Msgpack, 12, lengths);
+    const header = Buffer.alloc(12, 0xab);
+    // At an offset, into a buffer of junk: every byte of the prefix is written, padding too.
+    const at = 3;
+    const out = Buffer.alloc(at + layout.frameOffsets[0] + 5, 0xee);
+    assert.equal(writePrefix(out, at, layout, header), layout.frameOffsets[0]);
+    const prefix = out.subarray(at);
+    assert.equal(prefix.readUInt32LE(0), MAGIC);
+    assert.equal(prefix[4], FORMAT_VERSION);
+    assert.equal(prefix[5], HeaderKind.Msgpack);
+    lengths.forEach((n, i) => assert.equal(prefix.readBigUInt64LE(FIXED_PREFIX_BYTES + 8 * i), BigInt(n)));
+    assert.equal(prefix.readUInt32LE(8), 12);
+    assert.equal(prefix.readUInt32LE(12), lengths.length);
+    assert.deepEqual(prefix.subarray(layout.headerOffset, layout.headerOffset + 12), header);
+    assert.ok(prefix.subarray(layout.headerOffset + 12, layout.frameOffsets[0]).every((b) => b === 0), 'header padding is zeros');
+    assert.equal(out[0], 0xee, 'nothing written before the offset');
+    assert.equal(out[at + layout.frameOffsets[0]], 0xee, 'nothing written after the prefix');
   });
 });

@@ -1,6 +1,6 @@
 import v8 from 'node:v8';
 import { CodecError, errorMessage } from '../errors.js';
-import { binaryBytes } from './binary.js';
+import { binaryBytes, binaryTag, type BinaryValue } from './binary.js';
 import { CHECKSUM_SLICE_BYTES, Crc32c, crc32c, crc32cPortable } from './checksum.js';
 import { HeaderKind, type Layout, TRAILER_BYTES, layoutOf, writePrefix } from './format.js';
 import { packHeader } from './msgpack.js';
@@ -52,8 +52,35 @@ function crcOf(bytes: Uint8Array, initial: number): number {
 
 const ZERO_PAD = Buffer.alloc(8);
 
+/** Headers of binary values: one byte, the tag; never written to, so one per tag is shared. */
+const binaryHeaders = new Map<number, Uint8Array>();
+/** The last binary layout: many small values share one length, and a layout is immutable. */
+let lastBinaryLayout: Layout | undefined;
+
+/**
+ * A binary value (a typed array, Buffer, DataView or ArrayBuffer at the top) is one raw
+ * frame: the common case of many small values, laid out with three objects instead of ten.
+ */
+function encodeBinary(value: BinaryValue, tag: number): Encoded {
+  let header = binaryHeaders.get(tag);
+  if (header === undefined) binaryHeaders.set(tag, (header = Uint8Array.of(tag)));
+  const frame = binaryBytes(value);
+  let layout = lastBinaryLayout;
+  if (layout === undefined || layout.frameLengths[0] !== frame.byteLength) {
+    layout = lastBinaryLayout = layoutOf(HeaderKind.Binary, 1, [frame.byteLength]);
+    Object.freeze(layout.frameOffsets);
+    Object.freeze(layout.frameLengths);
+    Object.freeze(layout);
+  }
+  return new EncodedValue(layout, header, [frame]);
+}
+
 /** Lays a value out in the format. Throws CodecError for what cannot be encoded. */
 export function encode(value: unknown): Encoded {
+  if (typeof value === 'object' && value !== null) {
+    const tag = binaryTag(value);
+    if (tag !== 0) return encodeBinary(value as BinaryValue, tag);
+  }
   const plan = planEncoding(value);
   let kind: HeaderKind;
   let header: Uint8Array;
@@ -61,10 +88,7 @@ export function encode(value: unknown): Encoded {
   try {
     switch (plan.kind) {
       case 'binary':
-        kind = HeaderKind.Binary;
-        header = Uint8Array.of(plan.tag);
-        frames = [binaryBytes(plan.value)];
-        break;
+        return encodeBinary(plan.value, plan.tag);
       case 'msgpack':
         kind = HeaderKind.Msgpack;
         header = packHeader(plan.template);

@@ -132,13 +132,14 @@ export class StoreState {
     tier.delete(copy.id).catch((err: unknown) => this.report(new TierWriteError(tier.name, `#${copy.id}`, err)));
   }
 
-  /** Drops the in-memory value of an entry that has a copy below; keeps a weak reference. */
+  /** Drops the in-memory value of an entry that has a copy below; keeps a weak reference to one of weakRefBytes or more. */
   drop(entry: Entry): void {
     this.#released(entry);
     this.acct.remove(entry);
     this.#unlinkMemory(entry);
     const value = entry.value;
-    if ((typeof value === 'object' && value !== null) || typeof value === 'function') {
+    // Small values are let go outright (see the weakRefBytes option).
+    if (entry.size >= this.opts.weakRefBytes && ((typeof value === 'object' && value !== null) || typeof value === 'function')) {
       const weak = new WeakRef(value);
       entry.weak = weak;
       entry.detached = true;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { LeaseReleasedError, NotLeasedError, SlowTier } from '../../src/index.js';
+import { InvalidArgumentError, LeaseReleasedError, NotLeasedError, SlowTier } from '../../src/index.js';
 import { KiB, MiB, f64, openStore } from '../helpers/store.js';
 
 test('N concurrent gets of a spilled key do one read and resolve to the identical object', async (t) => {
@@ -56,6 +56,45 @@ test('detached values stop being counted once collected', async (t) => {
   await forceCollection(() => store.stats().detached.count === 0);
   assert.equal(store.stats().detached.bytes, 0);
   assert.deepEqual(await store.get('k'), f64(128 * KiB, 9));
+});
+
+test('a value under weakRefBytes is let go outright: no weak reference, read again from its tier', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 10 * MiB });
+  const held = f64(8 * KiB, 4);
+  store.set('small', held);
+  store.set('big', f64(64 * KiB, 5));
+  await store.evict();
+  const s = store.stats();
+  // The 64 KiB value (at the default threshold) is tracked; the 8 KiB one is not.
+  assert.equal(s.detached.count, 1);
+  assert.ok(s.detached.bytes >= 64 * KiB && s.detached.bytes < 72 * KiB);
+  assert.equal(store.where('small'), 'disk');
+  assert.equal(store.peek('small'), undefined, 'no weak reference to find it through');
+  const reads = s.counters.diskReads;
+  const back = await store.get('small');
+  assert.notEqual(back, held);
+  assert.deepEqual(back, held);
+  assert.equal(store.stats().counters.diskReads, reads + 1);
+  assert.equal(store.stats().counters.weakHits, 0);
+});
+
+test('weakRefBytes: 0 tracks every dropped object, however small', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 10 * MiB, weakRefBytes: 0 });
+  const held = f64(8 * KiB, 4);
+  store.set('small', held);
+  await store.evict();
+  assert.equal(store.stats().detached.count, 1);
+  assert.equal(await store.get('small'), held);
+  assert.equal(store.stats().counters.weakHits, 1);
+});
+
+test('weakRefBytes is validated at open', async (t) => {
+  await assert.rejects(openStore(t, { weakRefBytes: -1 }), (err: unknown) => err instanceof InvalidArgumentError);
+  await assert.rejects(openStore(t, { weakRefBytes: 'lots' }), (err: unknown) => err instanceof InvalidArgumentError);
+  const { store } = await openStore(t, { memoryLimit: 10 * MiB, weakRefBytes: '1 KiB' });
+  store.set('k', f64(2 * KiB, 1));
+  await store.evict();
+  assert.equal(store.stats().detached.count, 1);
 });
 
 test('a pinned key is never evicted, and is evictable again after release', async (t) => {

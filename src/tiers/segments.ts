@@ -137,7 +137,8 @@ export class SegmentStore {
     }
     const settled = await Promise.allSettled(runs.map((r) => r.landing));
     const failures: unknown[] = new Array(values.length).fill(undefined);
-    const closed = new ClosedError('segment store');
+    // Made only if needed: an error captures a stack trace (~20 us), once per call.
+    let closed: ClosedError | undefined;
     settled.forEach((run, r) => {
       const { from, to } = runs[r];
       if (run.status === 'rejected') {
@@ -147,7 +148,7 @@ export class SegmentStore {
       const { segment } = run.value;
       let at = run.value.offset;
       for (let i = from; i < to; i++) {
-        if (this.closed) failures[i] = closed;
+        if (this.closed) failures[i] = closed ??= new ClosedError('segment store');
         else this.place(values[i], segment, at);
         at += values[i].stored;
       }

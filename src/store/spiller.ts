@@ -260,13 +260,14 @@ export class Spiller {
     state.setCopy(entry, copy);
     entry.retryAfter = 0;
     acct.add(entry);
-    state.relink(entry);
     if (!quiet) this.#demoter.afterTierWrite(copy.tier);
     if (entry.pins === 0 && (job.force || acct.residentBytes > state.opts.targetBytes)) {
+      // Dropped straight away, never linked in the memory LRU in between.
       state.drop(entry);
       if (!quiet) state.onShrink();
       return entry.size;
     }
+    state.relink(entry);
     return 0;
   }
 

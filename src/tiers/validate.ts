@@ -49,7 +49,7 @@ export class WriteTracker {
   end(id: number): void {
     const job = this.jobs.get(id);
     this.jobs.delete(id);
-    for (const wake of job?.waiters ?? []) wake();
+    if (job?.waiters !== undefined) for (const wake of job.waiters) wake();
   }
 
   /** Marks the write cancelled and waits until it has removed what it wrote. */

@@ -13,7 +13,7 @@ import { turnBudget } from './turn-budget.js';
 export const BATCH_VALUE_BYTES = SMALL_ENCODED_BYTES;
 /** A batch closes at this many bytes (the encoding budget of one loop turn) or this many values. */
 const BATCH_BYTES = 4 * 1024 * 1024;
-const BATCH_VALUES = 256;
+const BATCH_VALUES = 1024;
 /**
  * Batches being filled, encoded or written at once: as many as the spiller allows single
  * small writes, so values that trickle in one per loop iteration (a batch each) are never

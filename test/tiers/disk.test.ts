@@ -113,6 +113,34 @@ describe('DiskTier', () => {
     }
   });
 
+  it('writeMany: two batches of a flush each (both in flight at once) land intact in adjacent ranges', async () => {
+    const parent = await tempDir();
+    const tier = new DiskTier({ directory: parent });
+    await tier.open();
+    try {
+      // Each batch holds 4 MiB (the flush size), so each flushes at once: two group
+      // writes in flight on one segment, at adjacent reserved ranges.
+      const batch = (base: number): { id: number; bytes: Uint8Array[]; byteLength: number }[] =>
+        Array.from({ length: 64 }, (_, i) => {
+          const v = noise(64 * KiB - 8 + i);
+          return { id: base + i, bytes: [v], byteLength: v.byteLength };
+        });
+      const a = batch(0);
+      const b = batch(1000);
+      const [ra, rb] = await Promise.all([tier.writeMany?.(a), tier.writeMany?.(b)]);
+      assert.ok(ra?.every((r) => r.status === 'fulfilled') && rb?.every((r) => r.status === 'fulfilled'));
+      const stats = tier.stats();
+      assert.equal(stats.details.flushes, 2);
+      assert.equal(stats.details.segmentFiles, 1);
+      for (const item of [...a, ...b]) assert.ok(Buffer.from(await tier.read(item.id)).equals(item.bytes[0]), `value ${item.id}`);
+      const [file] = await filesUnder([parent]);
+      assert.equal(file.size, [...a, ...b].reduce((n, item) => n + item.byteLength, 0), 'no gap or overlap between the two ranges');
+    } finally {
+      await tier.close();
+      await fsp.rm(parent, { recursive: true, force: true });
+    }
+  });
+
   it('writeMany: a batch larger than a segment is split across segments, one run each', async () => {
     const parents = [await tempDir(), await tempDir()];
     const tier = new DiskTier({ directories: parents, smallValueBytes: 8 * KiB, segmentBytes: 16 * KiB });

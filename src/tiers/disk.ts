@@ -6,7 +6,7 @@ import { MiB, clampRange, collectPieces, lengthError, oneBatch, packSmall, strea
 import { readValue, streamRange, writeValueFile, type StoredBytes } from './disk-io.js';
 import { ignoreMissing } from './file-io.js';
 import { BufferPool } from './buffer-pool.js';
-import { SegmentStore, type Placed, type Segment } from './segments.js';
+import { SegmentStore, type Placed, type Segment, type SegmentFile } from './segments.js';
 import { TierCounters } from './stats.js';
 import { resolveDiskOptions, type DiskTierOptions } from './disk-options.js';
 import type { ByteRange, Tier, TierStats, TierUsage, WriteItem, WriteResults, WriteSource } from './tier.js';
@@ -228,7 +228,7 @@ export class DiskTier implements Tier {
   }
 
   /** The segment files with their live values (diagnostics and tests). */
-  segmentFiles(): { path: string; bytes: number; liveValues: number; liveBytes: number }[] {
+  segmentFiles(): SegmentFile[] {
     return this.segments?.list() ?? [];
   }
 

@@ -51,7 +51,11 @@ export class Segment {
   /** After a failed compaction (disk full...), do not retry before this time, or it would spin. */
   compactRetryAt = 0;
   readers = 0;
-  /** Every value placed here, in offset order; those moved or removed since have another (or no) segment. */
+  /**
+   * The values placed here, in offset order. Those moved or removed since (another or no
+   * segment) are pruned once they outnumber the live ones, so a segment of many tiny
+   * values that come and go does not keep every dead record alive.
+   */
   members: Placed[] = [];
   queue: QueuedAppend[] = [];
   /** The queued appends' bytes, in order: the next flush writes them with one writev. */
@@ -74,6 +78,17 @@ interface Landing {
   readonly offset: number;
 }
 
+/** A segment file as diagnostics see it. */
+export interface SegmentFile {
+  path: string;
+  /** File size: live, dead and queued bytes. */
+  bytes: number;
+  liveValues: number;
+  liveBytes: number;
+  /** Records of values the segment still tracks (live, and dead ones not yet pruned). */
+  records: number;
+}
+
 /** A placement whose file stays open until `release`, even if compaction moves the value. */
 export interface PinnedPlacement {
   readonly handle: Promise<FileHandle>;
@@ -88,6 +103,9 @@ export interface PinnedPlacement {
  * before it to land (the main thread sat idle during that wait when spilling small values).
  */
 const FLUSHES_IN_FLIGHT = 2;
+
+/** A segment's list of values is pruned of dead records once it holds this many and they outnumber the live ones. */
+const PRUNE_FROM = 1024;
 
 /** Bytes read per step when compaction copies live values out of a segment. */
 const COMPACT_WINDOW_BYTES = 4 * 1024 * 1024;
@@ -193,8 +211,14 @@ export class SegmentStore {
   }
 
   /** Every segment file with its size and live values (diagnostics and tests). */
-  list(): { path: string; bytes: number; liveValues: number; liveBytes: number }[] {
-    return [...this.segments].map((seg) => ({ path: seg.path, bytes: seg.size, liveValues: seg.liveCount, liveBytes: seg.liveBytes }));
+  list(): SegmentFile[] {
+    return [...this.segments].map((seg) => ({
+      path: seg.path,
+      bytes: seg.size,
+      liveValues: seg.liveCount,
+      liveBytes: seg.liveBytes,
+      records: seg.members.length,
+    }));
   }
 
   segmentCount(): number {
@@ -230,6 +254,9 @@ export class SegmentStore {
     value.segment = undefined;
     segment.liveCount--;
     segment.liveBytes -= value.stored;
+    // Amortized O(1): a prune halves the array at least, and waits for PRUNE_FROM dead records.
+    const dead = segment.members.length - segment.liveCount;
+    if (dead >= PRUNE_FROM && dead > segment.liveCount) segment.members = segment.members.filter((v) => v.segment === segment);
   }
 
   /** Reserves space in the next directory's active segment and queues the bytes for it. */

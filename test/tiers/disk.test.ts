@@ -141,6 +141,28 @@ describe('DiskTier', () => {
     }
   });
 
+  it('a segment of many small values that come and go does not keep their dead records', async () => {
+    const parent = await tempDir();
+    const tier = new DiskTier({ directory: parent });
+    await tier.open();
+    try {
+      const v = noise(40);
+      const n = 5000;
+      const results = await tier.writeMany?.(Array.from({ length: n }, (_, id) => ({ id, bytes: [v], byteLength: v.byteLength })));
+      assert.ok(results?.every((r) => r.status === 'fulfilled'));
+      for (let id = 0; id < n; id++) if (id % 50 !== 0) await tier.delete(id);
+      const [seg] = tier.segmentFiles();
+      assert.equal(seg.liveValues, n / 50);
+      // Pruned once dead records outnumber live ones (and reach 1024): never more than
+      // that many dead ones are kept.
+      assert.ok(seg.records - seg.liveValues <= Math.max(1024, seg.liveValues), `${seg.records} records for ${seg.liveValues} live values`);
+      for (let id = 0; id < n; id += 50) assert.ok(Buffer.from(await tier.read(id)).equals(v));
+    } finally {
+      await tier.close();
+      await fsp.rm(parent, { recursive: true, force: true });
+    }
+  });
+
   it('writeMany: a batch larger than a segment is split across segments, one run each', async () => {
     const parents = [await tempDir(), await tempDir()];
     const tier = new DiskTier({ directories: parents, smallValueBytes: 8 * KiB, segmentBytes: 16 * KiB });

@@ -9,7 +9,9 @@
  *      vs uncompressed disk: bytes stored and time side by side
  *   3. event-loop delay while the compressed memory tier writes and reads 64 MiB values
  */
+import { execFile } from 'node:child_process';
 import fsp from 'node:fs/promises';
+import { promisify } from 'node:util';
 import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
@@ -134,6 +136,25 @@ async function spillOnce(tier: Tier, count: number, bytes: number): Promise<{ by
   }
 }
 
+/** Waits until the kernel has written every dirty page back (the `sync` command). */
+async function syncDisk(): Promise<void> {
+  await promisify(execFile)('sync');
+}
+
+/**
+ * Files of 4 KiB this disk creates per second right now (2,000, 16 at a time, left in
+ * place until the benchmark ends, so that no deletion precedes phase 1b): the context for one file per value, which swung 2-4x with what the disk had
+ * deleted in the minutes before (it is mounted with online discard here).
+ */
+async function fileCreationRate(parent: string): Promise<number> {
+  const dir = await fsp.mkdtemp(path.join(parent, 'rate-'));
+  const bytes = Buffer.alloc(4 * KiB, 1);
+  const n = 2000;
+  const start = performance.now();
+  await pool(n, 16, (i) => fsp.writeFile(path.join(dir, `${i}`), bytes, { flag: 'wx' }));
+  return n / ((performance.now() - start) / 1000);
+}
+
 /** The middle value (the lower of the two middle ones for an even count). */
 function median(xs: readonly number[]): number {
   const sorted = [...xs].sort((a, b) => a - b);
@@ -187,6 +208,7 @@ async function storePhase(parent: string, count: number, largeCount: number, rou
     }
   }
   console.log(`\n1b. through a SpillStore (32 MiB limit): ${count} values of 4 KiB, and ${largeCount} of 32 MiB; ${rounds} round(s) after a warm-up`);
+  console.log(`   the disk's state: it creates ${fmt(await fileCreationRate(parent), 0)} files of 4 KiB per second now (one file per value tracks this)`);
   const variants = [
     { label: 'fused segment files', tier: () => new KeepFiles(new DiskTier({ directory: parent })), count, bytes: 4 * KiB },
     { label: '32 MiB values', tier: () => new KeepFiles(new DiskTier({ directory: parent })), count: largeCount, bytes: 32 * MiB },
@@ -197,7 +219,12 @@ async function storePhase(parent: string, count: number, largeCount: number, rou
     for (const v of variants) await spillOnce(v.tier(), Math.max(1, Math.ceil(v.count / 20)), v.bytes);
     const runs: { bytes: number; ms: number; writes: number }[][] = variants.map(() => []);
     for (let r = 0; r < rounds; r++) {
-      for (const [k, v] of variants.entries()) runs[k].push(await spillOnce(v.tier(), v.count, v.bytes));
+      for (const [k, v] of variants.entries()) {
+        // Every run starts with nothing left to write back: a round's 1.2 GB of dirty pages
+        // otherwise slowed the next one (fused 0.99 → 1.46 → 2.32 s over three rounds).
+        await syncDisk();
+        runs[k].push(await spillOnce(v.tier(), v.count, v.bytes));
+      }
       const [f, l, p] = runs.map((x) => x[r]);
       console.log(`   round ${r + 1}: fused ${fmt(f.ms / 1000)} s, 32 MiB values ${fmt(l.ms / 1000)} s, one file per value ${fmt(p.ms / 1000)} s: ${fmt(p.ms / f.ms, 1)}x`);
     }

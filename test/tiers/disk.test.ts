@@ -37,6 +37,19 @@ tierContract(
   harness({ compression: 'lz4', smallValueBytes: 64 * KiB, segmentBytes: 256 * KiB, chunkBytes: 16 * KiB }, 2),
 );
 
+/** Runs `body` with an open DiskTier in a fresh directory, then closes it and removes the directory. */
+async function withTier(options: Omit<DiskTierOptions, 'directory' | 'directories'>, body: (tier: DiskTier, parent: string) => Promise<void>): Promise<void> {
+  const parent = await tempDir();
+  const tier = new DiskTier({ ...options, directory: parent });
+  await tier.open();
+  try {
+    await body(tier, parent);
+  } finally {
+    await tier.close();
+    await fsp.rm(parent, { recursive: true, force: true });
+  }
+}
+
 describe('DiskTier', () => {
   it('rejects a misconfiguration in the constructor', () => {
     const bad: DiskTierOptions[] = [
@@ -60,10 +73,7 @@ describe('DiskTier', () => {
   });
 
   it('fuses small values into one segment file and keeps large ones apart', async () => {
-    const parent = await tempDir();
-    const tier = new DiskTier({ directory: parent });
-    await tier.open();
-    try {
+    await withTier({}, async (tier, parent) => {
       const small = Array.from({ length: 100 }, (_, i) => noise(100 + i));
       await Promise.all(small.map((b, i) => tier.write(i, rawSource(b), b.byteLength)));
       const big = noise(2 * MiB);
@@ -79,17 +89,11 @@ describe('DiskTier', () => {
       for (let i = 0; i < 100; i++) await tier.delete(i);
       await tier.idle();
       assert.equal((await filesUnder([parent])).length, 1, 'the emptied segment file is deleted');
-    } finally {
-      await tier.close();
-      await fsp.rm(parent, { recursive: true, force: true });
-    }
+    });
   });
 
   it('writeMany: a batch of small values is one reservation and one flush', async () => {
-    const parent = await tempDir();
-    const tier = new DiskTier({ directory: parent });
-    await tier.open();
-    try {
+    await withTier({}, async (tier, parent) => {
       assert.ok(tier.writeMany !== undefined);
       assert.equal(new DiskTier({ directory: parent, smallValueBytes: 0 }).writeMany, undefined, 'no writeMany without fusing');
       const values = Array.from({ length: 200 }, (_, i) => noise(1000 + i));
@@ -107,17 +111,11 @@ describe('DiskTier', () => {
       assert.equal(stats.details.segmentFiles, 1);
       assert.equal(stats.writes, 200);
       for (const [i, v] of values.entries()) assert.ok(Buffer.from(await tier.read(i)).equals(v));
-    } finally {
-      await tier.close();
-      await fsp.rm(parent, { recursive: true, force: true });
-    }
+    });
   });
 
   it('writeMany: two batches of a flush each (both in flight at once) land intact in adjacent ranges', async () => {
-    const parent = await tempDir();
-    const tier = new DiskTier({ directory: parent });
-    await tier.open();
-    try {
+    await withTier({}, async (tier, parent) => {
       // Each batch holds 4 MiB (the flush size), so each flushes at once: two group
       // writes in flight on one segment, at adjacent reserved ranges.
       const batch = (base: number): { id: number; bytes: Uint8Array[]; byteLength: number }[] =>
@@ -135,17 +133,11 @@ describe('DiskTier', () => {
       for (const item of [...a, ...b]) assert.ok(Buffer.from(await tier.read(item.id)).equals(item.bytes[0]), `value ${item.id}`);
       const [file] = await filesUnder([parent]);
       assert.equal(file.size, [...a, ...b].reduce((n, item) => n + item.byteLength, 0), 'no gap or overlap between the two ranges');
-    } finally {
-      await tier.close();
-      await fsp.rm(parent, { recursive: true, force: true });
-    }
+    });
   });
 
   it('a segment of many small values that come and go does not keep their dead records', async () => {
-    const parent = await tempDir();
-    const tier = new DiskTier({ directory: parent });
-    await tier.open();
-    try {
+    await withTier({}, async (tier) => {
       const v = noise(40);
       const n = 5000;
       const results = await tier.writeMany?.(Array.from({ length: n }, (_, id) => ({ id, bytes: [v], byteLength: v.byteLength })));
@@ -157,10 +149,7 @@ describe('DiskTier', () => {
       // that many dead ones are kept.
       assert.ok(seg.records - seg.liveValues <= Math.max(1024, seg.liveValues), `${seg.records} records for ${seg.liveValues} live values`);
       for (let id = 0; id < n; id += 50) assert.ok(Buffer.from(await tier.read(id)).equals(v));
-    } finally {
-      await tier.close();
-      await fsp.rm(parent, { recursive: true, force: true });
-    }
+    });
   });
 
   it('writeMany: a batch larger than a segment is split across segments, one run each', async () => {
@@ -229,10 +218,7 @@ describe('DiskTier', () => {
   });
 
   it('compacts a mostly dead segment without losing a value, while reads go on', async () => {
-    const parent = await tempDir();
-    const tier = new DiskTier({ directory: parent, smallValueBytes: 16 * KiB, segmentBytes: 64 * KiB });
-    await tier.open();
-    try {
+    await withTier({ smallValueBytes: 16 * KiB, segmentBytes: 64 * KiB }, async (tier, parent) => {
       const data = Array.from({ length: 64 }, (_, i) => noise(4 * KiB + i));
       for (const [i, b] of data.entries()) await tier.write(i, rawSource(b), b.byteLength);
       const before = tier.stats().details.segmentFiles;
@@ -247,10 +233,7 @@ describe('DiskTier', () => {
       for (let i = 0; i < data.length; i += 4) assert.ok(Buffer.from(await tier.read(i)).equals(data[i]));
       const onDisk = (await filesUnder([parent])).reduce((s, f) => s + f.size, 0);
       assert.equal(onDisk, stats.details.segmentFileBytes);
-    } finally {
-      await tier.close();
-      await fsp.rm(parent, { recursive: true, force: true });
-    }
+    });
   });
 });
 

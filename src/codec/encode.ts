@@ -1,6 +1,6 @@
 import v8 from 'node:v8';
 import { CodecError, errorMessage } from '../errors.js';
-import { binaryBytes, binaryTag, type BinaryValue } from './binary.js';
+import { binaryBytes, type BinaryValue } from './binary.js';
 import { CHECKSUM_SLICE_BYTES, Crc32c, crc32c, crc32cPortable } from './checksum.js';
 import { HeaderKind, type Layout, TRAILER_BYTES, layoutOf, writePrefix } from './format.js';
 import { packHeader } from './msgpack.js';
@@ -77,10 +77,6 @@ function encodeBinary(value: BinaryValue, tag: number): Encoded {
 
 /** Lays a value out in the format. Throws CodecError for what cannot be encoded. */
 export function encode(value: unknown): Encoded {
-  if (typeof value === 'object' && value !== null) {
-    const tag = binaryTag(value);
-    if (tag !== 0) return encodeBinary(value as BinaryValue, tag);
-  }
   const plan = planEncoding(value);
   let kind: HeaderKind;
   let header: Uint8Array;

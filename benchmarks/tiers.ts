@@ -143,8 +143,9 @@ async function syncDisk(): Promise<void> {
 
 /**
  * Files of 4 KiB this disk creates per second right now (2,000, 16 at a time, left in
- * place until the benchmark ends, so that no deletion precedes phase 1b): the context for one file per value, which swung 2-4x with what the disk had
- * deleted in the minutes before (it is mounted with online discard here).
+ * place until the benchmark ends, so that no deletion precedes phase 1b): the context for
+ * one file per value, which swung 2-4x with what the disk had deleted in the minutes
+ * before (it is mounted with online discard here).
  */
 async function fileCreationRate(parent: string): Promise<number> {
   const dir = await fsp.mkdtemp(path.join(parent, 'rate-'));

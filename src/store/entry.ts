@@ -42,7 +42,7 @@ export class Entry {
   pins = 0;
   /** Memory LRU slot, or -1 when not linked (pinned, in flight, not resident, unspillable). */
   slot = -1;
-  /** Use stamp of the memory LRU, to merge its two lists in use order. */
+  /** Use stamp of the memory LRU, to merge its two lists in use order; 0 from the start of a spill until a read. */
   lastUsed = 0;
   /** Slot in the LRU of the tier holding `copy`, or -1. */
   copySlot = -1;

@@ -28,9 +28,10 @@ export class MemoryLru {
     entry.slot = -1;
   }
 
+  /** Marks a use. An unlinked entry is stamped too: its spill then sees it was used while written. */
   touch(entry: Entry): void {
-    if (entry.slot < 0) return;
     entry.lastUsed = ++this.#clock;
+    if (entry.slot < 0) return;
     this.#list(entry).touch(entry.slot);
   }
 

@@ -154,6 +154,8 @@ export class Spiller {
     acct.remove(entry);
     entry.write = job;
     this.state.lru.unlink(entry);
+    // Zero until a read touches it while it is written (see #finish).
+    entry.lastUsed = 0;
     acct.add(entry);
     if (batched) return job;
     const done = this.#slotsFor(entry)
@@ -261,7 +263,10 @@ export class Spiller {
     entry.retryAfter = 0;
     acct.add(entry);
     if (!quiet) this.#demoter.afterTierWrite(copy.tier);
-    if (entry.pins === 0 && (job.force || acct.residentBytes > state.opts.targetBytes)) {
+    // A value read while it was written is the most recently used: it goes back in the
+    // LRU and the pump drops whatever is older, rather than this one to be read again.
+    const usedMeanwhile = entry.lastUsed > 0;
+    if (entry.pins === 0 && (job.force || (!usedMeanwhile && acct.residentBytes > state.opts.targetBytes))) {
       // Dropped straight away, never linked in the memory LRU in between.
       state.drop(entry);
       if (!quiet) state.onShrink();

@@ -43,6 +43,27 @@ test('a value being written stays readable from memory until the write completes
   assert.equal(store.stats().spilling.count, 0);
 });
 
+for (const [label, bytes] of [
+  ['a small value (batched)', 8 * KiB],
+  ['a value written on its own', 96 * KiB],
+] as const) {
+  test(`${label} read while it is written stays in memory; something older goes instead`, async (t) => {
+    const { store } = await openStore(t, { memoryLimit: 1 * MiB, target: 0.5, wrap: (disk) => new SlowTier(disk, 50) });
+    const count = Math.ceil((0.5 * MiB) / bytes) + 2; // just over target: the oldest ones are spilled
+    for (let i = 0; i < count; i++) store.set(`k${i}`, f64(bytes, i));
+    assert.ok(store.stats().spilling.count > 0, 'the oldest values are being written');
+    const read = await store.get('k0');
+    await store.flush();
+    assert.equal(store.where('k0'), 'memory', 'the value read during its write is kept');
+    assert.equal(await store.get('k0'), read, 'and no second copy is made');
+    assert.ok(store.residentBytes <= store.targetBytes, `${store.residentBytes} <= ${store.targetBytes}`);
+    assert.ok(
+      Array.from({ length: count }, (_, i) => store.where(`k${i}`)).includes('disk'),
+      'older values were dropped in its place',
+    );
+  });
+}
+
 test('a value larger than the target goes straight to disk, leaving the others in memory', async (t) => {
   const { store } = await openStore(t, { memoryLimit: 1 * MiB });
   store.set('small', f64(8 * KiB, 1));

@@ -6,7 +6,8 @@ import { MiB, clampRange, collectPieces, lengthError, oneBatch, packSmall, strea
 import { readValue, streamRange, writeValueFile, type StoredBytes } from './disk-io.js';
 import { ignoreMissing } from './file-io.js';
 import { BufferPool } from './buffer-pool.js';
-import { SegmentStore, type Placed, type Segment, type SegmentFile } from './segments.js';
+import { Placements, SlotState } from './placements.js';
+import { SegmentStore, type SegmentFile } from './segments.js';
 import { TierCounters } from './stats.js';
 import { resolveDiskOptions, type DiskTierOptions } from './disk-options.js';
 import type { ByteRange, Tier, TierStats, TierUsage, WriteItem, WriteResults, WriteSource } from './tier.js';
@@ -14,10 +15,11 @@ import { WriteTracker, checkId } from './validate.js';
 
 export type { DiskTierOptions } from './disk-options.js';
 
-/** The tier's record of a value; a fused one also carries its place in a segment. */
-class Entry implements Placed {
-  segment: Segment | undefined = undefined;
-  offset = 0;
+/**
+ * What a read needs to know of a value. Kept (in `records`) only for values with a file of
+ * their own or compressed chunks; a plain fused value is all in `Placements`.
+ */
+class Entry {
   constructor(
     readonly size: number,
     readonly stored: number,
@@ -66,12 +68,20 @@ export class DiskTier implements Tier {
   private readonly streamBuffers: BufferPool;
   private dirs: string[] | undefined;
   private segments: SegmentStore | undefined;
-  private readonly entries = new Map<number, Entry>();
+  /** Where fused values are (every fused value, compressed or not). */
+  private readonly fused = new Placements();
+  /** Values with a file of their own or a chunk table. */
+  private readonly records = new Map<number, Entry>();
+  /** Single writes in flight (writeMany's fused items are `Writing` in `fused` instead). */
   private readonly writes = new WriteTracker();
+  /** writeMany calls in flight, and the ids deleted while one of them was writing them. */
+  private readonly batches = new Set<Promise<void>>();
+  private readonly cancelled = new Set<number>();
   private readonly counters = new TierCounters();
   private nextDir = 0;
-  /** Values with a file of their own (the rest are fused). */
+  /** Values with a file of their own, and fused values. */
   private fileValues = 0;
+  private fusedValues = 0;
   private stored = 0;
   private logical = 0;
   private closed = false;
@@ -117,24 +127,26 @@ export class DiskTier implements Tier {
       dirs.push(await fsp.mkdtemp(path.join(parent, 'spillway-')));
     }
     this.dirs = dirs;
-    this.segments = new SegmentStore({
-      directories: dirs,
-      segmentBytes: this.segmentBytes,
-      compactDeadFraction: this.compactDeadFraction,
-      flushBytes: 4 * MiB,
-    });
+    this.segments = new SegmentStore(
+      {
+        directories: dirs,
+        segmentBytes: this.segmentBytes,
+        compactDeadFraction: this.compactDeadFraction,
+        flushBytes: 4 * MiB,
+      },
+      this.fused,
+    );
   }
 
   /** The file holding a value (its own, or its segment's); for tests and diagnostics. */
   pathOf(id: number): string {
-    const entry = this.entries.get(id);
-    return entry?.file ?? path.join(this.directory, `${id}.spw`);
+    return this.records.get(id)?.file ?? this.segments?.pathOf(id) ?? path.join(this.directory, `${id}.spw`);
   }
 
   async write(id: number, source: WriteSource, byteLength: number): Promise<void> {
     if (this.closed) throw new ClosedError(`tier "${this.name}"`);
     checkId(id, byteLength);
-    if (this.entries.has(id)) throw new TierDuplicateIdError(this.name, id);
+    if (this.taken(id)) throw new TierDuplicateIdError(this.name, id);
     const segments = this.openSegments();
     const elapsed = TierCounters.timer();
     const job = this.writes.begin(this.name, id);
@@ -192,30 +204,46 @@ export class DiskTier implements Tier {
 
   async delete(id: number): Promise<void> {
     await this.writes.cancel(id);
-    const entry = this.entries.get(id);
-    if (entry === undefined) return;
-    this.entries.delete(id);
-    this.stored -= entry.stored;
-    this.logical -= entry.size;
-    this.counters.deletes++;
-    if (entry.file === undefined) this.segments?.remove(entry);
-    else {
-      this.fileValues--;
-      await fsp.unlink(entry.file).catch(ignoreMissing);
+    const slot = this.fused.slotOf(id);
+    if (slot >= 0 && this.fused.state(slot) === SlotState.Writing) {
+      // In a writeMany call in flight: it removes what it wrote and fails the value.
+      this.cancelled.add(id);
+      await Promise.all([...this.batches]);
+      this.cancelled.delete(id);
+      return;
     }
+    const record = this.records.get(id);
+    if (slot >= 0) {
+      const stored = this.fused.stored(slot);
+      this.segments?.remove(id);
+      this.fused.delete(id);
+      this.records.delete(id);
+      this.fusedValues--;
+      this.stored -= stored;
+      this.logical -= record?.size ?? stored;
+      this.counters.deletes++;
+      return;
+    }
+    if (record === undefined) return;
+    this.records.delete(id);
+    this.fileValues--;
+    this.stored -= record.stored;
+    this.logical -= record.size;
+    this.counters.deletes++;
+    if (record.file !== undefined) await fsp.unlink(record.file).catch(ignoreMissing);
   }
 
   usage(): TierUsage {
-    return { count: this.entries.size, bytes: this.stored };
+    return { count: this.fusedValues + this.fileValues, bytes: this.stored };
   }
 
   stats(): TierStats {
     const seg = this.segments;
-    const fileValues = this.fileValues;
+    const { fileValues, fusedValues } = this;
     return this.counters.snapshot(
-      { count: this.entries.size, bytes: this.stored, logicalBytes: this.logical },
+      { count: fusedValues + fileValues, bytes: this.stored, logicalBytes: this.logical },
       {
-        fusedValues: this.entries.size - fileValues,
+        fusedValues,
         fileValues,
         segmentFiles: seg?.segmentCount() ?? 0,
         segmentFileBytes: seg?.fileBytes() ?? 0,
@@ -240,9 +268,13 @@ export class DiskTier implements Tier {
   async close(): Promise<void> {
     this.closed = true;
     await this.writes.cancelAll();
+    await Promise.all([...this.batches]);
     await this.segments?.close();
-    this.entries.clear();
+    this.records.clear();
+    this.fused.clear();
+    this.cancelled.clear();
     this.fileValues = 0;
+    this.fusedValues = 0;
     this.stored = 0;
     this.logical = 0;
     await Promise.all((this.dirs ?? []).map((dir) => fsp.rm(dir, { recursive: true, force: true })));
@@ -258,18 +290,32 @@ export class DiskTier implements Tier {
     return this.segments;
   }
 
-  /** Makes a written value visible. */
+  /** The id is stored, or being written. */
+  private taken(id: number): boolean {
+    return this.fused.has(id) || this.records.has(id) || this.writes.has(id);
+  }
+
+  /** Makes a value written by `write` visible. */
   private add(id: number, entry: Entry): void {
-    this.entries.set(id, entry);
+    if (entry.file !== undefined) {
+      this.records.set(id, entry);
+      this.fileValues++;
+    } else {
+      this.fused.setLive(this.fused.slotOf(id));
+      if (entry.table !== undefined) this.records.set(id, entry);
+      this.fusedValues++;
+    }
     this.stored += entry.stored;
     this.logical += entry.size;
-    if (entry.file !== undefined) this.fileValues++;
   }
 
   private get(id: number): Entry {
-    const entry = this.entries.get(id);
-    if (entry === undefined) throw new TierMissingError(this.name, id);
-    return entry;
+    const record = this.records.get(id);
+    if (record !== undefined) return record;
+    const slot = this.fused.slotOf(id);
+    if (slot < 0 || this.fused.state(slot) !== SlotState.Live) throw new TierMissingError(this.name, id);
+    const stored = this.fused.stored(slot);
+    return new Entry(stored, stored, undefined, undefined);
   }
 
   private abandoned(id: number, job: { readonly cancelled: boolean }): SpillwayError | undefined {
@@ -284,35 +330,51 @@ export class DiskTier implements Tier {
     const { pieces, stored, table } = await packSmall(raw, byteLength, this.compression, this.chunkBytes);
     let err = this.abandoned(id, job);
     if (err !== undefined) throw err;
-    const entry = new Entry(byteLength, stored, compressedOnly(table), undefined);
-    await segments.put(entry, pieces);
-    err = this.abandoned(id, job);
-    if (err !== undefined) {
-      segments.remove(entry);
-      throw err;
+    this.fused.add(id, stored);
+    try {
+      await segments.put(id, pieces);
+      err = this.abandoned(id, job);
+      if (err !== undefined) {
+        segments.remove(id);
+        throw err;
+      }
+    } catch (e) {
+      this.fused.delete(id);
+      throw e;
     }
-    return { entry, chunks: table };
+    return { entry: new Entry(byteLength, stored, compressedOnly(table), undefined), chunks: table };
   }
 
   /**
    * writeMany: small items are validated and packed one by one (a bad item fails alone),
    * then appended together; large items are written as `write` would, concurrently. The
-   * fused items are kept in parallel arrays, not an object each: this is the per-value
-   * path of spilling many small values.
+   * fused items are kept in parallel arrays and their places in `Placements`, not an
+   * object each: this is the per-value path of spilling many small values.
    */
-  private async writeBatch(items: readonly WriteItem[]): Promise<WriteResults> {
-    if (this.closed) throw new ClosedError(`tier "${this.name}"`);
-    const segments = this.openSegments();
+  private writeBatch(items: readonly WriteItem[]): Promise<WriteResults> {
+    if (this.closed) return Promise.reject(new ClosedError(`tier "${this.name}"`));
+    const run = this.writeFusedBatch(items, this.openSegments());
+    // delete() and close() wait for batches in flight: they track their own items.
+    const settled = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.batches.add(settled);
+    void settled.then(() => this.batches.delete(settled));
+    return run;
+  }
+
+  private async writeFusedBatch(items: readonly WriteItem[], segments: SegmentStore): Promise<WriteResults> {
     const elapsed = TierCounters.timer();
     const results: WriteResults = new Array(items.length);
     const files: Promise<void>[] = [];
-    // Per fused item: its index in `items`, its record, its write job, its pieces.
+    // Per fused item: its index in `items`, its id, its slot in `fused`, its pieces.
     const indexes: number[] = [];
-    const records: Entry[] = [];
-    const jobs: { readonly cancelled: boolean }[] = [];
+    const ids: number[] = [];
+    const slots: number[] = [];
     const pieces: (readonly Uint8Array[])[] = [];
     // Every item is registered before the first await, so a delete that follows this call
-    // finds its write and cancels it, as with `write`.
+    // finds it `Writing` and cancels it, as with `write`.
     for (let i = 0; i < items.length; i++) {
       const { id, bytes, byteLength } = items[i];
       if (byteLength >= this.smallValueBytes) {
@@ -321,83 +383,95 @@ export class DiskTier implements Tier {
       }
       try {
         checkId(id, byteLength);
-        if (this.entries.has(id)) throw new TierDuplicateIdError(this.name, id);
+        if (this.taken(id)) throw new TierDuplicateIdError(this.name, id);
         let total = 0;
         for (const piece of bytes) total += piece.byteLength;
         if (total !== byteLength) throw lengthError(total, byteLength);
-        jobs.push(this.writes.begin(this.name, id));
+        slots.push(this.fused.add(id, byteLength));
         indexes.push(i);
-        records.push(new Entry(byteLength, byteLength, undefined, undefined));
+        ids.push(id);
         pieces.push(bytes);
       } catch (err) {
         this.counters.recordFailedWrite(0);
         results[i] = rejected(err);
       }
     }
-    const tables = this.compression === 'none' ? undefined : await this.packBatch(items, indexes, records, jobs, pieces, results);
+    const tables = this.compression === 'none' ? undefined : await this.packBatch(items, indexes, ids, slots, pieces, results);
     let failures: unknown[];
     try {
-      failures = await segments.putMany(records, pieces);
+      failures = await segments.putMany(ids, slots, pieces);
     } catch (err) {
-      failures = records.map(() => err);
+      failures = ids.map(() => err);
     }
-    const share = records.length > 0 ? elapsed() / records.length : 0;
-    for (let k = 0; k < records.length; k++) {
+    const share = ids.length > 0 ? elapsed() / ids.length : 0;
+    let closed: ClosedError | undefined;
+    for (let k = 0; k < ids.length; k++) {
       const i = indexes[k];
-      const { id } = items[i];
-      const entry = records[k];
+      const id = ids[k];
+      const slot = slots[k];
+      const cancelled = this.cancelled.size > 0 && this.cancelled.delete(id);
       let failure = failures[k];
-      if (failure === undefined) {
-        failure = this.abandoned(id, jobs[k]);
-        if (failure !== undefined) segments.remove(entry);
+      if (failure === undefined && (this.closed || cancelled)) {
+        failure = this.closed ? (closed ??= new ClosedError(`tier "${this.name}"`)) : new TierWriteCancelledError(this.name, id);
+        segments.remove(id);
       }
       if (failure === undefined) {
-        this.add(id, entry);
-        if (tables !== undefined) this.counters.recordChunks(tables[k]);
-        this.counters.recordWrite(share, entry.size, entry.stored);
+        const size = items[i].byteLength;
+        const stored = this.fused.stored(slot);
+        this.fused.setLive(slot);
+        if (tables !== undefined) {
+          const table = compressedOnly(tables[k]);
+          if (table !== undefined) this.records.set(id, new Entry(size, stored, table, undefined));
+          this.counters.recordChunks(tables[k]);
+        }
+        this.fusedValues++;
+        this.stored += stored;
+        this.logical += size;
+        this.counters.recordWrite(share, size, stored);
         results[i] = FULFILLED;
       } else {
+        this.fused.delete(id);
         this.counters.recordFailedWrite(share);
         results[i] = rejected(failure);
       }
-      this.writes.end(id);
     }
     await Promise.all(files);
     return results;
   }
 
   /**
-   * Compresses a batch's fused items in place (records and pieces replaced by their packed
-   * form); an item that fails to pack fails alone and leaves the arrays. Returns each
-   * remaining item's chunk table.
+   * Compresses a batch's fused items in place (stored lengths and pieces replaced by their
+   * packed form); an item that fails to pack fails alone and leaves the arrays. Returns
+   * each remaining item's chunk table.
    */
   private async packBatch(
     items: readonly WriteItem[],
     indexes: number[],
-    records: Entry[],
-    jobs: { readonly cancelled: boolean }[],
+    ids: number[],
+    slots: number[],
     pieces: (readonly Uint8Array[])[],
     results: WriteResults,
   ): Promise<StoredChunk[][]> {
     const tables: StoredChunk[][] = [];
     let kept = 0;
-    for (let k = 0; k < records.length; k++) {
+    for (let k = 0; k < ids.length; k++) {
       const i = indexes[k];
       try {
-        const packed: Packed = await packSmall(pieces[k], records[k].size, this.compression, this.chunkBytes);
+        const packed: Packed = await packSmall(pieces[k], items[i].byteLength, this.compression, this.chunkBytes);
+        this.fused.setStored(slots[k], packed.stored);
         indexes[kept] = i;
-        jobs[kept] = jobs[k];
-        records[kept] = new Entry(records[k].size, packed.stored, compressedOnly(packed.table), undefined);
+        ids[kept] = ids[k];
+        slots[kept] = slots[k];
         pieces[kept] = packed.pieces;
         tables[kept] = packed.table;
         kept++;
       } catch (err) {
+        this.fused.delete(ids[k]);
         this.counters.recordFailedWrite(0);
         results[i] = rejected(err);
-        this.writes.end(items[i].id);
       }
     }
-    indexes.length = records.length = jobs.length = pieces.length = kept;
+    indexes.length = ids.length = slots.length = pieces.length = kept;
     return tables;
   }
 
@@ -415,7 +489,7 @@ export class DiskTier implements Tier {
       const handle = await fsp.open(entry.file, 'r');
       return { stored: { handle, base: 0 }, release: () => handle.close() };
     }
-    const pin = this.segments?.pin(entry);
+    const pin = this.segments?.pin(id);
     if (pin === undefined) throw new TierMissingError(this.name, id);
     try {
       return { stored: { handle: await pin.handle, base: pin.offset }, release: async () => pin.release() };

@@ -2,6 +2,7 @@ import fsp, { type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { ClosedError } from '../errors.js';
 import { ignoreMissing, readFully, writeFully } from './file-io.js';
+import { NO_SEGMENT, type Placements } from './placements.js';
 
 /**
  * Fused segment files for small values: values are appended to a shared file per
@@ -9,19 +10,9 @@ import { ignoreMissing, readFully, writeFully } from './file-io.js';
  * written with one writev ("group commit"); a write resolves only once its bytes are in
  * the file, so a failed flush never loses a value the caller still holds.
  *
- * The segment store keeps no map of ids: where a value lives is written into the caller's
- * record of it (`Placed`), which the tier already holds in its own id map. One map and one
- * record per value instead of three (with writeMany's other per-value objects, ~0.9 us per
- * small value spilled, measured).
+ * Where each value lives is kept in the tier's `Placements` (typed-array columns, no
+ * object per value); a segment lists the ids placed in it, for compaction.
  */
-
-/** A fused value's place, kept on the caller's own record; `segment` is undefined until placed and after removal. */
-export interface Placed {
-  segment: Segment | undefined;
-  offset: number;
-  /** Bytes the value takes in its segment. */
-  readonly stored: number;
-}
 
 export interface SegmentStoreOptions {
   /** Folders this tier owns, one active segment each; appends rotate among them. */
@@ -53,12 +44,11 @@ export class Segment {
   compactRetryAt = 0;
   readers = 0;
   /**
-   * The values placed here, in the order their writes landed (compaction sorts them by
-   * offset). Those moved or removed since (another or no segment) are pruned once they
-   * outnumber the live ones, so a segment of many tiny
-   * values that come and go does not keep every dead record alive.
+   * Ids of the values placed here, in the order their writes landed (compaction sorts
+   * them by offset). Those moved or removed since are pruned once they outnumber the live
+   * ones, so a segment of many tiny values that come and go does not list every dead one.
    */
-  members: Placed[] = [];
+  members: number[] = [];
   queue: QueuedAppend[] = [];
   /** The queued appends' bytes, in order: the next flush writes them with one writev. */
   queuePieces: Uint8Array[] = [];
@@ -68,10 +58,19 @@ export class Segment {
   flushing = 0;
   scheduled = false;
   constructor(
+    /** Its number in the placements' segment column. */
+    readonly no: number,
     readonly dir: number,
     readonly path: string,
     readonly handle: Promise<FileHandle>,
   ) {}
+}
+
+/** A value compaction copies: its id and where it was when its window was read. */
+interface LiveValue {
+  readonly id: number;
+  readonly offset: number;
+  readonly stored: number;
 }
 
 /** Where an append landed. */
@@ -114,7 +113,8 @@ const COMPACT_WINDOW_BYTES = 4 * 1024 * 1024;
 
 export class SegmentStore {
   private readonly active: (Segment | undefined)[];
-  private readonly segments = new Set<Segment>();
+  /** Every segment not yet retired, by number. */
+  private readonly segments = new Map<number, Segment>();
   private readonly unlinks = new Set<Promise<void>>();
   private readonly compactQueue: Segment[] = [];
   private compactRun: Promise<void> | undefined;
@@ -123,17 +123,21 @@ export class SegmentStore {
   private closed = false;
   readonly counters = { segmentsCreated: 0, segmentsDeleted: 0, compactions: 0, compactedBytes: 0, compactionErrors: 0, flushes: 0 };
 
-  constructor(private readonly options: SegmentStoreOptions) {
+  constructor(
+    private readonly options: SegmentStoreOptions,
+    private readonly placements: Placements,
+  ) {
     this.active = options.directories.map(() => undefined);
   }
 
-  /** Appends a value's stored bytes; resolves once they are in the file and `value` is placed. */
-  async put(value: Placed, pieces: readonly Uint8Array[]): Promise<void> {
+  /** Appends the stored bytes of a registered id; resolves once they are in the file and the id is placed. */
+  async put(id: number, pieces: readonly Uint8Array[]): Promise<void> {
     if (this.closed) throw new ClosedError('segment store');
-    const landing = await this.append(pieces, value.stored);
+    const slot = this.placements.slotOf(id);
+    const landing = await this.append(pieces, this.placements.stored(slot));
     const seg = landing.segment;
     if (this.closed) throw new ClosedError('segment store');
-    this.place(value, seg, landing.offset);
+    this.place(id, slot, seg, landing.offset);
     seg.pending--;
     this.check(seg);
   }
@@ -143,20 +147,22 @@ export class SegmentStore {
    * reservation and one queued append (so one writev, with its neighbours). Resolves to
    * one entry per value, in order: undefined once it is placed, else its run's error.
    */
-  async putMany(values: readonly Placed[], pieces: readonly (readonly Uint8Array[])[]): Promise<unknown[]> {
+  async putMany(ids: readonly number[], slots: readonly number[], pieces: readonly (readonly Uint8Array[])[]): Promise<unknown[]> {
     if (this.closed) throw new ClosedError('segment store');
+    const { placements } = this;
     const runs: { from: number; to: number; landing: Promise<Landing> }[] = [];
-    for (let from = 0; from < values.length; ) {
-      const seg = this.activeFor(values[from].stored);
+    for (let from = 0; from < slots.length; ) {
+      const first = placements.stored(slots[from]);
+      const seg = this.activeFor(first);
       const room = this.options.segmentBytes - seg.size;
       let to = from + 1;
-      let length = values[from].stored;
-      while (to < values.length && length + values[to].stored <= room) length += values[to++].stored;
+      let length = first;
+      while (to < slots.length && length + placements.stored(slots[to]) <= room) length += placements.stored(slots[to++]);
       runs.push({ from, to, landing: this.enqueue(seg, pieces, from, to, length) });
       from = to;
     }
     const settled = await Promise.allSettled(runs.map((r) => r.landing));
-    const failures: unknown[] = new Array(values.length).fill(undefined);
+    const failures: unknown[] = new Array(slots.length).fill(undefined);
     // Made only if needed: an error captures a stack trace (~20 us), once per call.
     let closed: ClosedError | undefined;
     settled.forEach((run, r) => {
@@ -169,8 +175,8 @@ export class SegmentStore {
       let at = run.value.offset;
       for (let i = from; i < to; i++) {
         if (this.closed) failures[i] = closed ??= new ClosedError('segment store');
-        else this.place(values[i], segment, at);
-        at += values[i].stored;
+        else this.place(ids[i], slots[i], segment, at);
+        at += placements.stored(slots[i]);
       }
       segment.pending--;
       this.check(segment);
@@ -179,15 +185,16 @@ export class SegmentStore {
   }
 
   /** Pins the value's segment so its file stays open while the caller reads; undefined when not placed. */
-  pin(value: Placed): PinnedPlacement | undefined {
-    const seg = value.segment;
+  pin(id: number): PinnedPlacement | undefined {
+    const slot = this.placements.slotOf(id);
+    const seg = this.segmentOf(slot);
     if (seg === undefined) return undefined;
     seg.readers++;
     let released = false;
     return {
       handle: seg.handle,
-      offset: value.offset,
-      length: value.stored,
+      offset: this.placements.offset(slot),
+      length: this.placements.stored(slot),
       release: () => {
         if (released) return;
         released = true;
@@ -196,25 +203,31 @@ export class SegmentStore {
     };
   }
 
-  /** Forgets a value; its bytes become dead space (reclaimed by deletion or compaction). */
-  remove(value: Placed): boolean {
-    const seg = value.segment;
+  /** Unplaces a value (the caller then forgets its id); its bytes become dead space, reclaimed by deletion or compaction. */
+  remove(id: number): boolean {
+    const slot = this.placements.slotOf(id);
+    const seg = this.segmentOf(slot);
     if (seg === undefined) return false;
-    this.unplace(value, seg);
+    this.unplace(slot, seg);
     this.check(seg);
     return true;
+  }
+
+  /** The segment file a value is in, if placed. */
+  pathOf(id: number): string | undefined {
+    return this.segmentOf(this.placements.slotOf(id))?.path;
   }
 
   /** Bytes of all segment files (live, dead and queued). */
   fileBytes(): number {
     let total = 0;
-    for (const seg of this.segments) total += seg.size;
+    for (const seg of this.segments.values()) total += seg.size;
     return total;
   }
 
   /** Every segment file with its size and live values (diagnostics and tests). */
   list(): SegmentFile[] {
-    return [...this.segments].map((seg) => ({
+    return [...this.segments.values()].map((seg) => ({
       path: seg.path,
       bytes: seg.size,
       liveValues: seg.liveCount,
@@ -239,26 +252,40 @@ export class SegmentStore {
     this.closed = true;
     this.compactQueue.length = 0;
     await this.compactRun?.catch(() => undefined);
-    const handles = [...this.segments].map((seg) => seg.handle.then((h) => h.close()).catch(() => undefined));
+    const handles = [...this.segments.values()].map((seg) => seg.handle.then((h) => h.close()).catch(() => undefined));
     this.segments.clear();
     await Promise.all([...handles, ...this.unlinks]);
   }
 
-  private place(value: Placed, segment: Segment, offset: number): void {
-    value.segment = segment;
-    value.offset = offset;
-    segment.members.push(value);
-    segment.liveCount++;
-    segment.liveBytes += value.stored;
+  private segmentOf(slot: number): Segment | undefined {
+    if (slot < 0) return undefined;
+    const no = this.placements.segment(slot);
+    return no === NO_SEGMENT ? undefined : this.segments.get(no);
   }
 
-  private unplace(value: Placed, segment: Segment): void {
-    value.segment = undefined;
+  private place(id: number, slot: number, segment: Segment, offset: number): void {
+    this.placements.place(slot, segment.no, offset);
+    segment.members.push(id);
+    segment.liveCount++;
+    segment.liveBytes += this.placements.stored(slot);
+  }
+
+  private unplace(slot: number, segment: Segment): void {
+    this.placements.unplace(slot);
     segment.liveCount--;
-    segment.liveBytes -= value.stored;
+    segment.liveBytes -= this.placements.stored(slot);
     // Amortized O(1): a prune halves the array at least, and waits for PRUNE_FROM dead records.
     const dead = segment.members.length - segment.liveCount;
-    if (dead >= PRUNE_FROM && dead > segment.liveCount) segment.members = segment.members.filter((v) => v.segment === segment);
+    if (dead >= PRUNE_FROM && dead > segment.liveCount) segment.members = this.liveIds(segment);
+  }
+
+  /** The ids placed in a segment now, once each (a caller may reuse an id after deleting it). */
+  private liveIds(segment: Segment): number[] {
+    const { placements } = this;
+    return [...new Set(segment.members)].filter((id) => {
+      const slot = placements.slotOf(id);
+      return slot >= 0 && placements.segment(slot) === segment.no;
+    });
   }
 
   /** Reserves space in the next directory's active segment and queues the bytes for it. */
@@ -303,13 +330,14 @@ export class SegmentStore {
   }
 
   private create(dir: number): Segment {
-    const file = path.join(this.options.directories[dir], `segment-${this.seq++}.spws`);
+    const no = this.seq++;
+    const file = path.join(this.options.directories[dir], `segment-${no}.spws`);
     // 'wx+': read and write, and never reuse a file that is already there.
     const handle = fsp.open(file, 'wx+');
     handle.catch(() => undefined);
-    const seg = new Segment(dir, file, handle);
+    const seg = new Segment(no, dir, file, handle);
     this.active[dir] = seg;
-    this.segments.add(seg);
+    this.segments.set(seg.no, seg);
     this.counters.segmentsCreated++;
     return seg;
   }
@@ -376,7 +404,7 @@ export class SegmentStore {
     seg.retired = true;
     seg.members = [];
     if (this.active[seg.dir] === seg) this.active[seg.dir] = undefined;
-    this.segments.delete(seg);
+    this.segments.delete(seg.no);
     this.counters.segmentsDeleted++;
     // Unlink now; a pinned reader keeps its open descriptor and finishes its read.
     const unlink = fsp
@@ -406,7 +434,12 @@ export class SegmentStore {
     seg.compacting = true;
     seg.readers++;
     try {
-      const live = seg.members.filter((v) => v.segment === seg).sort((a, b) => a.offset - b.offset);
+      const { placements } = this;
+      const live: LiveValue[] = this.liveIds(seg).map((id) => {
+        const slot = placements.slotOf(id);
+        return { id, offset: placements.offset(slot), stored: placements.stored(slot) };
+      });
+      live.sort((a, b) => a.offset - b.offset);
       const handle = await seg.handle;
       // One window buffer for the whole segment: each window's moves are written (awaited)
       // before the next read fills it again.
@@ -434,16 +467,23 @@ export class SegmentStore {
     }
   }
 
-  private async move(value: Placed, from: Segment, bytes: Uint8Array): Promise<void> {
+  private async move(value: LiveValue, from: Segment, bytes: Uint8Array): Promise<void> {
     // Removed since the window was read: nothing to copy.
-    if (value.segment !== from) return;
+    if (!this.stillAt(value, from)) return;
     const to = await this.append([bytes], bytes.byteLength);
     to.segment.pending--;
-    if (!this.closed && value.segment === from) {
-      this.unplace(value, from);
-      this.place(value, to.segment, to.offset);
+    if (!this.closed && this.stillAt(value, from)) {
+      const slot = this.placements.slotOf(value.id);
+      this.unplace(slot, from);
+      this.place(value.id, slot, to.segment, to.offset);
       this.counters.compactedBytes += bytes.byteLength;
     }
     this.check(to.segment);
+  }
+
+  /** The value is where compaction read it (not removed, nor removed and written again under its id). */
+  private stillAt(value: LiveValue, seg: Segment): boolean {
+    const slot = this.placements.slotOf(value.id);
+    return slot >= 0 && this.placements.segment(slot) === seg.no && this.placements.offset(slot) === value.offset;
   }
 }

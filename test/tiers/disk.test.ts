@@ -136,6 +136,42 @@ describe('DiskTier', () => {
     });
   });
 
+  it('close during writeMany waits for the batch, keeps nothing, and leaves no file behind', async () => {
+    const parent = await tempDir();
+    const tier = new DiskTier({ directory: parent });
+    await tier.open();
+    try {
+      const values = Array.from({ length: 300 }, (_, i) => noise(3000 + i));
+      const writing = tier.writeMany?.(values.map((v, id) => ({ id, bytes: [v], byteLength: v.byteLength })));
+      await tier.close();
+      const results = await writing;
+      assert.equal(results?.length, values.length);
+      assert.ok(results?.every((r) => r.status === 'rejected'), 'a value written as the tier closed is not reported stored');
+      assert.deepEqual(tier.usage(), { count: 0, bytes: 0 });
+      assert.deepEqual(await filesUnder([parent]), []);
+    } finally {
+      await fsp.rm(parent, { recursive: true, force: true });
+    }
+  });
+
+  it('an id deleted and written again while its segment is compacted keeps its new bytes', async () => {
+    await withTier({ smallValueBytes: 8 * KiB, segmentBytes: 64 * KiB, compactDeadFraction: 0.5 }, async (tier) => {
+      const first = Array.from({ length: 60 }, (_, i) => noise(2000 + i));
+      await tier.writeMany?.(first.map((v, id) => ({ id, bytes: [v], byteLength: v.byteLength })));
+      const fresh = noise(1500);
+      // Deleting most values queues a compaction of the sealed segment; id 1 comes back
+      // with other bytes while it may run.
+      await Promise.all(Array.from({ length: 50 }, (_, id) => tier.delete(id)));
+      await tier.writeMany?.([{ id: 1, bytes: [fresh], byteLength: fresh.byteLength }]);
+      await tier.idle();
+      assert.ok(Buffer.from(await tier.read(1)).equals(fresh));
+      for (let id = 50; id < 60; id++) assert.ok(Buffer.from(await tier.read(id)).equals(first[id]), `value ${id}`);
+      assert.equal(tier.usage().count, 11);
+      assert.ok(Number(tier.stats().details.compactions) >= 1, 'a segment was compacted');
+      assert.ok(tier.pathOf(1).endsWith('.spws'), `a fused value's path is its segment's: ${tier.pathOf(1)}`);
+    });
+  });
+
   it('a segment of many small values that come and go does not keep their dead records', async () => {
     await withTier({}, async (tier) => {
       const v = noise(40);

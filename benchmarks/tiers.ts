@@ -116,10 +116,20 @@ function line(label: string, r: Run): string {
 }
 
 /** Sets `count` values of `bytes` into a store on `tier` and waits until all are spilled. */
-async function spillOnce(tier: Tier, count: number, bytes: number): Promise<{ bytes: number; ms: number; writes: number }> {
+interface SpillRun {
+  bytes: number;
+  ms: number;
+  writes: number;
+  /** JS heap the store and its tier keep per spilled value (its metadata), after a full collection. */
+  heapPerValue: number;
+}
+
+async function spillOnce(tier: Tier, count: number, bytes: number): Promise<SpillRun> {
   const store = await SpillStore.open({ memoryLimit: 32 * MiB, monitorInterval: 0, tiers: [tier] });
   try {
     const values = Array.from({ length: Math.min(count, 64) }, (_, i) => new Float64Array(bytes / 8).fill(i));
+    gc();
+    const heapBefore = process.memoryUsage().heapUsed;
     const start = performance.now();
     for (let i = 0; i < count; i++) {
       store.set(`k${i}`, values[i % values.length].slice());
@@ -129,7 +139,9 @@ async function spillOnce(tier: Tier, count: number, bytes: number): Promise<{ by
     await store.flush();
     const ms = performance.now() - start;
     const stats = store.stats();
-    return { bytes: stats.counters.spilledBytes, ms, writes: stats.counters.diskWrites };
+    gc();
+    const heapPerValue = (process.memoryUsage().heapUsed - heapBefore) / count;
+    return { bytes: stats.counters.spilledBytes, ms, writes: stats.counters.diskWrites, heapPerValue };
   } finally {
     await store.close();
     gc();
@@ -218,7 +230,7 @@ async function storePhase(parent: string, count: number, largeCount: number, rou
   try {
     // Warm-up: the first run in a process also paid for compiling the store's code (10-20 % slower).
     for (const v of variants) await spillOnce(v.tier(), Math.max(1, Math.ceil(v.count / 20)), v.bytes);
-    const runs: { bytes: number; ms: number; writes: number }[][] = variants.map(() => []);
+    const runs: SpillRun[][] = variants.map(() => []);
     for (let r = 0; r < rounds; r++) {
       for (const [k, v] of variants.entries()) {
         // Every run starts with nothing left to write back: a round's 1.2 GB of dirty pages
@@ -239,6 +251,7 @@ async function storePhase(parent: string, count: number, largeCount: number, rou
     const fastestPerFile = Math.min(...runs[2].map((run) => run.ms));
     console.log(`   fused vs file per value: medians ${fmt(perFile.ms / fused.ms, 1)}x; against the fastest round of one file per value ${fmt(fastestPerFile / fused.ms, 1)}x (target >= 10x)`);
     console.log(`   fused vs 32 MiB values (medians): ${fmt(mbps(fused.bytes, fused.ms) / mbps(large.bytes, large.ms))} (target >= 0.5)`);
+    console.log(`   JS heap kept per spilled value (store and tier records): fused ${fmt(fused.heapPerValue, 0)} B, one file per value ${fmt(perFile.heapPerValue, 0)} B`);
   } finally {
     await Promise.all(kept.map((t) => t.close()));
     await settle();

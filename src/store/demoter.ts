@@ -11,6 +11,8 @@ import type { StoreState } from './state.js';
  */
 export class Demoter {
   readonly #running = new Map<number, Promise<void>>();
+  /** Entries whose copy is being moved down (a few at a time: not a field on every entry). */
+  readonly #moving = new Set<Entry>();
 
   constructor(
     private readonly state: StoreState,
@@ -44,7 +46,7 @@ export class Demoter {
     while (tier.usage().bytes + chain.reserved[t] + incoming > tier.capacity * DEMOTE_AT && !state.closed) {
       let victim: Entry | undefined;
       for (const entry of chain.lrus[t].fromOldest()) {
-        if (!entry.moving && entry.copy !== undefined && entry.copy.readers === 0) {
+        if (!this.#moving.has(entry) && entry.copy !== undefined && entry.copy.readers === 0) {
           victim = entry;
           break;
         }
@@ -60,7 +62,7 @@ export class Demoter {
     if (target < 0) return false;
     const tier = state.opts.tiers[target];
     const id = state.newId();
-    entry.moving = true;
+    this.#moving.add(entry);
     state.startReading(old);
     state.chain.reserved[target] += old.bytes;
     try {
@@ -71,7 +73,7 @@ export class Demoter {
     } finally {
       state.chain.reserved[target] -= old.bytes;
       state.doneReading(old);
-      entry.moving = false;
+      this.#moving.delete(entry);
     }
     const moved = new StoredCopy(target, id, old.bytes);
     state.chain.demotions[t]++;

@@ -32,13 +32,13 @@ export class Entry {
   resident = true;
   /** Estimated in-memory bytes. */
   size: number;
-  /** Set once the value was dropped while possibly referenced elsewhere; also its FinalizationRegistry token. */
+  /**
+   * Set while the value, dropped from the store, may still be alive elsewhere (it is then
+   * counted as detached); also its FinalizationRegistry token.
+   */
   weak: WeakRef<object> | undefined = undefined;
-  /** Counted as detached: dropped from the store but not yet collected. */
-  detached = false;
   copy: StoredCopy | undefined = undefined;
   write: WriteJob | undefined = undefined;
-  load: Promise<unknown> | undefined = undefined;
   pins = 0;
   /** Memory LRU slot, or -1 when not linked (pinned, in flight, not resident, unspillable). */
   slot = -1;
@@ -46,8 +46,6 @@ export class Entry {
   lastUsed = 0;
   /** Slot in the LRU of the tier holding `copy`, or -1. */
   copySlot = -1;
-  /** The copy is being moved down to the next tier. */
-  moving = false;
   removed = false;
   /** The codec cannot encode it: never try again (until overwritten). */
   unspillable = false;
@@ -63,6 +61,11 @@ export class Entry {
   ) {
     this.value = value;
     this.size = size;
+  }
+
+  /** Counted as detached: dropped from the store but not yet collected. */
+  get detached(): boolean {
+    return this.weak !== undefined;
   }
 }
 

@@ -9,21 +9,25 @@ import type { StoreState } from './state.js';
  * one read and one decode, so they all get the identical object.
  */
 export class Loader {
+  /** Loads in flight, by entry (a few at a time: not a field on every entry). */
+  readonly #loads = new Map<Entry, Promise<unknown>>();
+
   constructor(private readonly state: StoreState) {}
 
   load(entry: Entry): Promise<unknown> {
     const alive = this.state.reattach(entry);
     if (alive !== undefined) return Promise.resolve(alive);
-    if (entry.load !== undefined) {
+    const running = this.#loads.get(entry);
+    if (running !== undefined) {
       this.state.counters.sharedLoads++;
-      return entry.load;
+      return running;
     }
     const copy = entry.copy;
     if (copy === undefined) return Promise.reject(new KeyNotFoundError(entry.key));
     this.state.startReading(copy);
-    entry.load = this.#read(entry.key, copy).then(
+    const load = this.#read(entry.key, copy).then(
       (value) => {
-        entry.load = undefined;
+        this.#loads.delete(entry);
         this.state.doneReading(copy);
         // Becoming resident may push memory over target and drop it again at once (when all
         // else is pinned): the readers still get this value, and a weak reference to it.
@@ -33,12 +37,13 @@ export class Loader {
         return value;
       },
       (err: unknown) => {
-        entry.load = undefined;
+        this.#loads.delete(entry);
         this.state.doneReading(copy);
         throw err;
       },
     );
-    return entry.load;
+    this.#loads.set(entry, load);
+    return load;
   }
 
   /** Reads a copy, hashing each piece as it lands (overlapping the next read), then decodes. */

@@ -142,7 +142,6 @@ export class StoreState {
     if (entry.size >= this.opts.weakRefBytes && ((typeof value === 'object' && value !== null) || typeof value === 'function')) {
       const weak = new WeakRef(value);
       entry.weak = weak;
-      entry.detached = true;
       this.#registry.register(value, entry, weak);
     }
     entry.value = entry.resolved = undefined;
@@ -158,7 +157,7 @@ export class StoreState {
 
   /** A dropped value that is still alive elsewhere comes back without I/O. */
   reattach(entry: Entry): unknown {
-    const value = entry.detached ? entry.weak?.deref() : undefined;
+    const value = entry.weak?.deref();
     if (value === undefined) return undefined;
     this.counters.weakHits++;
     this.makeResident(entry, value);
@@ -168,15 +167,13 @@ export class StoreState {
   #forgetWeak(entry: Entry): void {
     if (entry.weak !== undefined) this.#registry.unregister(entry.weak);
     entry.weak = undefined;
-    entry.detached = false;
   }
 
   #collected(entry: Entry): void {
     // A callback for an earlier drop of this entry finds its current WeakRef's value alive
     // (dropped again since), or none at all (made resident: that registration was removed).
-    if (!entry.detached || entry.removed || entry.weak?.deref() !== undefined) return;
+    if (entry.weak === undefined || entry.removed || entry.weak.deref() !== undefined) return;
     this.acct.remove(entry);
-    entry.detached = false;
     entry.weak = undefined;
     this.acct.add(entry);
   }

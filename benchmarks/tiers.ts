@@ -115,7 +115,6 @@ function line(label: string, r: Run): string {
   return `${label.padEnd(34)} write ${fmt(mbps(r.bytes, r.writeMs), 0).padStart(6)} MB/s (${fmt(r.writeMs / 1000)} s)  read ${fmt(mbps(r.bytes, r.readMs), 0).padStart(6)} MB/s (${fmt(r.readMs / 1000)} s)  stored ${fmt(r.stored / MiB, 1)} MiB`;
 }
 
-/** Sets `count` values of `bytes` into a store on `tier` and waits until all are spilled. */
 interface SpillRun {
   bytes: number;
   ms: number;
@@ -124,6 +123,7 @@ interface SpillRun {
   heapPerValue: number;
 }
 
+/** Sets `count` values of `bytes` into a store on `tier` and waits until all are spilled. */
 async function spillOnce(tier: Tier, count: number, bytes: number): Promise<SpillRun> {
   const store = await SpillStore.open({ memoryLimit: 32 * MiB, monitorInterval: 0, tiers: [tier] });
   try {

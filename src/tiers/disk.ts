@@ -7,6 +7,7 @@ import { readValue, streamRange, writeValueFile, type StoredBytes } from './disk
 import { ignoreMissing } from './file-io.js';
 import { BufferPool } from './buffer-pool.js';
 import { Placements, SlotState } from './placements.js';
+import { ReadCoalescer } from './read-coalescer.js';
 import { SegmentStore, type SegmentFile } from './segments.js';
 import { TierCounters } from './stats.js';
 import { resolveDiskOptions, type DiskTierOptions } from './disk-options.js';
@@ -35,6 +36,9 @@ interface Written {
   /** Every chunk written (empty when compression is off). */
   chunks: StoredChunk[];
 }
+
+/** Fused values up to this size are read through the coalescer; larger ones in slices, hashed as they land. */
+const COALESCE_BYTES = 256 * 1024;
 
 /** Stream buffers kept for reuse: enough for the transfer server's concurrent sends. */
 const STREAM_SPARE_BUFFERS = 8;
@@ -78,6 +82,7 @@ export class DiskTier implements Tier {
   private readonly batches = new Set<Promise<void>>();
   private readonly cancelled = new Set<number>();
   private readonly counters = new TierCounters();
+  private readonly reads = new ReadCoalescer();
   private nextDir = 0;
   /** Values with a file of their own, and fused values. */
   private fileValues = 0;
@@ -169,6 +174,12 @@ export class DiskTier implements Tier {
   async read(id: number, onChunk?: (chunk: Uint8Array) => void): Promise<Uint8Array> {
     const entry = this.get(id);
     const elapsed = TierCounters.timer();
+    if (entry.file === undefined && entry.table === undefined && entry.size <= COALESCE_BYTES) {
+      const out = await this.readFused(id, entry.size);
+      this.counters.recordRead(elapsed(), entry.size);
+      onChunk?.(out);
+      return out;
+    }
     const { stored, release } = await this.openStored(id, entry);
     try {
       // allocUnsafeSlow: a buffer of its own, so offset 0 is aligned for any typed array.
@@ -481,6 +492,20 @@ export class DiskTier implements Tier {
     const file = path.join(dirs[this.nextDir++ % dirs.length], `${id}.spw`);
     const { stored, table } = await writeValueFile(file, source, byteLength, this.compression, this.chunkBytes, () => this.abandoned(id, job));
     return { entry: new Entry(byteLength, stored, compressedOnly(table), file), chunks: table };
+  }
+
+  /** A small uncompressed fused value, read with its neighbours when they are wanted too. */
+  private async readFused(id: number, size: number): Promise<Buffer> {
+    const pin = this.segments?.pin(id);
+    if (pin === undefined) throw new TierMissingError(this.name, id);
+    try {
+      // allocUnsafeSlow: a buffer of its own, so offset 0 is aligned for any typed array.
+      const out = Buffer.allocUnsafeSlow(size);
+      await this.reads.read(pin.handle, out, pin.offset);
+      return out;
+    } finally {
+      pin.release();
+    }
   }
 
   /** Opens what holds a value's bytes; `release` closes the file or unpins the segment. */

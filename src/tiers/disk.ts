@@ -259,6 +259,8 @@ export class DiskTier implements Tier {
         segmentFiles: seg?.segmentCount() ?? 0,
         segmentFileBytes: seg?.fileBytes() ?? 0,
         ...(seg?.counters ?? {}),
+        readCalls: this.reads.calls,
+        coalescedReads: this.reads.coalesced,
         compressedChunks: this.counters.compressedChunks,
         rawChunks: this.counters.rawChunks,
         directories: this.parents.length,

@@ -136,6 +136,24 @@ describe('DiskTier', () => {
     });
   });
 
+  it('reads of small values wanted together are coalesced, and each gets exactly its bytes', async () => {
+    await withTier({}, async (tier) => {
+      const values = Array.from({ length: 300 }, (_, i) => noise(1000 + (i % 7) * 500));
+      await tier.writeMany?.(values.map((v, id) => ({ id, bytes: [v], byteLength: v.byteLength })));
+      // 200 neighbours at once: the first read goes alone, the rest wait for it and go as one run.
+      const neighbours = values.slice(0, 200).map((_, id) => id);
+      // Every third of the rest: gaps between them, so each is a call of its own.
+      const scattered = values.map((_, id) => id).filter((id) => id >= 200 && id % 3 === 0);
+      const wanted = [...neighbours, ...scattered];
+      const got = await Promise.all(wanted.map((id) => tier.read(id)));
+      wanted.forEach((id, k) => assert.ok(Buffer.from(got[k]).equals(values[id]), `value ${id}`));
+      const { details, reads } = tier.stats();
+      assert.equal(reads, wanted.length);
+      assert.equal(details.coalescedReads, neighbours.length - 1);
+      assert.equal(details.readCalls, 2 + scattered.length);
+    });
+  });
+
   it('close during writeMany waits for the batch, keeps nothing, and leaves no file behind', async () => {
     const parent = await tempDir();
     const tier = new DiskTier({ directory: parent });

@@ -2,11 +2,12 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { ClosedError, SpillwayError, TierDuplicateIdError, TierMissingError, TierNotOpenError, TierWriteCancelledError } from '../errors.js';
-import { MiB, clampRange, collectPieces, lengthError, oneBatch, packSmall, streamOf, type CompressionMode, type Packed, type StoredChunk } from './chunks.js';
+import { MiB, clampRange, collectPieces, packSmall, streamOf, type CompressionMode, type StoredChunk } from './chunks.js';
+import { writeFusedBatch, type BatchHost } from './disk-batch.js';
+import { DiskCatalog, DiskRecord, compressedOnly } from './disk-catalog.js';
 import { readValue, streamRange, writeValueFile, type StoredBytes } from './disk-io.js';
 import { ignoreMissing } from './file-io.js';
 import { BufferPool } from './buffer-pool.js';
-import { Placements, SlotState } from './placements.js';
 import { ReadCoalescer } from './read-coalescer.js';
 import { SegmentStore, type SegmentFile } from './segments.js';
 import { TierCounters } from './stats.js';
@@ -16,23 +17,8 @@ import { WriteTracker, checkId } from './validate.js';
 
 export type { DiskTierOptions } from './disk-options.js';
 
-/**
- * What a read needs to know of a value. Kept (in `records`) only for values with a file of
- * their own or compressed chunks; a plain fused value is all in `Placements`.
- */
-class Entry {
-  constructor(
-    readonly size: number,
-    readonly stored: number,
-    /** Chunk layout when at least one chunk is compressed; undefined: the bytes are stored as is. */
-    readonly table: StoredChunk[] | undefined,
-    /** The value's own file, or undefined when it lives in a segment. */
-    readonly file: string | undefined,
-  ) {}
-}
-
 interface Written {
-  entry: Entry;
+  record: DiskRecord;
   /** Every chunk written (empty when compression is off). */
   chunks: StoredChunk[];
 }
@@ -42,16 +28,6 @@ const COALESCE_BYTES = 256 * 1024;
 
 /** Stream buffers kept for reuse: enough for the transfer server's concurrent sends. */
 const STREAM_SPARE_BUFFERS = 8;
-
-/** One frozen result for every value written: a batch of 1024 values allocates none. */
-const FULFILLED: PromiseSettledResult<void> = Object.freeze({ status: 'fulfilled', value: undefined });
-const fulfilled = (): PromiseSettledResult<void> => FULFILLED;
-const rejected = (reason: unknown): PromiseSettledResult<void> => ({ status: 'rejected', reason });
-
-/** A table is only needed when some chunk is compressed; otherwise the bytes are the value. */
-function compressedOnly(table: StoredChunk[]): StoredChunk[] | undefined {
-  return table.some((c) => c.compressed) ? table : undefined;
-}
 
 /**
  * Values on local disks. Large values get a file each, named by the store's numeric id
@@ -72,24 +48,20 @@ export class DiskTier implements Tier {
   private readonly streamBuffers: BufferPool;
   private dirs: string[] | undefined;
   private segments: SegmentStore | undefined;
-  /** Where fused values are (every fused value, compressed or not). */
-  private readonly fused = new Placements();
-  /** Values with a file of their own or a chunk table. */
-  private readonly records = new Map<number, Entry>();
-  /** Single writes in flight (writeMany's fused items are `Writing` in `fused` instead). */
+  /** What the tier holds, and its totals. */
+  private readonly catalog = new DiskCatalog();
+  /** Single writes in flight (writeMany's fused items are `Writing` in the catalog instead). */
   private readonly writes = new WriteTracker();
   /** writeMany calls in flight, and the ids deleted while one of them was writing them. */
   private readonly batches = new Set<Promise<void>>();
   private readonly cancelled = new Set<number>();
   private readonly counters = new TierCounters();
   private readonly reads = new ReadCoalescer();
+  private readonly batchHost: BatchHost;
   private nextDir = 0;
-  /** Values with a file of their own, and fused values. */
-  private fileValues = 0;
-  private fusedValues = 0;
-  private stored = 0;
-  private logical = 0;
   private closed = false;
+  /** Made once, when the tier closes: a batch in flight then fails every value with it. */
+  private closedError: ClosedError | undefined;
 
   /**
    * Many small values at once: see `Tier.writeMany`. Only when fusing is on: the small
@@ -112,6 +84,17 @@ export class DiskTier implements Tier {
     this.readSliceBytes = o.readSliceBytes;
     this.streamBuffers = new BufferPool(o.streamChunkBytes, STREAM_SPARE_BUFFERS);
     if (this.smallValueBytes > 0) this.writeMany = (items) => this.writeBatch(items);
+    this.batchHost = {
+      name: this.name,
+      smallValueBytes: this.smallValueBytes,
+      compression: this.compression,
+      chunkBytes: this.chunkBytes,
+      catalog: this.catalog,
+      counters: this.counters,
+      taken: (id) => this.taken(id),
+      write: (id, source, byteLength) => this.write(id, source, byteLength),
+      abandoned: (id) => this.abandonedInBatch(id),
+    };
   }
 
   /** The (first) folder this tier owns (after open). */
@@ -139,13 +122,13 @@ export class DiskTier implements Tier {
         compactDeadFraction: this.compactDeadFraction,
         flushBytes: 4 * MiB,
       },
-      this.fused,
+      this.catalog.fused,
     );
   }
 
   /** The file holding a value (its own, or its segment's); for tests and diagnostics. */
   pathOf(id: number): string {
-    return this.records.get(id)?.file ?? this.segments?.pathOf(id) ?? path.join(this.directory, `${id}.spw`);
+    return this.catalog.records.get(id)?.file ?? this.segments?.pathOf(id) ?? path.join(this.directory, `${id}.spw`);
   }
 
   async write(id: number, source: WriteSource, byteLength: number): Promise<void> {
@@ -156,13 +139,13 @@ export class DiskTier implements Tier {
     const elapsed = TierCounters.timer();
     const job = this.writes.begin(this.name, id);
     try {
-      const { entry, chunks } =
+      const { record, chunks } =
         byteLength < this.smallValueBytes
           ? await this.writeFused(id, source, byteLength, segments, job)
           : await this.writeFile(id, source, byteLength, job);
-      this.add(id, entry);
+      this.catalog.add(id, record);
       this.counters.recordChunks(chunks);
-      this.counters.recordWrite(elapsed(), byteLength, entry.stored);
+      this.counters.recordWrite(elapsed(), byteLength, record.stored);
     } catch (err) {
       this.counters.recordFailedWrite(elapsed());
       throw err;
@@ -215,44 +198,31 @@ export class DiskTier implements Tier {
 
   async delete(id: number): Promise<void> {
     await this.writes.cancel(id);
-    const slot = this.fused.slotOf(id);
-    if (slot >= 0 && this.fused.state(slot) === SlotState.Writing) {
+    const { catalog } = this;
+    if (catalog.isWriting(id)) {
       // In a writeMany call in flight: it removes what it wrote and fails the value.
       this.cancelled.add(id);
       await Promise.all([...this.batches]);
       this.cancelled.delete(id);
       return;
     }
-    const record = this.records.get(id);
-    if (slot >= 0) {
-      const stored = this.fused.stored(slot);
-      this.segments?.remove(id);
-      this.fused.delete(id);
-      this.records.delete(id);
-      this.fusedValues--;
-      this.stored -= stored;
-      this.logical -= record?.size ?? stored;
-      this.counters.deletes++;
-      return;
-    }
-    if (record === undefined) return;
-    this.records.delete(id);
-    this.fileValues--;
-    this.stored -= record.stored;
-    this.logical -= record.size;
+    // Unplaced while its slot still says where it is.
+    if (catalog.fused.has(id)) this.segments?.remove(id);
+    const gone = catalog.forget(id);
+    if (gone === undefined) return;
     this.counters.deletes++;
-    if (record.file !== undefined) await fsp.unlink(record.file).catch(ignoreMissing);
+    if (gone.file !== undefined) await fsp.unlink(gone.file).catch(ignoreMissing);
   }
 
   usage(): TierUsage {
-    return { count: this.fusedValues + this.fileValues, bytes: this.stored };
+    return { count: this.catalog.count, bytes: this.catalog.stored };
   }
 
   stats(): TierStats {
     const seg = this.segments;
-    const { fileValues, fusedValues } = this;
+    const { fileValues, fusedValues, count, stored, logical } = this.catalog;
     return this.counters.snapshot(
-      { count: fusedValues + fileValues, bytes: this.stored, logicalBytes: this.logical },
+      { count, bytes: stored, logicalBytes: logical },
       {
         fusedValues,
         fileValues,
@@ -283,13 +253,8 @@ export class DiskTier implements Tier {
     await this.writes.cancelAll();
     await Promise.all([...this.batches]);
     await this.segments?.close();
-    this.records.clear();
-    this.fused.clear();
+    this.catalog.clear();
     this.cancelled.clear();
-    this.fileValues = 0;
-    this.fusedValues = 0;
-    this.stored = 0;
-    this.logical = 0;
     await Promise.all((this.dirs ?? []).map((dir) => fsp.rm(dir, { recursive: true, force: true })));
   }
 
@@ -305,35 +270,25 @@ export class DiskTier implements Tier {
 
   /** The id is stored, or being written. */
   private taken(id: number): boolean {
-    return this.fused.has(id) || this.records.has(id) || this.writes.has(id);
+    return this.catalog.has(id) || this.writes.has(id);
   }
 
-  /** Makes a value written by `write` visible. */
-  private add(id: number, entry: Entry): void {
-    if (entry.file !== undefined) {
-      this.records.set(id, entry);
-      this.fileValues++;
-    } else {
-      this.fused.setLive(this.fused.slotOf(id));
-      if (entry.table !== undefined) this.records.set(id, entry);
-      this.fusedValues++;
-    }
-    this.stored += entry.stored;
-    this.logical += entry.size;
-  }
-
-  private get(id: number): Entry {
-    const record = this.records.get(id);
-    if (record !== undefined) return record;
-    const slot = this.fused.slotOf(id);
-    if (slot < 0 || this.fused.state(slot) !== SlotState.Live) throw new TierMissingError(this.name, id);
-    const stored = this.fused.stored(slot);
-    return new Entry(stored, stored, undefined, undefined);
+  private get(id: number): DiskRecord {
+    const record = this.catalog.locate(id);
+    if (record === undefined) throw new TierMissingError(this.name, id);
+    return record;
   }
 
   private abandoned(id: number, job: { readonly cancelled: boolean }): SpillwayError | undefined {
     if (this.closed) return new ClosedError(`tier "${this.name}"`);
     if (job.cancelled) return new TierWriteCancelledError(this.name, id);
+    return undefined;
+  }
+
+  /** For writeMany: a delete marks ids it must cancel (consumed here), and a closed tier keeps nothing. */
+  private abandonedInBatch(id: number): SpillwayError | undefined {
+    if (this.closed) return (this.closedError ??= new ClosedError(`tier "${this.name}"`));
+    if (this.cancelled.size > 0 && this.cancelled.delete(id)) return new TierWriteCancelledError(this.name, id);
     return undefined;
   }
 
@@ -343,7 +298,8 @@ export class DiskTier implements Tier {
     const { pieces, stored, table } = await packSmall(raw, byteLength, this.compression, this.chunkBytes);
     let err = this.abandoned(id, job);
     if (err !== undefined) throw err;
-    this.fused.add(id, stored);
+    const { fused } = this.catalog;
+    fused.add(id, stored);
     try {
       await segments.put(id, pieces);
       err = this.abandoned(id, job);
@@ -352,22 +308,16 @@ export class DiskTier implements Tier {
         throw err;
       }
     } catch (e) {
-      this.fused.delete(id);
+      fused.delete(id);
       throw e;
     }
-    return { entry: new Entry(byteLength, stored, compressedOnly(table), undefined), chunks: table };
+    return { record: new DiskRecord(byteLength, stored, compressedOnly(table), undefined), chunks: table };
   }
 
-  /**
-   * writeMany: small items are validated and packed one by one (a bad item fails alone),
-   * then appended together; large items are written as `write` would, concurrently. The
-   * fused items are kept in parallel arrays and their places in `Placements`, not an
-   * object each: this is the per-value path of spilling many small values.
-   */
+  /** writeMany (see disk-batch.ts), tracked so that delete() and close() can wait for it. */
   private writeBatch(items: readonly WriteItem[]): Promise<WriteResults> {
     if (this.closed) return Promise.reject(new ClosedError(`tier "${this.name}"`));
-    const run = this.writeFusedBatch(items, this.openSegments());
-    // delete() and close() wait for batches in flight: they track their own items.
+    const run = writeFusedBatch(this.batchHost, items, this.openSegments());
     const settled = run.then(
       () => undefined,
       () => undefined,
@@ -377,123 +327,12 @@ export class DiskTier implements Tier {
     return run;
   }
 
-  private async writeFusedBatch(items: readonly WriteItem[], segments: SegmentStore): Promise<WriteResults> {
-    const elapsed = TierCounters.timer();
-    const results: WriteResults = new Array(items.length);
-    const files: Promise<void>[] = [];
-    // Per fused item: its index in `items`, its id, its slot in `fused`, its pieces.
-    const indexes: number[] = [];
-    const ids: number[] = [];
-    const slots: number[] = [];
-    const pieces: (readonly Uint8Array[])[] = [];
-    // Every item is registered before the first await, so a delete that follows this call
-    // finds it `Writing` and cancels it, as with `write`.
-    for (let i = 0; i < items.length; i++) {
-      const { id, bytes, byteLength } = items[i];
-      if (byteLength >= this.smallValueBytes) {
-        files.push(this.write(id, oneBatch(bytes), byteLength).then(fulfilled, rejected).then((r) => void (results[i] = r)));
-        continue;
-      }
-      try {
-        checkId(id, byteLength);
-        if (this.taken(id)) throw new TierDuplicateIdError(this.name, id);
-        let total = 0;
-        for (const piece of bytes) total += piece.byteLength;
-        if (total !== byteLength) throw lengthError(total, byteLength);
-        slots.push(this.fused.add(id, byteLength));
-        indexes.push(i);
-        ids.push(id);
-        pieces.push(bytes);
-      } catch (err) {
-        this.counters.recordFailedWrite(0);
-        results[i] = rejected(err);
-      }
-    }
-    const tables = this.compression === 'none' ? undefined : await this.packBatch(items, indexes, ids, slots, pieces, results);
-    let failures: unknown[];
-    try {
-      failures = await segments.putMany(ids, slots, pieces);
-    } catch (err) {
-      failures = ids.map(() => err);
-    }
-    const share = ids.length > 0 ? elapsed() / ids.length : 0;
-    let closed: ClosedError | undefined;
-    for (let k = 0; k < ids.length; k++) {
-      const i = indexes[k];
-      const id = ids[k];
-      const slot = slots[k];
-      const cancelled = this.cancelled.size > 0 && this.cancelled.delete(id);
-      let failure = failures[k];
-      if (failure === undefined && (this.closed || cancelled)) {
-        failure = this.closed ? (closed ??= new ClosedError(`tier "${this.name}"`)) : new TierWriteCancelledError(this.name, id);
-        segments.remove(id);
-      }
-      if (failure === undefined) {
-        const size = items[i].byteLength;
-        const stored = this.fused.stored(slot);
-        this.fused.setLive(slot);
-        if (tables !== undefined) {
-          const table = compressedOnly(tables[k]);
-          if (table !== undefined) this.records.set(id, new Entry(size, stored, table, undefined));
-          this.counters.recordChunks(tables[k]);
-        }
-        this.fusedValues++;
-        this.stored += stored;
-        this.logical += size;
-        this.counters.recordWrite(share, size, stored);
-        results[i] = FULFILLED;
-      } else {
-        this.fused.delete(id);
-        this.counters.recordFailedWrite(share);
-        results[i] = rejected(failure);
-      }
-    }
-    await Promise.all(files);
-    return results;
-  }
-
-  /**
-   * Compresses a batch's fused items in place (stored lengths and pieces replaced by their
-   * packed form); an item that fails to pack fails alone and leaves the arrays. Returns
-   * each remaining item's chunk table.
-   */
-  private async packBatch(
-    items: readonly WriteItem[],
-    indexes: number[],
-    ids: number[],
-    slots: number[],
-    pieces: (readonly Uint8Array[])[],
-    results: WriteResults,
-  ): Promise<StoredChunk[][]> {
-    const tables: StoredChunk[][] = [];
-    let kept = 0;
-    for (let k = 0; k < ids.length; k++) {
-      const i = indexes[k];
-      try {
-        const packed: Packed = await packSmall(pieces[k], items[i].byteLength, this.compression, this.chunkBytes);
-        this.fused.setStored(slots[k], packed.stored);
-        indexes[kept] = i;
-        ids[kept] = ids[k];
-        slots[kept] = slots[k];
-        pieces[kept] = packed.pieces;
-        tables[kept] = packed.table;
-        kept++;
-      } catch (err) {
-        this.fused.delete(ids[k]);
-        this.counters.recordFailedWrite(0);
-        results[i] = rejected(err);
-      }
-    }
-    indexes.length = ids.length = slots.length = pieces.length = kept;
-    return tables;
-  }
-
   /** Large value: a file of its own in the next directory, written as the source yields. */
   private async writeFile(id: number, source: WriteSource, byteLength: number, job: { readonly cancelled: boolean }): Promise<Written> {
     const dirs = this.owned();
     const file = path.join(dirs[this.nextDir++ % dirs.length], `${id}.spw`);
     const { stored, table } = await writeValueFile(file, source, byteLength, this.compression, this.chunkBytes, () => this.abandoned(id, job));
-    return { entry: new Entry(byteLength, stored, compressedOnly(table), file), chunks: table };
+    return { record: new DiskRecord(byteLength, stored, compressedOnly(table), file), chunks: table };
   }
 
   /** A small uncompressed fused value, read with its neighbours when they are wanted too. */
@@ -511,7 +350,7 @@ export class DiskTier implements Tier {
   }
 
   /** Opens what holds a value's bytes; `release` closes the file or unpins the segment. */
-  private async openStored(id: number, entry: Entry): Promise<{ stored: StoredBytes; release: () => Promise<void> }> {
+  private async openStored(id: number, entry: DiskRecord): Promise<{ stored: StoredBytes; release: () => Promise<void> }> {
     if (entry.file !== undefined) {
       const handle = await fsp.open(entry.file, 'r');
       return { stored: { handle, base: 0 }, release: () => handle.close() };

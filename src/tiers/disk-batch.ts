@@ -1,0 +1,138 @@
+import { TierDuplicateIdError, type SpillwayError } from '../errors.js';
+import { lengthError, oneBatch, packSmall, type CompressionMode, type Packed, type StoredChunk } from './chunks.js';
+import { compressedOnly, type DiskCatalog } from './disk-catalog.js';
+import type { SegmentStore } from './segments.js';
+import { TierCounters } from './stats.js';
+import type { WriteItem, WriteResults, WriteSource } from './tier.js';
+import { checkId } from './validate.js';
+
+/** One frozen result for every value written: a batch of 1024 values allocates none. */
+const FULFILLED: PromiseSettledResult<void> = Object.freeze({ status: 'fulfilled', value: undefined });
+const fulfilled = (): PromiseSettledResult<void> => FULFILLED;
+const rejected = (reason: unknown): PromiseSettledResult<void> => ({ status: 'rejected', reason });
+
+/** What a DiskTier lends its writeMany. */
+export interface BatchHost {
+  readonly name: string;
+  readonly smallValueBytes: number;
+  readonly compression: CompressionMode;
+  readonly chunkBytes: number;
+  readonly catalog: DiskCatalog;
+  readonly counters: TierCounters;
+  /** The id is stored or being written. */
+  taken(id: number): boolean;
+  /** A large item, written as `write` would. */
+  write(id: number, source: WriteSource, byteLength: number): Promise<void>;
+  /** Why a value this batch has written must not be kept (the tier closed, a delete cancelled it), if so. */
+  abandoned(id: number): SpillwayError | undefined;
+}
+
+/**
+ * writeMany: small items are validated and packed one by one (a bad item fails alone),
+ * then appended together; large items are written as `write` would, concurrently. The
+ * fused items are kept in parallel arrays and their places in `Placements`, not an object
+ * each: this is the per-value path of spilling many small values.
+ */
+export async function writeFusedBatch(host: BatchHost, items: readonly WriteItem[], segments: SegmentStore): Promise<WriteResults> {
+  const { catalog, counters } = host;
+  const { fused } = catalog;
+  const elapsed = TierCounters.timer();
+  const results: WriteResults = new Array(items.length);
+  const files: Promise<void>[] = [];
+  // Per fused item: its index in `items`, its id, its slot in `fused`, its pieces.
+  const indexes: number[] = [];
+  const ids: number[] = [];
+  const slots: number[] = [];
+  const pieces: (readonly Uint8Array[])[] = [];
+  // Every item is registered before the first await, so a delete that follows this call
+  // finds it `Writing` and cancels it, as with `write`.
+  for (let i = 0; i < items.length; i++) {
+    const { id, bytes, byteLength } = items[i];
+    if (byteLength >= host.smallValueBytes) {
+      files.push(host.write(id, oneBatch(bytes), byteLength).then(fulfilled, rejected).then((r) => void (results[i] = r)));
+      continue;
+    }
+    try {
+      checkId(id, byteLength);
+      if (host.taken(id)) throw new TierDuplicateIdError(host.name, id);
+      let total = 0;
+      for (const piece of bytes) total += piece.byteLength;
+      if (total !== byteLength) throw lengthError(total, byteLength);
+      slots.push(fused.add(id, byteLength));
+      indexes.push(i);
+      ids.push(id);
+      pieces.push(bytes);
+    } catch (err) {
+      counters.recordFailedWrite(0);
+      results[i] = rejected(err);
+    }
+  }
+  const tables = host.compression === 'none' ? undefined : await packBatch(host, items, indexes, ids, slots, pieces, results);
+  let failures: unknown[];
+  try {
+    failures = await segments.putMany(ids, slots, pieces);
+  } catch (err) {
+    failures = ids.map(() => err);
+  }
+  const share = ids.length > 0 ? elapsed() / ids.length : 0;
+  for (let k = 0; k < ids.length; k++) {
+    const i = indexes[k];
+    const id = ids[k];
+    let failure = failures[k];
+    if (failure === undefined) {
+      failure = host.abandoned(id);
+      if (failure !== undefined) segments.remove(id);
+    }
+    if (failure === undefined) {
+      const size = items[i].byteLength;
+      catalog.addFused(id, slots[k], size, tables === undefined ? undefined : compressedOnly(tables[k]));
+      if (tables !== undefined) counters.recordChunks(tables[k]);
+      counters.recordWrite(share, size, fused.stored(slots[k]));
+      results[i] = FULFILLED;
+    } else {
+      fused.delete(id);
+      counters.recordFailedWrite(share);
+      results[i] = rejected(failure);
+    }
+  }
+  await Promise.all(files);
+  return results;
+}
+
+/**
+ * Compresses a batch's fused items in place (stored lengths and pieces replaced by their
+ * packed form); an item that fails to pack fails alone and leaves the arrays. Returns
+ * each remaining item's chunk table.
+ */
+async function packBatch(
+  host: BatchHost,
+  items: readonly WriteItem[],
+  indexes: number[],
+  ids: number[],
+  slots: number[],
+  pieces: (readonly Uint8Array[])[],
+  results: WriteResults,
+): Promise<StoredChunk[][]> {
+  const { fused } = host.catalog;
+  const tables: StoredChunk[][] = [];
+  let kept = 0;
+  for (let k = 0; k < ids.length; k++) {
+    const i = indexes[k];
+    try {
+      const packed: Packed = await packSmall(pieces[k], items[i].byteLength, host.compression, host.chunkBytes);
+      fused.setStored(slots[k], packed.stored);
+      indexes[kept] = i;
+      ids[kept] = ids[k];
+      slots[kept] = slots[k];
+      pieces[kept] = packed.pieces;
+      tables[kept] = packed.table;
+      kept++;
+    } catch (err) {
+      fused.delete(ids[k]);
+      host.counters.recordFailedWrite(0);
+      results[i] = rejected(err);
+    }
+  }
+  indexes.length = ids.length = slots.length = pieces.length = kept;
+  return tables;
+}

@@ -1,0 +1,78 @@
+import type { FileHandle } from 'node:fs/promises';
+
+/** A segment file's state, and the shapes the segment store (segments.ts) works with and hands out. */
+
+export interface QueuedAppend {
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+export class Segment {
+  /** End of reserved space: the file's size once every queued append is flushed. */
+  size = 0;
+  liveBytes = 0;
+  liveCount = 0;
+  /** Appends reserved but not yet placed (queued, flushing, or awaiting their result). */
+  pending = 0;
+  sealed = false;
+  retired = false;
+  compacting = false;
+  compactQueued = false;
+  /** After a failed compaction (disk full...), do not retry before this time, or it would spin. */
+  compactRetryAt = 0;
+  readers = 0;
+  /**
+   * Ids of the values placed here, in the order their writes landed (compaction sorts
+   * them by offset). Those moved or removed since are pruned once they outnumber the live
+   * ones, so a segment of many tiny values that come and go does not list every dead one.
+   */
+  members: number[] = [];
+  queue: QueuedAppend[] = [];
+  /** The queued appends' bytes, in order: the next flush writes them with one writev. */
+  queuePieces: Uint8Array[] = [];
+  queueBytes = 0;
+  queueStart = 0;
+  /** Group writes in flight (at most FLUSHES_IN_FLIGHT). */
+  flushing = 0;
+  scheduled = false;
+  constructor(
+    /** Its number in the placements' segment column. */
+    readonly no: number,
+    readonly dir: number,
+    readonly path: string,
+    readonly handle: Promise<FileHandle>,
+  ) {}
+}
+
+/** A value compaction copies: its id and where it was when its window was read. */
+export interface LiveValue {
+  readonly id: number;
+  readonly offset: number;
+  readonly stored: number;
+}
+
+/** Where an append landed. */
+export interface Landing {
+  readonly segment: Segment;
+  readonly offset: number;
+}
+
+/** A segment file as diagnostics see it. */
+export interface SegmentFile {
+  path: string;
+  /** File size: live, dead and queued bytes. */
+  bytes: number;
+  liveValues: number;
+  liveBytes: number;
+  /** Records of values the segment still tracks (live, and dead ones not yet pruned). */
+  records: number;
+}
+
+/** A placement whose file stays open until `release`, even if compaction moves the value. */
+export interface PinnedPlacement {
+  readonly handle: Promise<FileHandle>;
+  readonly offset: number;
+  readonly length: number;
+  release(): void;
+}
+

@@ -15,6 +15,7 @@ type Op =
   | { kind: 'delete'; pick: number }
   | { kind: 'read'; pick: number; start: number; length: number }
   | { kind: 'burst'; sizes: number[]; deletes: number[] }
+  | { kind: 'many'; sizes: number[]; cancel: number[]; deletes: number[]; reads: number[] }
   | { kind: 'idle' };
 
 const size = fc.oneof({ weight: 1, arbitrary: fc.integer({ min: 0, max: 64 }) }, { weight: 4, arbitrary: fc.integer({ min: 65, max: SMALL - 1 }) });
@@ -23,12 +24,26 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('delete' as const), pick: fc.nat() }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('read' as const), pick: fc.nat(), start: fc.nat(20 * KiB), length: fc.nat(20 * KiB) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('burst' as const), sizes: fc.array(size, { maxLength: 12 }), deletes: fc.array(fc.nat(), { maxLength: 12 }) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('many' as const),
+      sizes: fc.array(size, { minLength: 1, maxLength: 40 }),
+      cancel: fc.array(fc.nat(), { maxLength: 4 }),
+      deletes: fc.array(fc.nat(), { maxLength: 8 }),
+      reads: fc.array(fc.nat(), { maxLength: 16 }),
+    }),
+  },
   { weight: 1, arbitrary: fc.constant({ kind: 'idle' as const }) },
 );
 
 function bytesFor(id: number, n: number, numeric: boolean): Buffer {
   if (!numeric) return Buffer.from(Array.from({ length: n }, (_, i) => (id * 31 + i * 7 + ((i * i) >> 3)) & 255));
   return Buffer.from(randomWalk(Math.ceil(n / 8), id + 1).buffer).subarray(0, n);
+}
+
+async function assertGone(tier: DiskTier, id: number): Promise<void> {
+  await assert.rejects(tier.read(id), (err: Error) => err.name === 'TierMissingError', `value ${id} was deleted`);
 }
 
 async function checkDisk(tier: DiskTier, parents: string[], model: Map<number, Buffer>, dirs: number): Promise<void> {
@@ -79,6 +94,30 @@ describe('fused segment files (model-based)', () => {
               assert.ok(Buffer.from(await tier.read(id)).equals(bytes));
               const got = await collect(tier.createReadStream(id, { start: o.start, end: o.start + o.length }));
               assert.ok(got.equals(bytes.subarray(o.start, o.start + o.length)));
+            } else if (o.kind === 'many') {
+              // One writeMany call; while it is in flight, deletes of some of its own ids
+              // (cancelled, or deleted right after) and of older ones, and reads of older ones.
+              const ids = o.sizes.map(() => nextId++);
+              const values = o.sizes.map((n, k) => bytesFor(ids[k], n, k % 2 === 0));
+              const older = [...model.keys()];
+              const writing = tier.writeMany?.(ids.map((id, k) => ({ id, bytes: [values[k]], byteLength: values[k].byteLength }))) ?? Promise.resolve([]);
+              const cancelled = [...new Set(o.cancel.map((c) => ids[c % ids.length]))];
+              const victims = [...new Set(o.deletes.map(pickId))].filter((id): id is number => id !== undefined);
+              const readIds = older.length === 0 ? [] : o.reads.map((r) => older[r % older.length]).filter((id) => !victims.includes(id));
+              const expected = new Map(readIds.map((id) => [id, model.get(id) as Buffer]));
+              for (const id of victims) model.delete(id);
+              const [results, , got] = await Promise.all([
+                writing,
+                Promise.all([...cancelled, ...victims].map((id) => tier.delete(id))),
+                Promise.all(readIds.map((id) => tier.read(id))),
+              ]);
+              readIds.forEach((id, k) => assert.ok(Buffer.from(got[k]).equals(expected.get(id) as Buffer), `read of ${id} during a batch`));
+              ids.forEach((id, k) => {
+                if (cancelled.includes(id)) return;
+                assert.equal(results[k]?.status, 'fulfilled', `batch item ${id}`);
+                model.set(id, values[k]);
+              });
+              for (const id of cancelled) await assertGone(tier, id);
             } else if (o.kind === 'burst') {
               const victims = [...new Set(o.deletes.map(pickId))];
               await Promise.all([...o.sizes.map((n, i) => write(n, i % 2 === 0)), ...victims.map(remove)]);

@@ -231,6 +231,7 @@ export class DiskTier implements Tier {
         ...(seg?.counters ?? {}),
         readCalls: this.reads.calls,
         coalescedReads: this.reads.coalesced,
+        readAheadHits: this.reads.windowHits,
         compressedChunks: this.counters.compressedChunks,
         rawChunks: this.counters.rawChunks,
         directories: this.parents.length,
@@ -253,6 +254,7 @@ export class DiskTier implements Tier {
     await this.writes.cancelAll();
     await Promise.all([...this.batches]);
     await this.segments?.close();
+    this.reads.clear();
     this.catalog.clear();
     this.cancelled.clear();
     await Promise.all((this.dirs ?? []).map((dir) => fsp.rm(dir, { recursive: true, force: true })));
@@ -342,7 +344,7 @@ export class DiskTier implements Tier {
     try {
       // allocUnsafeSlow: a buffer of its own, so offset 0 is aligned for any typed array.
       const out = Buffer.allocUnsafeSlow(size);
-      await this.reads.read(pin.handle, out, pin.offset);
+      await this.reads.read(pin.handle, out, pin.offset, pin.finalEnd);
       return out;
     } finally {
       pin.release();

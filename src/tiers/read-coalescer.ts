@@ -12,18 +12,40 @@ import { readFully } from './file-io.js';
  *
  * A run that fails or comes back short is read again value by value, so an error reaches
  * only the values it concerns.
+ *
+ * One reader going through values one at a time in the order they were written gets them
+ * from a read-ahead window: a lone read that starts where the previous read of its file
+ * ended reads READ_AHEAD_BYTES at once, and the next reads inside that window are copies,
+ * with no system call. A window only covers bytes that can no longer change (the prefix of
+ * a segment whose group writes have all ended), so it is never stale.
  */
 
 /** A run of adjacent values is cut at this many bytes... */
 const RUN_BYTES = 1024 * 1024;
 /** ...or this many values (Linux takes at most 1024 buffers per readv). */
 const RUN_VALUES = 1024;
+/** Bytes read at once by a sequential lone reader. */
+const READ_AHEAD_BYTES = 256 * 1024;
+/** Files whose sequential position (and window) is remembered; the oldest is forgotten first. */
+const TRACKED_FILES = 16;
 
 interface PendingRead {
   readonly offset: number;
   readonly out: Uint8Array;
+  /** The file's bytes before this offset can no longer change: a window may cover them. */
+  readonly finalEnd: number;
   readonly resolve: () => void;
   readonly reject: (err: unknown) => void;
+}
+
+/** Where the last read of a file ended, and the window read ahead from it, if any. */
+interface Sequence {
+  next: number;
+  /** The bytes read ahead (a view of `buffer`), from `windowStart`. */
+  window: Buffer | undefined;
+  windowStart: number;
+  /** Reused by the next window of this file. */
+  buffer: Buffer | undefined;
 }
 
 /** The reads of one file: those waiting, and whether a group is in flight. */
@@ -34,22 +56,57 @@ class FileReads {
 
 export class ReadCoalescer {
   readonly #files = new Map<Promise<FileHandle>, FileReads>();
+  readonly #sequences = new Map<Promise<FileHandle>, Sequence>();
   /** Reads that went out as part of a run of more than one value (diagnostics, tests). */
   coalesced = 0;
-  /** System calls made for reads (runs, and single reads). */
+  /** System calls made for reads (runs, single reads, read-ahead windows). */
   calls = 0;
+  /** Reads served from a read-ahead window, with no system call. */
+  windowHits = 0;
 
-  /** Fills `out` with the bytes at `offset` of the file; the caller keeps the file open until it resolves. */
-  read(handle: Promise<FileHandle>, out: Uint8Array, offset: number): Promise<void> {
+  /**
+   * Fills `out` with the bytes at `offset` of the file; the caller keeps the file open until
+   * it resolves. Bytes before `finalEnd` can no longer change: read-ahead may cover them.
+   */
+  read(handle: Promise<FileHandle>, out: Uint8Array, offset: number, finalEnd = 0): Promise<void> {
+    if (this.#fromWindow(handle, out, offset)) return Promise.resolve();
     let file = this.#files.get(handle);
     if (file === undefined) {
       file = new FileReads();
       this.#files.set(handle, file);
     }
     const waiting = file.waiting;
-    const done = new Promise<void>((resolve, reject) => waiting.push({ offset, out, resolve, reject }));
+    const done = new Promise<void>((resolve, reject) => waiting.push({ offset, out, finalEnd, resolve, reject }));
     if (!file.busy) void this.#drain(handle, file);
     return done;
+  }
+
+  /** Forgets every window (the tier closes). */
+  clear(): void {
+    this.#sequences.clear();
+  }
+
+  #fromWindow(handle: Promise<FileHandle>, out: Uint8Array, offset: number): boolean {
+    const seq = this.#sequences.get(handle);
+    const window = seq?.window;
+    if (seq === undefined || window === undefined) return false;
+    const at = offset - seq.windowStart;
+    if (at < 0 || at + out.byteLength > window.byteLength) return false;
+    out.set(window.subarray(at, at + out.byteLength));
+    seq.next = offset + out.byteLength;
+    this.windowHits++;
+    return true;
+  }
+
+  /** A file's sequence (made on first use; the oldest tracked file is forgotten to make room). */
+  #sequence(handle: Promise<FileHandle>): Sequence {
+    let seq = this.#sequences.get(handle);
+    if (seq === undefined) {
+      if (this.#sequences.size >= TRACKED_FILES) this.#sequences.delete(this.#sequences.keys().next().value as Promise<FileHandle>);
+      seq = { next: -1, window: undefined, windowStart: 0, buffer: undefined };
+      this.#sequences.set(handle, seq);
+    }
+    return seq;
   }
 
   async #drain(key: Promise<FileHandle>, file: FileReads): Promise<void> {
@@ -65,7 +122,7 @@ export class ReadCoalescer {
           for (const r of group) r.reject(err);
           continue;
         }
-        await Promise.all(runsOf(group).map((run) => this.#readRun(handle, run)));
+        await Promise.all(runsOf(group).map((run) => this.#readRun(key, handle, run)));
       }
     } finally {
       file.busy = false;
@@ -73,10 +130,16 @@ export class ReadCoalescer {
     }
   }
 
-  async #readRun(handle: FileHandle, run: PendingRead[]): Promise<void> {
+  async #readRun(key: Promise<FileHandle>, handle: FileHandle, run: PendingRead[]): Promise<void> {
     this.calls++;
     if (run.length === 1) {
       const [r] = run;
+      const seq = this.#sequence(key);
+      const end = r.offset + r.out.byteLength;
+      // Worth a window: it continues the last read, and more final bytes follow it.
+      const sequential = r.offset === seq.next && end < r.finalEnd && r.out.byteLength < READ_AHEAD_BYTES;
+      seq.next = end;
+      if (sequential && (await readAheadInto(handle, seq, r))) return;
       await readFully(handle, r.out, 0, r.out.byteLength, r.offset).then(r.resolve, r.reject);
       return;
     }
@@ -99,6 +162,30 @@ export class ReadCoalescer {
     }
     await Promise.all(run.map((r) => readFully(handle, r.out, 0, r.out.byteLength, r.offset).then(r.resolve, r.reject)));
   }
+}
+
+/**
+ * Reads a window from `r`'s offset (up to the end of the final bytes) and serves `r` from
+ * it; false when the window came back shorter than `r` or failed (the caller then reads
+ * `r` alone).
+ */
+async function readAheadInto(handle: FileHandle, seq: Sequence, r: PendingRead): Promise<boolean> {
+  // No read is served from the old window while this one fills its buffer.
+  seq.window = undefined;
+  const window = (seq.buffer ??= Buffer.allocUnsafeSlow(READ_AHEAD_BYTES));
+  const length = Math.min(READ_AHEAD_BYTES, r.finalEnd - r.offset);
+  let bytesRead: number;
+  try {
+    ({ bytesRead } = await handle.read(window, 0, length, r.offset));
+  } catch {
+    return false;
+  }
+  if (bytesRead < r.out.byteLength) return false;
+  r.out.set(window.subarray(0, r.out.byteLength));
+  seq.window = window.subarray(0, bytesRead);
+  seq.windowStart = r.offset;
+  r.resolve();
+  return true;
 }
 
 /** Sorts reads by offset and cuts them into runs of back-to-back values. */

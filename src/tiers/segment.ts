@@ -32,6 +32,10 @@ export class Segment {
   queuePieces: Uint8Array[] = [];
   queueBytes = 0;
   queueStart = 0;
+  /** End of the prefix of the file whose group writes have all ended: those bytes never change again. */
+  landedEnd = 0;
+  /** Group writes that ended ahead of an earlier one still in flight: start → end. */
+  readonly landedAhead = new Map<number, number>();
   /** Group writes in flight (at most FLUSHES_IN_FLIGHT). */
   flushing = 0;
   scheduled = false;
@@ -73,6 +77,8 @@ export interface PinnedPlacement {
   readonly handle: Promise<FileHandle>;
   readonly offset: number;
   readonly length: number;
+  /** The file's bytes before this offset will never change (read-ahead may cover them). */
+  readonly finalEnd: number;
   release(): void;
 }
 

@@ -37,6 +37,22 @@ const FLUSHES_IN_FLIGHT = 2;
 /** A segment's list of values is pruned of dead records once it holds this many and they outnumber the live ones. */
 const PRUNE_FROM = 1024;
 
+/**
+ * A group write of [start, end) has ended: the prefix of the file that can no longer
+ * change grows over it, and over groups that ended before it out of order.
+ */
+function landed(seg: Segment, start: number, end: number): void {
+  if (start !== seg.landedEnd) {
+    seg.landedAhead.set(start, end);
+    return;
+  }
+  seg.landedEnd = end;
+  for (let next = seg.landedAhead.get(end); next !== undefined; next = seg.landedAhead.get(seg.landedEnd)) {
+    seg.landedAhead.delete(seg.landedEnd);
+    seg.landedEnd = next;
+  }
+}
+
 /** Bytes read per step when compaction copies live values out of a segment. */
 const COMPACT_WINDOW_BYTES = 4 * 1024 * 1024;
 
@@ -124,6 +140,7 @@ export class SegmentStore {
       handle: seg.handle,
       offset: this.placements.offset(slot),
       length: this.placements.stored(slot),
+      finalEnd: seg.landedEnd,
       release: () => {
         if (released) return;
         released = true;
@@ -297,6 +314,7 @@ export class SegmentStore {
     const group = seg.queue;
     const pieces = seg.queuePieces;
     const start = seg.queueStart;
+    const end = start + seg.queueBytes;
     seg.queue = [];
     seg.queuePieces = [];
     seg.queueBytes = 0;
@@ -304,8 +322,11 @@ export class SegmentStore {
       const handle = await seg.handle;
       await writeFully(handle, pieces, start);
       this.counters.flushes++;
+      landed(seg, start, end);
       for (const a of group) a.resolve();
     } catch (err) {
+      // Nothing is placed in a failed range and nothing writes there again: final too.
+      landed(seg, start, end);
       for (const a of group) a.reject(err);
     } finally {
       seg.flushing--;

@@ -154,6 +154,25 @@ describe('DiskTier', () => {
     });
   });
 
+  it('one reader going through small values in order is served from read-ahead windows, never stale ones', async () => {
+    await withTier({}, async (tier) => {
+      const batch = (from: number, n: number): { id: number; bytes: Uint8Array[]; byteLength: number }[] =>
+        Array.from({ length: n }, (_, k) => {
+          const v = noise(1500 + ((from + k) % 9) * 300);
+          return { id: from + k, bytes: [v], byteLength: v.byteLength };
+        });
+      const first = batch(0, 300);
+      await tier.writeMany?.(first);
+      for (const item of first) assert.ok(Buffer.from(await tier.read(item.id)).equals(item.bytes[0]), `value ${item.id}`);
+      const hits = Number(tier.stats().details.readAheadHits);
+      assert.ok(hits > 250, `${hits} of 300 reads from a window`);
+      // Appended after the windows were read, in the same (active) segment: read fresh.
+      const second = batch(300, 50);
+      await tier.writeMany?.(second);
+      for (const item of [...first.slice(-5), ...second]) assert.ok(Buffer.from(await tier.read(item.id)).equals(item.bytes[0]), `value ${item.id}`);
+    });
+  });
+
   it('close during writeMany waits for the batch, keeps nothing, and leaves no file behind', async () => {
     const parent = await tempDir();
     const tier = new DiskTier({ directory: parent });

@@ -117,6 +117,47 @@ describe('ReadCoalescer', () => {
     assert.ok(out.equals(file.subarray(20, 30)));
   });
 
+  it('one reader going through values in order gets them from a read-ahead window', async () => {
+    const sizes = Array.from({ length: 400 }, (_, i) => 2000 + (i % 5) * 700);
+    const offsets = layout(sizes);
+    const file = noise(offsets[399] + sizes[399]);
+    const { handle, calls } = fakeFile(file);
+    const reads = new ReadCoalescer();
+    for (const [i, n] of sizes.entries()) {
+      const out = Buffer.alloc(n);
+      await reads.read(handle, out, offsets[i], file.byteLength);
+      assert.ok(out.equals(file.subarray(offsets[i], offsets[i] + n)), `value ${i}`);
+    }
+    // ~1.4 MB in 256 KiB windows: a handful of calls, every other read a copy.
+    assert.ok(calls.read <= 10, `${calls.read} reads for ${sizes.length} values`);
+    assert.equal(reads.windowHits, sizes.length - calls.read);
+  });
+
+  it('a window never covers bytes that may still change, nor reads out of order', async () => {
+    const file = noise(100_000);
+    const { handle, calls } = fakeFile(file);
+    const reads = new ReadCoalescer();
+    const read = async (offset: number, n: number, finalEnd: number): Promise<Buffer> => {
+      const out = Buffer.alloc(n);
+      await reads.read(handle, out, offset, finalEnd);
+      return out;
+    };
+    // Only the first 10,000 bytes are final: the window stops there.
+    await read(0, 1000, 10_000);
+    await read(1000, 1000, 10_000);
+    assert.equal(reads.windowHits, 0);
+    // Bytes past 10,000 land later (another append); a read of them sees the new bytes.
+    file.fill(7, 10_000, 20_000);
+    assert.ok((await read(10_000, 1000, 20_000)).equals(Buffer.alloc(1000, 7)));
+    assert.ok((await read(2000, 1000, 20_000)).equals(file.subarray(2000, 3000)), 'inside the window');
+    assert.equal(reads.windowHits, 1);
+    // Out of order: no window is read.
+    const before = calls.read;
+    await read(50_000, 100, 100_000);
+    await read(40_000, 100, 100_000);
+    assert.equal(calls.read - before, 2);
+  });
+
   it('any mix of reads (gaps, overlaps, repeats, empty values, several files) returns exact bytes', async () => {
     const file = noise(64 * 1024);
     await fc.assert(
@@ -130,7 +171,8 @@ describe('ReadCoalescer', () => {
           for (const [i, w] of wanted.entries()) {
             // Some reads start on a later turn, while others are in flight.
             if (w.waitFirst) await Promise.resolve();
-            pending.push(reads.read(files[w.file].handle, outs[i], w.offset));
+            // Half of the files allow read-ahead over all their bytes (they never change here).
+            pending.push(reads.read(files[w.file].handle, outs[i], w.offset, w.file === 0 ? 0 : file.byteLength));
           }
           await Promise.all(pending);
           wanted.forEach((w, i) => assert.ok(outs[i].equals(file.subarray(w.offset, w.offset + w.length)), `read ${i}`));

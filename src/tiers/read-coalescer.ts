@@ -46,6 +46,8 @@ interface Sequence {
   windowStart: number;
   /** Reused by the next window of this file. */
   buffer: Buffer | undefined;
+  /** A window is being read into `buffer`. */
+  filling: boolean;
 }
 
 /** The reads of one file: those waiting, and whether a group is in flight. */
@@ -103,7 +105,7 @@ export class ReadCoalescer {
     let seq = this.#sequences.get(handle);
     if (seq === undefined) {
       if (this.#sequences.size >= TRACKED_FILES) this.#sequences.delete(this.#sequences.keys().next().value as Promise<FileHandle>);
-      seq = { next: -1, window: undefined, windowStart: 0, buffer: undefined };
+      seq = { next: -1, window: undefined, windowStart: 0, buffer: undefined, filling: false };
       this.#sequences.set(handle, seq);
     }
     return seq;
@@ -137,7 +139,7 @@ export class ReadCoalescer {
       const seq = this.#sequence(key);
       const end = r.offset + r.out.byteLength;
       // Worth a window: it continues the last read, and more final bytes follow it.
-      const sequential = r.offset === seq.next && end < r.finalEnd && r.out.byteLength < READ_AHEAD_BYTES;
+      const sequential = r.offset === seq.next && end < r.finalEnd && r.out.byteLength > 0 && r.out.byteLength < READ_AHEAD_BYTES && !seq.filling;
       seq.next = end;
       if (sequential && (await readAheadInto(handle, seq, r))) return;
       await readFully(handle, r.out, 0, r.out.byteLength, r.offset).then(r.resolve, r.reject);
@@ -172,6 +174,7 @@ export class ReadCoalescer {
 async function readAheadInto(handle: FileHandle, seq: Sequence, r: PendingRead): Promise<boolean> {
   // No read is served from the old window while this one fills its buffer.
   seq.window = undefined;
+  seq.filling = true;
   const window = (seq.buffer ??= Buffer.allocUnsafeSlow(READ_AHEAD_BYTES));
   const length = Math.min(READ_AHEAD_BYTES, r.finalEnd - r.offset);
   let bytesRead: number;
@@ -179,6 +182,8 @@ async function readAheadInto(handle: FileHandle, seq: Sequence, r: PendingRead):
     ({ bytesRead } = await handle.read(window, 0, length, r.offset));
   } catch {
     return false;
+  } finally {
+    seq.filling = false;
   }
   if (bytesRead < r.out.byteLength) return false;
   r.out.set(window.subarray(0, r.out.byteLength));

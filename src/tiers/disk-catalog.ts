@@ -50,21 +50,19 @@ export class DiskCatalog {
     return slot >= 0 && this.fused.state(slot) === SlotState.Writing;
   }
 
-  /** Makes a value visible: one with a file, or a fused one already placed (its slot goes live). */
+  /** Makes a value written by `write` visible: one with a file, or a fused one already placed. */
   add(id: number, record: DiskRecord): void {
-    if (record.file !== undefined) {
-      this.records.set(id, record);
-      this.fileValues++;
-    } else {
-      this.fused.setLive(this.fused.slotOf(id));
-      if (record.table !== undefined) this.records.set(id, record);
-      this.fusedValues++;
+    if (record.file === undefined) {
+      this.addFused(id, this.fused.slotOf(id), record.size, record.table);
+      return;
     }
+    this.records.set(id, record);
+    this.fileValues++;
     this.stored += record.stored;
     this.logical += record.size;
   }
 
-  /** Makes a fused value written by writeMany visible, without a record unless it has compressed chunks. */
+  /** Makes a placed fused value visible (its slot goes live), with a record only if it has compressed chunks. */
   addFused(id: number, slot: number, size: number, table: StoredChunk[] | undefined): void {
     const stored = this.fused.stored(slot);
     this.fused.setLive(slot);

@@ -142,7 +142,7 @@ export class ReadCoalescer {
       const sequential = r.offset === seq.next && end < r.finalEnd && r.out.byteLength > 0 && r.out.byteLength < READ_AHEAD_BYTES && !seq.filling;
       seq.next = end;
       if (sequential && (await readAheadInto(handle, seq, r))) return;
-      await readFully(handle, r.out, 0, r.out.byteLength, r.offset).then(r.resolve, r.reject);
+      await readAlone(handle, r);
       return;
     }
     let total = 0;
@@ -162,8 +162,13 @@ export class ReadCoalescer {
       for (const r of run) r.resolve();
       return;
     }
-    await Promise.all(run.map((r) => readFully(handle, r.out, 0, r.out.byteLength, r.offset).then(r.resolve, r.reject)));
+    await Promise.all(run.map((r) => readAlone(handle, r)));
   }
+}
+
+/** Reads one value on its own and settles it. */
+function readAlone(handle: FileHandle, r: PendingRead): Promise<void> {
+  return readFully(handle, r.out, 0, r.out.byteLength, r.offset).then(r.resolve, r.reject);
 }
 
 /**

@@ -155,20 +155,20 @@ export class DiskTier implements Tier {
   }
 
   async read(id: number, onChunk?: (chunk: Uint8Array) => void): Promise<Uint8Array> {
-    const entry = this.get(id);
+    const record = this.get(id);
     const elapsed = TierCounters.timer();
-    if (entry.file === undefined && entry.table === undefined && entry.size <= COALESCE_BYTES) {
-      const out = await this.readFused(id, entry.size);
-      this.counters.recordRead(elapsed(), entry.size);
+    if (record.file === undefined && record.table === undefined && record.size <= COALESCE_BYTES) {
+      const out = await this.readFused(id, record.size);
+      this.counters.recordRead(elapsed(), record.size);
       onChunk?.(out);
       return out;
     }
-    const { stored, release } = await this.openStored(id, entry);
+    const { stored, release } = await this.openStored(id, record);
     try {
       // allocUnsafeSlow: a buffer of its own, so offset 0 is aligned for any typed array.
-      const out = Buffer.allocUnsafeSlow(entry.size);
-      await readValue(stored, entry.table, out, this.readSliceBytes, onChunk);
-      this.counters.recordRead(elapsed(), entry.size);
+      const out = Buffer.allocUnsafeSlow(record.size);
+      await readValue(stored, record.table, out, this.readSliceBytes, onChunk);
+      this.counters.recordRead(elapsed(), record.size);
       return out;
     } finally {
       await release();
@@ -180,13 +180,13 @@ export class DiskTier implements Tier {
     // (see Tier.createReadStream), so serving many small values allocates nothing.
     const pool = this.streamBuffers;
     const produce = async function* (this: DiskTier): AsyncGenerator<Uint8Array> {
-      const entry = this.get(id);
-      const { start, end } = clampRange(entry.size, range);
+      const record = this.get(id);
+      const { start, end } = clampRange(record.size, range);
       if (end === start) return;
       const elapsed = TierCounters.timer();
-      const { stored, release } = await this.openStored(id, entry);
+      const { stored, release } = await this.openStored(id, record);
       try {
-        yield* streamRange(stored, entry.table, start, end, pool.bufferBytes, (bytes) => pool.take(bytes));
+        yield* streamRange(stored, record.table, start, end, pool.bufferBytes, (bytes) => pool.take(bytes));
         this.counters.recordRead(elapsed(), end - start);
       } finally {
         await release();
@@ -352,9 +352,9 @@ export class DiskTier implements Tier {
   }
 
   /** Opens what holds a value's bytes; `release` closes the file or unpins the segment. */
-  private async openStored(id: number, entry: DiskRecord): Promise<{ stored: StoredBytes; release: () => Promise<void> }> {
-    if (entry.file !== undefined) {
-      const handle = await fsp.open(entry.file, 'r');
+  private async openStored(id: number, record: DiskRecord): Promise<{ stored: StoredBytes; release: () => Promise<void> }> {
+    if (record.file !== undefined) {
+      const handle = await fsp.open(record.file, 'r');
       return { stored: { handle, base: 0 }, release: () => handle.close() };
     }
     const pin = this.segments?.pin(id);

@@ -16,6 +16,7 @@ type Op =
   | { kind: 'read'; pick: number; start: number; length: number }
   | { kind: 'burst'; sizes: number[]; deletes: number[] }
   | { kind: 'many'; sizes: number[]; cancel: number[]; deletes: number[]; reads: number[] }
+  | { kind: 'scan' }
   | { kind: 'idle' };
 
 const size = fc.oneof({ weight: 1, arbitrary: fc.integer({ min: 0, max: 64 }) }, { weight: 4, arbitrary: fc.integer({ min: 65, max: SMALL - 1 }) });
@@ -34,6 +35,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
       reads: fc.array(fc.nat(), { maxLength: 16 }),
     }),
   },
+  { weight: 1, arbitrary: fc.constant({ kind: 'scan' as const }) },
   { weight: 1, arbitrary: fc.constant({ kind: 'idle' as const }) },
 );
 
@@ -61,6 +63,7 @@ async function checkDisk(tier: DiskTier, parents: string[], model: Map<number, B
 
 describe('fused segment files (model-based)', () => {
   it('reads exact bytes, stays bounded, drops empty segments, never loses a value', async () => {
+    let readAheadHits = 0;
     await fc.assert(
       fc.asyncProperty(fc.array(op, { minLength: 40, maxLength: 150, size: 'max' }), fc.constantFrom(1, 2), fc.constantFrom('none', 'lz4') as fc.Arbitrary<'none' | 'lz4'>, async (ops, dirs, compression) => {
         const parents = await Promise.all(Array.from({ length: dirs }, () => tempDir('spw-seg-')));
@@ -118,6 +121,12 @@ describe('fused segment files (model-based)', () => {
                 model.set(id, values[k]);
               });
               for (const id of cancelled) await assertGone(tier, id);
+            } else if (o.kind === 'scan') {
+              // One reader, one value at a time, in the order they were written: read-ahead
+              // windows serve most of it, and must never serve bytes that changed.
+              for (const [id, bytes] of [...model].sort((a, b) => a[0] - b[0])) {
+                assert.ok(Buffer.from(await tier.read(id)).equals(bytes), `scan: value ${id}`);
+              }
             } else if (o.kind === 'burst') {
               const victims = [...new Set(o.deletes.map(pickId))];
               await Promise.all([...o.sizes.map((n, i) => write(n, i % 2 === 0)), ...victims.map(remove)]);
@@ -130,11 +139,13 @@ describe('fused segment files (model-based)', () => {
           assert.deepEqual(await filesUnder(parents), [], 'no segment file survives once all its values are deleted');
           assert.deepEqual(tier.usage(), { count: 0, bytes: 0 });
         } finally {
+          readAheadHits += Number(tier.stats().details.readAheadHits);
           await tier.close();
           await Promise.all(parents.map((p) => fsp.rm(p, { recursive: true, force: true })));
         }
       }),
-      { numRuns: 40 },
+      { numRuns: 40, interruptAfterTimeLimit: 120_000, markInterruptAsFailure: true },
     );
+    assert.ok(readAheadHits > 0, 'the runs read some values from read-ahead windows');
   });
 });

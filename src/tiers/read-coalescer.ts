@@ -141,7 +141,10 @@ export class ReadCoalescer {
       // Worth a window: it continues the last read, and more final bytes follow it.
       const sequential = r.offset === seq.next && end < r.finalEnd && r.out.byteLength > 0 && r.out.byteLength < READ_AHEAD_BYTES && !seq.filling;
       seq.next = end;
-      if (sequential && (await readAheadInto(handle, seq, r))) return;
+      if (sequential) {
+        if (await readAheadInto(handle, seq, r)) return;
+        this.calls++; // the window failed or came back short: one more call for the value alone
+      }
       await readAlone(handle, r);
       return;
     }
@@ -162,6 +165,7 @@ export class ReadCoalescer {
       for (const r of run) r.resolve();
       return;
     }
+    this.calls += run.length;
     await Promise.all(run.map((r) => readAlone(handle, r)));
   }
 }

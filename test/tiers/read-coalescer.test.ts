@@ -91,18 +91,20 @@ describe('ReadCoalescer', () => {
     );
     for (const i of [0, 1, 2, 4]) assert.ok(outs[i].equals(file.subarray(offsets[i], offsets[i] + 300)));
     assert.equal(calls.readv, 1);
+    assert.equal(reads.calls, calls.read + calls.readv, 'every call counted, the value-by-value ones too');
   });
 
   it('a short run is read again value by value', async () => {
     const sizes = [1000, 1000, 1000];
     const offsets = layout(sizes);
     const file = noise(3000);
-    const { handle } = fakeFile(file, { shortBy: 700 });
+    const { handle, calls } = fakeFile(file, { shortBy: 700 });
     const reads = new ReadCoalescer();
     const outs = sizes.map((n) => Buffer.alloc(n));
     await Promise.all(outs.map((out, i) => reads.read(handle, out, offsets[i])));
     outs.forEach((out, i) => assert.ok(out.equals(file.subarray(offsets[i], offsets[i] + 1000)), `value ${i}`));
     assert.equal(reads.coalesced, 0);
+    assert.equal(reads.calls, calls.read + calls.readv, 'every call counted, the value-by-value ones too');
   });
 
   it('a file that failed to open fails its reads, and the next reads try again', async () => {

@@ -46,6 +46,25 @@ export class Segment {
     readonly path: string,
     readonly handle: Promise<FileHandle>,
   ) {}
+
+  /**
+   * A group write of [start, end) has ended: the prefix of the file that can no longer
+   * change grows over it, and over groups that ended before it out of order. A group of
+   * empty values covers no byte: recorded ahead under its start, it would overwrite (and
+   * lose) a real group that starts at the same offset, and `landedEnd` would stop there.
+   */
+  landed(start: number, end: number): void {
+    if (end === start) return;
+    if (start !== this.landedEnd) {
+      this.landedAhead.set(start, end);
+      return;
+    }
+    this.landedEnd = end;
+    for (let next = this.landedAhead.get(end); next !== undefined; next = this.landedAhead.get(this.landedEnd)) {
+      this.landedAhead.delete(this.landedEnd);
+      this.landedEnd = next;
+    }
+  }
 }
 
 /** A value compaction copies: its id and where it was when its window was read. */

@@ -37,22 +37,6 @@ const FLUSHES_IN_FLIGHT = 2;
 /** A segment's list of values is pruned of dead records once it holds this many and they outnumber the live ones. */
 const PRUNE_FROM = 1024;
 
-/**
- * A group write of [start, end) has ended: the prefix of the file that can no longer
- * change grows over it, and over groups that ended before it out of order.
- */
-function landed(seg: Segment, start: number, end: number): void {
-  if (start !== seg.landedEnd) {
-    seg.landedAhead.set(start, end);
-    return;
-  }
-  seg.landedEnd = end;
-  for (let next = seg.landedAhead.get(end); next !== undefined; next = seg.landedAhead.get(seg.landedEnd)) {
-    seg.landedAhead.delete(seg.landedEnd);
-    seg.landedEnd = next;
-  }
-}
-
 /** Bytes read per step when compaction copies live values out of a segment. */
 const COMPACT_WINDOW_BYTES = 4 * 1024 * 1024;
 
@@ -322,11 +306,11 @@ export class SegmentStore {
       const handle = await seg.handle;
       await writeFully(handle, pieces, start);
       this.counters.flushes++;
-      landed(seg, start, end);
+      seg.landed(start, end);
       for (const a of group) a.resolve();
     } catch (err) {
       // Nothing is placed in a failed range and nothing writes there again: final too.
-      landed(seg, start, end);
+      seg.landed(start, end);
       for (const a of group) a.reject(err);
     } finally {
       seg.flushing--;

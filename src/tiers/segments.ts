@@ -330,7 +330,7 @@ export class SegmentStore {
     if (seg.sealed && !this.closed && due && dead >= seg.size * this.options.compactDeadFraction) {
       seg.compactQueued = true;
       this.compactQueue.push(seg);
-      this.compactRun ??= this.runCompactions().finally(() => (this.compactRun = undefined));
+      this.compactRun ??= this.runCompactions();
     }
   }
 
@@ -355,11 +355,22 @@ export class SegmentStore {
     if (seg.retired && seg.readers === 0) void seg.handle.then((h) => h.close()).catch(() => undefined);
   }
 
+  /**
+   * Compacts queued segments one at a time. The run is forgotten in the same step that
+   * finds the queue empty: cleared a microtask later (in a `finally` on its promise), a
+   * segment queued in between found a run still set, started none, and was never compacted.
+   */
   private async runCompactions(): Promise<void> {
-    for (let seg = this.compactQueue.shift(); seg !== undefined && !this.closed; seg = this.compactQueue.shift()) {
-      seg.compactQueued = false;
-      if (seg.retired) continue;
-      await this.compact(seg).catch(() => this.counters.compactionErrors++);
+    // Runs after the caller has stored this run's promise (its end clears it).
+    await null;
+    try {
+      for (let seg = this.compactQueue.shift(); seg !== undefined && !this.closed; seg = this.compactQueue.shift()) {
+        seg.compactQueued = false;
+        if (seg.retired) continue;
+        await this.compact(seg).catch(() => this.counters.compactionErrors++);
+      }
+    } finally {
+      this.compactRun = undefined;
     }
   }
 

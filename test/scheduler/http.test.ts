@@ -23,7 +23,9 @@ test('GET /metrics and /api/state over real HTTP; 404 otherwise', async (t) => {
   await until(() => client.erred.has('z') && scheduler.state().workers.every((w) => w.lastHeartbeat !== null), 'z erred, heartbeats in');
   // beta leaves with y: alpha computes x and y again.
   b.close();
-  await until(() => scheduler.state().workers.length === 1 && a.store.has('y'), 'y recomputed on alpha');
+  // The fake worker holds y before the scheduler has read its task-finished message: wait for the scheduler.
+  await until(() => scheduler.state().workers.length === 1 && scheduler.state().counters.tasksFinished === 4, 'y recomputed on alpha');
+  assert.ok(a.store.has('y'));
   const metrics = await get(scheduler.httpAddress, '/metrics');
   assert.equal(metrics.status, 200);
   assert.match(metrics.type, /text\/plain/);

@@ -210,7 +210,7 @@ export class TierTruncatedError extends SpillwayError {
   }
 }
 
-/** A compressed chunk does not decompress to its recorded size. */
+/** A compressed chunk does not decompress to its recorded size, or stored bytes do not match their record. */
 export class TierCorruptError extends SpillwayError {
   constructor(message: string) {
     super('SPW_ERR_TIER_CORRUPT', message);

@@ -74,6 +74,40 @@ export interface LiveValue {
   readonly stored: number;
 }
 
+/** A span of a segment compaction reads at once: values `from` to `to` (exclusive) of its sorted list. */
+export interface CompactWindow {
+  readonly from: number;
+  readonly to: number;
+  readonly base: number;
+  readonly span: number;
+}
+
+/**
+ * Cuts a segment's live values into windows of at most `windowBytes` (one value bigger
+ * than that gets a window of its own). Sorts `live` by offset, and by length among equal
+ * offsets: an empty value shares its offset with the value appended after it. A window
+ * ends at the furthest end of its values, not at the end of its last one: ending at an
+ * empty value sorted after a real one at the same offset cut that value's bytes short,
+ * and compaction then placed it over its new neighbour's bytes.
+ */
+export function compactWindows(live: LiveValue[], windowBytes: number): CompactWindow[] {
+  live.sort((a, b) => a.offset - b.offset || a.stored - b.stored);
+  const windows: CompactWindow[] = [];
+  for (let from = 0; from < live.length; ) {
+    const base = live[from].offset;
+    let end = base + live[from].stored;
+    let to = from + 1;
+    for (; to < live.length; to++) {
+      const next = Math.max(end, live[to].offset + live[to].stored);
+      if (next - base > windowBytes) break;
+      end = next;
+    }
+    windows.push({ from, to, base, span: end - base });
+    from = to;
+  }
+  return windows;
+}
+
 /** Where an append landed. */
 export interface Landing {
   readonly segment: Segment;

@@ -1,9 +1,9 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { ClosedError } from '../errors.js';
+import { ClosedError, TierCorruptError } from '../errors.js';
 import { ignoreMissing, readFully, writeFully } from './file-io.js';
 import { NO_SEGMENT, type Placements } from './placements.js';
-import { Segment, type Landing, type LiveValue, type PinnedPlacement, type SegmentFile } from './segment.js';
+import { Segment, compactWindows, type Landing, type LiveValue, type PinnedPlacement, type SegmentFile } from './segment.js';
 
 export type { PinnedPlacement, SegmentFile } from './segment.js';
 
@@ -384,22 +384,17 @@ export class SegmentStore {
         const slot = placements.slotOf(id);
         return { id, offset: placements.offset(slot), stored: placements.stored(slot) };
       });
-      live.sort((a, b) => a.offset - b.offset);
       const handle = await seg.handle;
       // One window buffer for the whole segment: each window's moves are written (awaited)
       // before the next read fills it again.
       let buffer: Buffer | undefined;
-      for (let i = 0; i < live.length && !this.closed; ) {
-        let j = i + 1;
-        while (j < live.length && live[j].offset + live[j].stored - live[i].offset <= COMPACT_WINDOW_BYTES) j++;
-        const base = live[i].offset;
-        const span = live[j - 1].offset + live[j - 1].stored - base;
+      for (const { from, to, base, span } of compactWindows(live, COMPACT_WINDOW_BYTES)) {
+        if (this.closed) break;
         if (buffer === undefined || buffer.byteLength < span) buffer = Buffer.allocUnsafe(Math.max(span, COMPACT_WINDOW_BYTES));
         const window = buffer.subarray(0, span);
         await readFully(handle, window, 0, span, base);
         // Offsets are taken now: a value removed while the window is read is skipped by move().
-        await Promise.all(live.slice(i, j).map((v) => this.move(v, seg, window.subarray(v.offset - base, v.offset - base + v.stored))));
-        i = j;
+        await Promise.all(live.slice(from, to).map((v) => this.move(v, seg, window.subarray(v.offset - base, v.offset - base + v.stored))));
       }
       this.counters.compactions++;
     } catch (err) {
@@ -415,6 +410,8 @@ export class SegmentStore {
   private async move(value: LiveValue, from: Segment, bytes: Uint8Array): Promise<void> {
     // Removed since the window was read: nothing to copy.
     if (!this.stillAt(value, from)) return;
+    // A window that cut a value short would place it over its new neighbour's bytes.
+    if (bytes.byteLength !== value.stored) throw new TierCorruptError(`compaction window holds ${bytes.byteLength} of value ${value.id}'s ${value.stored} bytes`);
     const to = await this.append([bytes], bytes.byteLength);
     to.segment.pending--;
     if (!this.closed && this.stillAt(value, from)) {

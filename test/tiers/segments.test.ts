@@ -15,7 +15,8 @@ type Op =
   | { kind: 'delete'; pick: number }
   | { kind: 'read'; pick: number; start: number; length: number }
   | { kind: 'burst'; sizes: number[]; deletes: number[] }
-  | { kind: 'many'; sizes: number[]; cancel: number[]; deletes: number[] }
+  | { kind: 'many'; sizes: number[]; cancel: number[]; deletes: number[]; reads: number[] }
+  | { kind: 'scan' }
   | { kind: 'idle' };
 
 const size = fc.oneof({ weight: 1, arbitrary: fc.integer({ min: 0, max: 64 }) }, { weight: 4, arbitrary: fc.integer({ min: 65, max: SMALL - 1 }) });
@@ -31,8 +32,10 @@ const op: fc.Arbitrary<Op> = fc.oneof(
       sizes: fc.array(size, { minLength: 1, maxLength: 40 }),
       cancel: fc.array(fc.nat(), { maxLength: 4 }),
       deletes: fc.array(fc.nat(), { maxLength: 8 }),
+      reads: fc.array(fc.nat(), { maxLength: 16 }),
     }),
   },
+  { weight: 1, arbitrary: fc.constant({ kind: 'scan' as const }) },
   { weight: 1, arbitrary: fc.constant({ kind: 'idle' as const }) },
 );
 
@@ -48,6 +51,7 @@ async function assertGone(tier: DiskTier, id: number): Promise<void> {
 async function checkDisk(tier: DiskTier, parents: string[], model: Map<number, Buffer>, dirs: number): Promise<void> {
   await tier.idle();
   for (const [id, bytes] of model) assert.ok(Buffer.from(await tier.read(id)).equals(bytes), `value ${id} after compaction`);
+  assert.equal(tier.stats().details.compactionErrors, 0, 'no compaction failed');
   const segments = tier.segmentFiles();
   for (const s of segments) assert.ok(s.liveValues > 0, `segment ${s.path} survives with no live value`);
   const onDisk = await filesUnder(parents);
@@ -60,6 +64,7 @@ async function checkDisk(tier: DiskTier, parents: string[], model: Map<number, B
 
 describe('fused segment files (model-based)', () => {
   it('reads exact bytes, stays bounded, drops empty segments, never loses a value', async () => {
+    let readAheadHits = 0;
     await fc.assert(
       fc.asyncProperty(fc.array(op, { minLength: 40, maxLength: 150, size: 'max' }), fc.constantFrom(1, 2), fc.constantFrom('none', 'lz4') as fc.Arbitrary<'none' | 'lz4'>, async (ops, dirs, compression) => {
         const parents = await Promise.all(Array.from({ length: dirs }, () => tempDir('spw-seg-')));
@@ -95,20 +100,34 @@ describe('fused segment files (model-based)', () => {
               assert.ok(got.equals(bytes.subarray(o.start, o.start + o.length)));
             } else if (o.kind === 'many') {
               // One writeMany call; while it is in flight, deletes of some of its own ids
-              // (cancelled, or deleted right after) and of older ones.
+              // (cancelled, or deleted right after) and of older ones, and reads of older ones.
               const ids = o.sizes.map(() => nextId++);
               const values = o.sizes.map((n, k) => bytesFor(ids[k], n, k % 2 === 0));
+              const older = [...model.keys()];
               const writing = tier.writeMany?.(ids.map((id, k) => ({ id, bytes: [values[k]], byteLength: values[k].byteLength }))) ?? Promise.resolve([]);
               const cancelled = [...new Set(o.cancel.map((c) => ids[c % ids.length]))];
               const victims = [...new Set(o.deletes.map(pickId))].filter((id): id is number => id !== undefined);
+              const readIds = older.length === 0 ? [] : o.reads.map((r) => older[r % older.length]).filter((id) => !victims.includes(id));
+              const expected = new Map(readIds.map((id) => [id, model.get(id) as Buffer]));
               for (const id of victims) model.delete(id);
-              const [results] = await Promise.all([writing, Promise.all([...cancelled, ...victims].map((id) => tier.delete(id)))]);
+              const [results, , got] = await Promise.all([
+                writing,
+                Promise.all([...cancelled, ...victims].map((id) => tier.delete(id))),
+                Promise.all(readIds.map((id) => tier.read(id))),
+              ]);
+              readIds.forEach((id, k) => assert.ok(Buffer.from(got[k]).equals(expected.get(id) as Buffer), `read of ${id} during a batch`));
               ids.forEach((id, k) => {
                 if (cancelled.includes(id)) return;
                 assert.equal(results[k]?.status, 'fulfilled', `batch item ${id}`);
                 model.set(id, values[k]);
               });
               for (const id of cancelled) await assertGone(tier, id);
+            } else if (o.kind === 'scan') {
+              // One reader, one value at a time, in the order they were written: read-ahead
+              // windows serve most of it, and must never serve bytes that changed.
+              for (const [id, bytes] of [...model].sort((a, b) => a[0] - b[0])) {
+                assert.ok(Buffer.from(await tier.read(id)).equals(bytes), `scan: value ${id}`);
+              }
             } else if (o.kind === 'burst') {
               const victims = [...new Set(o.deletes.map(pickId))];
               await Promise.all([...o.sizes.map((n, i) => write(n, i % 2 === 0)), ...victims.map(remove)]);
@@ -121,11 +140,13 @@ describe('fused segment files (model-based)', () => {
           assert.deepEqual(await filesUnder(parents), [], 'no segment file survives once all its values are deleted');
           assert.deepEqual(tier.usage(), { count: 0, bytes: 0 });
         } finally {
+          readAheadHits += Number(tier.stats().details.readAheadHits);
           await tier.close();
           await Promise.all(parents.map((p) => fsp.rm(p, { recursive: true, force: true })));
         }
       }),
       { numRuns: 40, interruptAfterTimeLimit: 120_000, markInterruptAsFailure: true },
     );
+    assert.ok(readAheadHits > 0, 'the runs read some values from read-ahead windows');
   });
 });

@@ -34,11 +34,24 @@ export function lengthError(got: number, expected: number): SpillwayError {
   return new TierLengthError(got, expected);
 }
 
+/** A chunk of a value being written. */
+export interface RawChunk {
+  bytes: Buffer;
+  /**
+   * A view of the source's own memory, lent until the write settles (see WriteSource):
+   * a tier that keeps the chunk as it is must copy it.
+   */
+  lent: boolean;
+}
+
 /**
- * Re-cuts a write source into copies of `chunkBytes` (the last may be shorter), checking
- * that it yields exactly `byteLength` bytes. Copies: a source may reuse its buffers.
+ * Re-cuts a write source into chunks of `chunkBytes` (the last may be shorter), checking
+ * that it yields exactly `byteLength` bytes. A chunk that lies inside one of the source's
+ * pieces is a view of it; only chunks that straddle pieces are copied. Copying every
+ * chunk of a 64 MiB value cost 64 MiB of fresh memory per write, first touched on the
+ * loop (page faults, ~1 ms per MiB here) and then garbage for the collector.
  */
-export async function* rechunk(source: WriteSource, byteLength: number, chunkBytes: number): AsyncGenerator<Buffer> {
+export async function* rechunk(source: WriteSource, byteLength: number, chunkBytes: number): AsyncGenerator<RawChunk> {
   let chunk: Buffer | undefined;
   let filled = 0;
   let total = 0;
@@ -47,19 +60,25 @@ export async function* rechunk(source: WriteSource, byteLength: number, chunkByt
       if (total + piece.byteLength > byteLength) throw lengthError(total + piece.byteLength, byteLength);
       let offset = 0;
       while (offset < piece.byteLength) {
-        chunk ??= Buffer.allocUnsafeSlow(Math.min(chunkBytes, byteLength - total));
-        const take = Math.min(piece.byteLength - offset, chunk.byteLength - filled);
-        chunk.set(piece.subarray(offset, offset + take), filled);
-        filled += take;
-        offset += take;
-        total += take;
-        if (filled === chunk.byteLength) {
-          yield chunk;
+        const length = Math.min(chunkBytes, byteLength - (total - filled));
+        if (filled === 0 && piece.byteLength - offset >= length) {
+          offset += length;
+          total += length;
+          yield { bytes: Buffer.from(piece.buffer, piece.byteOffset + offset - length, length), lent: true };
+        } else {
+          chunk ??= Buffer.allocUnsafeSlow(length);
+          const take = Math.min(piece.byteLength - offset, length - filled);
+          chunk.set(piece.subarray(offset, offset + take), filled);
+          filled += take;
+          offset += take;
+          total += take;
+          if (filled < length) continue;
+          yield { bytes: chunk, lent: false };
           chunk = undefined;
           filled = 0;
-          // Copying and hashing are synchronous: let the loop breathe between chunks.
-          if (total < byteLength) await yieldToLoop();
         }
+        // The consumer's work on a chunk (a copy, a probe) is synchronous: let the loop breathe.
+        if (total < byteLength) await yieldToLoop();
       }
     }
   }
@@ -154,14 +173,16 @@ export interface PackedChunk {
   raw: Buffer;
   bytes: Buffer;
   compressed: boolean;
+  /** `bytes` is the source's own memory (raw and lent): copy it to keep it. */
+  lent: boolean;
 }
 
 /** Compresses chunks one ahead of the consumer, so compression overlaps the consumer's I/O. */
-export async function* compressAhead(chunks: AsyncIterable<Buffer>, mode: CompressionMode): AsyncGenerator<PackedChunk> {
+export async function* compressAhead(chunks: AsyncIterable<RawChunk>, mode: CompressionMode): AsyncGenerator<PackedChunk> {
   let pending: Promise<PackedChunk> | undefined;
   try {
-    for await (const raw of chunks) {
-      const next = compressChunk(raw, mode).then((c) => ({ raw, ...c }));
+    for await (const { bytes: raw, lent } of chunks) {
+      const next = compressChunk(raw, mode).then((c) => ({ raw, ...c, lent: lent && !c.compressed }));
       // Marked handled: if the consumer stops early, nobody awaits it.
       next.catch(() => undefined);
       if (pending !== undefined) yield await pending;

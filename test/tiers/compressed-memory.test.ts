@@ -85,4 +85,25 @@ describe('CompressedMemoryTier', () => {
       await tier.close();
     }
   });
+
+  it('keeps no view of the source: a source that reuses its memory after the write does not change the value', async () => {
+    const tier = new CompressedMemoryTier({ capacity: 256 * MiB, compression: 'auto' });
+    await tier.open();
+    try {
+      // Noise stays raw (incompressible), numbers get compressed; both in 1 MiB chunks that
+      // lie inside the source's 4 MiB pieces, so the tier sees views of them.
+      const random = noise(4 * MiB + 100);
+      const walk = Buffer.from(randomWalk(MiB).buffer);
+      const expected = [Buffer.from(random), Buffer.from(walk)];
+      await tier.write(1, rawSource(random, 4 * MiB), random.byteLength);
+      await tier.write(2, rawSource(walk, 4 * MiB), walk.byteLength);
+      assert.equal(tier.stats().details.rawChunks, 5);
+      random.fill(0);
+      walk.fill(0);
+      assert.ok(Buffer.from(await tier.read(1)).equals(expected[0]), 'raw chunks are copies');
+      assert.ok(Buffer.from(await tier.read(2)).equals(expected[1]));
+    } finally {
+      await tier.close();
+    }
+  });
 });

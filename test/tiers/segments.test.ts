@@ -19,7 +19,13 @@ type Op =
   | { kind: 'scan' }
   | { kind: 'idle' };
 
-const size = fc.oneof({ weight: 1, arbitrary: fc.integer({ min: 0, max: 64 }) }, { weight: 4, arbitrary: fc.integer({ min: 65, max: SMALL - 1 }) });
+// Empty values are common on purpose: one shares its offset with the value appended after
+// it, which is what compaction's windows once got wrong.
+const size = fc.oneof(
+  { weight: 1, arbitrary: fc.constant(0) },
+  { weight: 1, arbitrary: fc.integer({ min: 1, max: 64 }) },
+  { weight: 4, arbitrary: fc.integer({ min: 65, max: SMALL - 1 }) },
+);
 const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('write' as const), size, numeric: fc.boolean() }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('delete' as const), pick: fc.nat() }) },

@@ -36,7 +36,9 @@ async function holdWriteAt(dir: string, position: number) {
   return { held, release, restore: () => void (proto.write = original) };
 }
 
-it('an empty value whose group lands after the next value at its offset: compaction moves both intact', async () => {
+// A timeout, so that a write path that no longer makes this plain write fails the test
+// instead of leaving it waiting for the hold forever.
+it('an empty value whose group lands after the next value at its offset: compaction moves both intact', { timeout: 30_000 }, async () => {
   const parent = await tempDir();
   const hold = await holdWriteAt(parent, 0);
   const tier = new DiskTier({ directory: parent, smallValueBytes: 2 * KiB, segmentBytes: 3 * KiB, compactDeadFraction: 0.5 });

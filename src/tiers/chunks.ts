@@ -62,9 +62,10 @@ export async function* rechunk(source: WriteSource, byteLength: number, chunkByt
       while (offset < piece.byteLength) {
         const length = Math.min(chunkBytes, byteLength - (total - filled));
         if (filled === 0 && piece.byteLength - offset >= length) {
+          const view = Buffer.from(piece.buffer, piece.byteOffset + offset, length);
           offset += length;
           total += length;
-          yield { bytes: Buffer.from(piece.buffer, piece.byteOffset + offset - length, length), lent: true };
+          yield { bytes: view, lent: true };
         } else {
           chunk ??= Buffer.allocUnsafeSlow(length);
           const take = Math.min(piece.byteLength - offset, length - filled);

@@ -1,3 +1,4 @@
+import { constants, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 
@@ -22,3 +23,44 @@ export const collectGarbage: (() => void) | undefined = (() => {
     return undefined;
   }
 })();
+
+/** What a watcher of V8's major collections is told, on this thread's heap. */
+export interface MajorCollectionListener {
+  /** Incremental marking started at `atMs` (performance.now()): what is unreachable by then, this cycle frees. */
+  markingStarted(atMs: number): void;
+  /** A full (mark-compact) collection ended at `endMs` after a pause of `durationMs`: V8's own, or a forced one. */
+  collected(endMs: number, durationMs: number): void;
+}
+
+const majorListeners = new Set<MajorCollectionListener>();
+let gcObserver: PerformanceObserver | undefined;
+
+/**
+ * Tells `listener` about each major collection of this thread's heap, as perf_hooks
+ * reports it: a loop turn or so late. Returns the function that stops it. One observer
+ * serves every listener, and it is disconnected when the last one stops.
+ */
+export function watchMajorCollections(listener: MajorCollectionListener): () => void {
+  majorListeners.add(listener);
+  if (gcObserver === undefined) {
+    gcObserver = new PerformanceObserver((list) => {
+      for (const entry of list.getEntries()) {
+        // A gc entry's `detail` ({ kind, flags }) is missing from @types/node's PerformanceEntry.
+        const { detail } = entry as PerformanceEntry & { detail?: { kind?: number } };
+        if (detail?.kind === constants.NODE_PERFORMANCE_GC_INCREMENTAL) {
+          for (const l of majorListeners) l.markingStarted(entry.startTime);
+        } else if (detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) {
+          for (const l of majorListeners) l.collected(entry.startTime + entry.duration, entry.duration);
+        }
+      }
+    });
+    gcObserver.observe({ entryTypes: ['gc'] });
+  }
+  return () => {
+    majorListeners.delete(listener);
+    if (majorListeners.size === 0 && gcObserver !== undefined) {
+      gcObserver.disconnect();
+      gcObserver = undefined;
+    }
+  };
+}

@@ -291,6 +291,7 @@ export class SpillStore extends EventEmitter {
     state.closed = true;
     this.#spiller.stop();
     this.#pressure.stop();
+    state.dispose();
     await this.#spiller.flush();
     for (const entry of state.entries.values()) state.remove(entry, false);
     state.entries.clear();

@@ -5,7 +5,7 @@ import { newCounters } from './counters.js';
 import { Accounting, type Entry, type StoredCopy } from './entry.js';
 import { ReleaseCollector } from './collector.js';
 import { MemoryLru } from './memory-lru.js';
-import { collectGarbage } from '../gc.js';
+import { collectGarbage, watchMajorCollections } from '../gc.js';
 import type { ResolvedOptions } from './options.js';
 
 /** Collect once the store has let go of this fraction of its memory limit (1/32: 8 MiB of 256). */
@@ -37,14 +37,24 @@ export class StoreState {
    */
   readonly #registry = new FinalizationRegistry<Entry>((entry) => this.#collected(entry));
   readonly #lastWarning = new Map<string, number>();
+  #stopWatching: (() => void) | undefined;
 
   constructor(
     readonly opts: ResolvedOptions,
     readonly events: EventEmitter,
   ) {
     this.chain = new TierChain(opts.tiers);
-    this.collector =
+    const collector =
       opts.collectGarbage && collectGarbage !== undefined ? new ReleaseCollector(collectGarbage, opts.memoryLimit / RELEASED_FRACTION) : undefined;
+    this.collector = collector;
+    // V8's own major collections count in the collector's ration and free what it counts.
+    this.#stopWatching = collector && watchMajorCollections(collector);
+  }
+
+  /** The store closed: stop watching V8's collections. */
+  dispose(): void {
+    this.#stopWatching?.();
+    this.#stopWatching = undefined;
   }
 
   /** A fresh tier id: ids are never reused, so a late write can never clobber a newer one. */

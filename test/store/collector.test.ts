@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { test, type TestContext } from 'node:test';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { ReleaseCollector } from '../../src/store/collector.js';
+import { collectGarbage, watchMajorCollections } from '../../src/gc.js';
+import { MARKING_WAIT_MS, ReleaseCollector } from '../../src/store/collector.js';
 import { resolveOptions, type SpillStoreOptions } from '../../src/store/options.js';
 import { Pressure } from '../../src/store/pressure.js';
 import { sampleMemory, type SpillStore } from '../../src/store/spill-store.js';
@@ -135,4 +136,138 @@ test('a sample that collects leaves spilling to the next one, but never two in a
   assert.equal(collections, 4);
   assert.equal(evictions.length, 2, 'samples 2 and 4 spilled although each collected');
   pressure.stop();
+});
+
+test("V8's own major collection ends the ration's interval like the collector's", () => {
+  let runs = 0;
+  const collector = new ReleaseCollector(() => runs++, 1, 100, 1);
+  collector.released(10);
+  const now = performance.now();
+  collector.collected(now, 30);
+  assert.equal(collector.maybeCollect(now + 50), false, 'within 100 ms of V8 collecting');
+  assert.equal(collector.maybeCollect(now + 150), true);
+  assert.equal(runs, 1);
+  assert.ok(collector.lastDurationMs < 30, "lastDurationMs is the collector's own collection, not V8's");
+});
+
+test('a V8 collection frees what was let go of before its marking started, not after', () => {
+  let runs = 0;
+  const collector = new ReleaseCollector(() => runs++, 100, 0, 1);
+  const now = performance.now();
+  collector.released(150);
+  collector.markingStarted(now);
+  collector.released(60); // may have been marked live already
+  collector.markingStarted(now + 5); // the same cycle, reported again: the first start counts
+  collector.released(10);
+  collector.collected(now + 40, 8);
+  assert.equal(collector.pendingBytes, 70);
+  assert.equal(collector.maybeCollect(now + 200), false, 'under the threshold now: no forced collection');
+  collector.released(30);
+  assert.equal(collector.maybeCollect(now + 200), true);
+  assert.equal(collector.pendingBytes, 0);
+  assert.equal(runs, 1);
+});
+
+test('while V8 is marking, no collection is forced (gc() would collect twice), for up to MARKING_WAIT_MS', () => {
+  let runs = 0;
+  const collector = new ReleaseCollector(() => runs++, 100, 0, 1);
+  const now = performance.now();
+  collector.markingStarted(now);
+  collector.released(500);
+  assert.equal(collector.marking(now + 10), true);
+  assert.equal(collector.maybeCollect(now + 10, true), false, 'not even unrationed');
+  collector.collected(now + 60, 5);
+  assert.equal(collector.marking(now + 70), false);
+  assert.equal(collector.pendingBytes, 500, 'let go of after the marking started');
+  assert.equal(collector.maybeCollect(now + 70, true), true);
+  // A cycle whose end was never reported holds collections back for a bounded time only.
+  collector.markingStarted(performance.now());
+  collector.released(500);
+  assert.equal(collector.maybeCollect(performance.now() + MARKING_WAIT_MS + 1, true), true);
+  assert.equal(runs, 2);
+});
+
+test('an atomic V8 collection (no marking start seen) frees nothing the collector counts', () => {
+  const collector = new ReleaseCollector(() => undefined, 100, 0, 1);
+  collector.released(150);
+  collector.collected(performance.now(), 5);
+  assert.equal(collector.pendingBytes, 150);
+});
+
+test("the collector's own collection, reported late, changes nothing; nor does a cycle it finished", () => {
+  const collector = new ReleaseCollector(() => undefined, 100, 0, 1);
+  const before = performance.now();
+  collector.released(100);
+  assert.equal(collector.maybeCollect(), true);
+  collector.released(80);
+  // Reported after the forced collection: the marking that started before it, and the forced collection itself.
+  collector.markingStarted(before);
+  collector.collected(before + 0.001, 3);
+  assert.equal(collector.pendingBytes, 80);
+  collector.collected(performance.now() + 10, 3);
+  assert.equal(collector.pendingBytes, 80, 'no marking start since the forced collection');
+});
+
+test('a late report of an earlier collection does not move the ration back', () => {
+  const collector = new ReleaseCollector(() => undefined, 1, 100, 1);
+  const now = performance.now();
+  collector.collected(now, 5);
+  collector.collected(now - 500, 5);
+  collector.released(1);
+  assert.equal(collector.maybeCollect(now + 50), false);
+});
+
+test('watchMajorCollections reports a full collection within a few loop turns, and stops when asked', async () => {
+  const seen: number[] = [];
+  const stop = watchMajorCollections({ markingStarted: () => undefined, collected: (endMs, durationMs) => seen.push(endMs, durationMs) });
+  try {
+    assert.ok(collectGarbage !== undefined, 'this runtime lets the collector be called');
+    const start = performance.now();
+    collectGarbage();
+    for (let turn = 0; turn < 50 && seen.length === 0; turn++) await new Promise((resolve) => setTimeout(resolve, 5));
+    assert.ok(seen.length >= 2, 'the forced collection was reported');
+    assert.ok(seen[0] >= start && seen[1] >= 0);
+  } finally {
+    stop();
+  }
+  const count = seen.length;
+  collectGarbage?.();
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  assert.equal(seen.length, count, 'nothing reported after stop');
+});
+
+test('watchMajorCollections reports the start of incremental marking before the collection that ends it', async () => {
+  const events: string[] = [];
+  const stop = watchMajorCollections({ markingStarted: () => events.push('marking'), collected: () => events.push('collected') });
+  try {
+    // Old-space garbage at a pace that makes V8 start its own incremental cycles.
+    let keep: object[] = [];
+    const until = performance.now() + 5000;
+    while (!events.includes('collected') || events.indexOf('marking') < 0) {
+      if (performance.now() > until) break;
+      for (let i = 0; i < 20_000; i++) keep.push({ i, pair: [i, i + 1] });
+      if (keep.length > 400_000) keep = keep.slice(200_000);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const marking = events.indexOf('marking');
+    assert.ok(marking >= 0, `an incremental marking start was reported (${events.join(' ')})`);
+    assert.ok(events.indexOf('collected', marking) > marking, 'and the collection that ended it, after it');
+  } finally {
+    stop();
+  }
+});
+
+test("a store's rationed collection waits after any full collection, an unrationed one does not", async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 4 * MiB, monitorInterval: false, collectGarbage: true });
+  for (let i = 0; i < 16; i++) store.set(`k${i}`, f64(64 * KiB, i));
+  for (let i = 0; i < 8; i++) store.delete(`k${i}`);
+  // Someone else (here the test; V8 on its own alike) runs a full collection.
+  collectGarbage?.();
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(store.collectGarbage(), false, 'held back by the collection that just ran');
+  // Let go of after that collection (and in the same turn as the next call): surely due.
+  for (let i = 8; i < 16; i++) store.delete(`k${i}`);
+  assert.equal(store.collectGarbage(), false, 'still within the ration');
+  assert.equal(store.collectGarbage(true), true, 'unrationed, it runs');
+  assert.equal(store.stats().counters.collections, 1);
 });

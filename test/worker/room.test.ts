@@ -52,3 +52,16 @@ test('a task with no binary bytes, or a store without a pause level, never waits
   assert.equal(await makeRoom(noPause.store, 64 * MiB, { readRss, settleMs: 0 }), 0);
   assert.deepEqual([...calls, ...noPause.calls], []);
 });
+
+test('the collection waits for a timer turn after the eviction: timers due meanwhile run between', async () => {
+  const rss = { value: 190 * MiB };
+  const { store, calls, readRss } = fakeStore(rss, 40 * MiB);
+  const evict = store.evict;
+  // A timer that falls due while the eviction runs (a heartbeat, the loop-delay monitor).
+  store.evict = (bytes) => {
+    setTimeout(() => calls.push('timer'), 0);
+    return evict(bytes);
+  };
+  assert.equal(await makeRoom(store, 32 * MiB, { readRss, settleMs: 0 }), 1);
+  assert.deepEqual(calls, ['evict 22', 'timer', 'collect true']);
+});

@@ -2,7 +2,7 @@ import { Piscina } from 'piscina';
 import type { FunctionRef, TaskErrorInfo } from '../cluster/protocol.js';
 import { errorMessage } from '../errors.js';
 import { threadInputs } from './copy-inputs.js';
-import type { ThreadRequest, ThreadResponse } from './thread-types.js';
+import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.js';
 
 export type ExecutionResult =
   | { ok: true; value: unknown; computeSeconds: number }
@@ -20,8 +20,11 @@ export class Executor {
 
   readonly #moveInputs: boolean;
 
-  /** `moveInputs: false` posts inputs as they are (structured clone); for measurements. */
-  constructor(nthreads: number, options: { moveInputs?: boolean } = {}) {
+  /**
+   * `moveInputs: false` posts inputs as they are (structured clone), for measurements;
+   * `nice` lowers the threads' CPU priority below the event loop's (thread.ts).
+   */
+  constructor(nthreads: number, options: { moveInputs?: boolean; nice?: number } = {}) {
     this.nthreads = nthreads;
     this.#moveInputs = options.moveInputs ?? true;
     // Under tsx (development) this file is .ts and so is the thread; compiled, both are .js.
@@ -33,6 +36,7 @@ export class Executor {
       maxThreads: nthreads,
       // The worker's own memory-aware queue decides what runs; it never gives the pool more than nthreads.
       idleTimeout: Infinity,
+      workerData: { nice: options.nice ?? 0 } satisfies ThreadData,
     });
   }
 

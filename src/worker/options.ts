@@ -27,6 +27,13 @@ export interface WorkerOptions extends Pick<SpillStoreOptions, 'target' | 'spill
   fetchConcurrency?: number;
   /** Overrides the interval the scheduler asks for (ms). */
   heartbeatIntervalMs?: number;
+  /**
+   * How much lower the task threads' CPU priority is than the event loop's (a nice
+   * increment, 0-19; Linux only, where nice is per thread). Default 10: when the cores are
+   * busy the loop (peers, heartbeats, spilling) runs first and tasks get what is left; 0
+   * runs them at the loop's priority.
+   */
+  threadNice?: number;
 }
 
 export interface ResolvedWorkerOptions extends WorkerOptions {
@@ -35,6 +42,7 @@ export interface ResolvedWorkerOptions extends WorkerOptions {
   host: string;
   prefetch: number;
   fetchConcurrency: number;
+  threadNice: number;
 }
 
 export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOptions {
@@ -51,7 +59,11 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
   const fetchConcurrency = options.fetchConcurrency ?? 2;
   positiveInteger(fetchConcurrency, 'fetchConcurrency');
   if (options.heartbeatIntervalMs !== undefined) positiveInteger(options.heartbeatIntervalMs, 'heartbeatIntervalMs');
-  return { ...options, memoryLimit, nthreads, host: options.host ?? '127.0.0.1', prefetch, fetchConcurrency };
+  const threadNice = options.threadNice ?? 10;
+  if (!Number.isInteger(threadNice) || threadNice < 0 || threadNice > 19) {
+    throw new InvalidArgumentError(`threadNice must be an integer from 0 to 19, got ${threadNice}`);
+  }
+  return { ...options, memoryLimit, nthreads, host: options.host ?? '127.0.0.1', prefetch, fetchConcurrency, threadNice };
 }
 
 function positiveInteger(value: number, name: string): void {

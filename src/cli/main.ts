@@ -7,7 +7,7 @@ import { Command, CommanderError, InvalidArgumentError as BadOption, Option } fr
 import { InvalidArgumentError } from '../errors.js';
 import { WORKLOADS } from '../workloads/index.js';
 import { demoCommand } from './demo-command.js';
-import { EXIT_FAILED, EXIT_USAGE, hostPort, port, positive, size, wholeNumber } from './options.js';
+import { EXIT_FAILED, EXIT_USAGE, hostPort, niceIncrement, port, positive, size, wholeNumber } from './options.js';
 import type { LocalFlags } from './local-command.js';
 import type { SchedulerFlags } from './scheduler-command.js';
 import type { WorkerFlags } from './worker-command.js';
@@ -63,6 +63,7 @@ program
   .requiredOption('--scheduler <host:port>', 'the scheduler\'s control address', hostPort)
   .requiredOption('--memory-limit <size>', 'memory limit of the worker', size)
   .option('--nthreads <n>', 'threads running tasks (default: number of cores)', positive)
+  .option('--thread-nice <n>', 'how much lower the task threads\' CPU priority is than the event loop\'s, 0-19 (Linux; default 10)', niceIncrement)
   .option('--local-directory <dir>', 'parent directory of the spill folder (default: the OS temp directory)')
   .option('--token <token>', 'shared secret of the cluster (default: $SPILLWAY_TOKEN)')
   .option('--host <host>', 'interface the data server listens on (peers must reach it)', '127.0.0.1')

@@ -23,6 +23,13 @@ export function wholeNumber(value: string): number {
   return n;
 }
 
+/** A nice increment: 0 to 19. */
+export function niceIncrement(value: string): number {
+  const n = wholeNumber(value);
+  if (n > 19) throw new BadOption(`expected 0 to 19, got ${n}`);
+  return n;
+}
+
 export function positive(value: string): number {
   const n = wholeNumber(value);
   if (n < 1) throw new BadOption(`expected at least 1, got ${n}`);

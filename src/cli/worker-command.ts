@@ -6,6 +6,7 @@ export interface WorkerFlags {
   scheduler: { host: string; port: number };
   memoryLimit: number;
   nthreads?: number;
+  threadNice?: number;
   localDirectory?: string;
   token?: string;
   host: string;
@@ -20,6 +21,7 @@ export async function workerCommand(flags: WorkerFlags): Promise<void> {
     token: resolveToken(flags.token),
     memoryLimit: flags.memoryLimit,
     nthreads: flags.nthreads,
+    threadNice: flags.threadNice,
     localDirectory: flags.localDirectory,
     host: flags.host,
     port: flags.port,

@@ -1,5 +1,6 @@
 /** `spillway local`, `scheduler` and `worker` as a user runs them: exit codes, JSON summary, clean shutdown. */
 import assert from 'node:assert/strict';
+import os from 'node:os';
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import path from 'node:path';
@@ -72,12 +73,16 @@ test('scheduler and worker commands take the token from SPILLWAY_TOKEN, serve a 
     const listening = await scheduler.line;
     assert.equal(listening.event, 'listening');
     const address = listening.address as { host: string; port: number };
-    const worker = start(['worker', '--scheduler', `${address.host}:${address.port}`, '--memory-limit', '64MiB', '--nthreads', '1']);
+    const worker = start(['worker', '--scheduler', `${address.host}:${address.port}`, '--memory-limit', '64MiB', '--nthreads', '1', '--thread-nice', '3']);
     try {
       assert.equal((await worker.line).event, 'ready');
       const client = await Client.connect(address, { token: 'env-secret' });
       const fn = { module: new URL('../cluster/fixtures/tasks.ts', import.meta.url).href, name: 'add' };
       assert.deepEqual(await client.compute({ x: { fn, args: [20, 22] } }, ['x']), [42]);
+      if (process.platform === 'linux') {
+        const priority = { module: new URL('../worker/fixtures/tasks.ts', import.meta.url).href, name: 'threadPriority' };
+        assert.deepEqual(await client.compute({ p: { fn: priority, args: [] } }, ['p']), [Math.min(19, os.getPriority() + 3)], '--thread-nice reached the task thread');
+      }
       await client.close();
     } finally {
       worker.child.kill('SIGTERM');

@@ -9,7 +9,7 @@ import { collectGarbage, watchMajorCollections } from '../gc.js';
 import type { ResolvedOptions } from './options.js';
 
 /** Collect once the store has let go of this fraction of its memory limit (1/32: 8 MiB of 256). */
-const RELEASED_FRACTION = 32;
+const RELEASED_FRACTION = 16;
 
 /**
  * Everything the store's parts share: the entries, the memory LRU, the accounting, the

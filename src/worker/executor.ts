@@ -43,7 +43,7 @@ export class Executor {
   async run(fn: FunctionRef, args: unknown[]): Promise<ExecutionResult> {
     const started = performance.now();
     try {
-      const inputs = this.#moveInputs ? threadInputs(args) : { args, transfer: [] };
+      const inputs = this.#moveInputs ? await threadInputs(args) : { args, transfer: [] };
       const response = await this.#pool.run({ module: fn.module, name: fn.name, args: inputs.args }, { transferList: inputs.transfer });
       if (response.ok) return { ok: true, value: response.value, computeSeconds: response.seconds };
       return { ok: false, error: response.error, computeSeconds: response.seconds };

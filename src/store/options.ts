@@ -28,9 +28,10 @@ export interface SpillStoreOptions {
   retryDelay?: number;
   /**
    * Run V8's garbage collector when process RSS is over `target` and the store has let go
-   * of 1/32 of memoryLimit since the last collection (deleted, or dropped after spilling),
-   * at most once per 100 ms and 25 % of the time. Needs the monitor. Default false: a
-   * library should not run the collector unasked; the worker turns it on.
+   * of 1/16 of memoryLimit that no collection has freed yet (deleted, or dropped after
+   * spilling), at most once per 100 ms after any full collection, 25 % of the time, and
+   * never while V8 is marking. Needs the monitor. Default false: a library should not run
+   * the collector unasked; the worker turns it on.
    */
   collectGarbage?: boolean;
   /**

@@ -69,7 +69,7 @@ test('collectGarbage must be a boolean', async (t) => {
 
 test('a store under memory pressure collects after deleting values, and counts it', async (t) => {
   const store = await storeAfterDeletes(t, { collectGarbage: true });
-  // 512 KiB let go, over 1/32 of the limit; an RSS reading far over the target.
+  // 512 KiB let go, over 1/16 of the limit; an RSS reading far over the target.
   store[sampleMemory](1024 * MiB);
   const { counters } = store.stats();
   assert.equal(counters.collections, 1);
@@ -95,11 +95,14 @@ test('an unrationed collection ignores the interval and the time fraction, not t
 });
 
 test('store.collectGarbage(true) collects whatever the ration says once enough was let go', async (t) => {
+  // The threshold is 1/16 of the limit: 256 KiB, four of these values.
   const { store } = await openStore(t, { memoryLimit: 4 * MiB, collectGarbage: true, monitorInterval: false });
-  for (let i = 0; i < 4; i++) store.set(`k${i}`, f64(64 * KiB, i));
-  for (let i = 0; i < 2; i++) store.delete(`k${i}`);
+  for (let i = 0; i < 8; i++) store.set(`k${i}`, f64(64 * KiB, i));
+  for (let i = 0; i < 3; i++) store.delete(`k${i}`);
+  assert.equal(store.collectGarbage(true), false, 'under the threshold');
+  store.delete('k3');
   assert.equal(store.collectGarbage(true), true);
-  for (let i = 2; i < 4; i++) store.delete(`k${i}`);
+  for (let i = 4; i < 8; i++) store.delete(`k${i}`);
   assert.equal(store.collectGarbage(), false, 'the ration holds a second collection back');
   assert.equal(store.collectGarbage(true), true);
   assert.equal(store.stats().counters.collections, 2);

@@ -40,9 +40,9 @@ export async function makeRoom(store: RoomStore, bytes: number, options: RoomOpt
     if (round === rounds) return -1;
     await store.evict(over);
     // Never in the same loop turn as the eviction's end: a pause of the store's own (a
-    // rationed collection) or V8's may have just ended there, and two back to back were
-    // the worst event-loop delays (35 of 266 forced collections in a shuffle, 98-130 ms).
-    // A timer turn lets heartbeats, peers and timers run in between.
+    // rationed collection) or V8's may have just ended in that turn, and two pauses in one
+    // block were the worst event-loop delays (88-130 ms). A timer turn lets heartbeats,
+    // peers and timers run in between.
     await sleep(1);
     store.collectGarbage(true);
     await sleep(settleMs);

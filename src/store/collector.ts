@@ -8,7 +8,9 @@ import type { MajorCollectionListener } from '../gc.js';
  * outside it. A worker whose heap is 15 MiB was measured holding 100+ MiB of dead values
  * in RSS, and the memory monitor, seeing RSS still high, spilled yet more. So when RSS is
  * over the target and at least `minReleasedBytes` were let go since the last collection,
- * the store collects before it spills again.
+ * the store collects before it spills again. A caller about to need the memory (room for a
+ * task near the pause level, where a worker's peaks come from) collects unrationed, and
+ * half as much let go of will do for it.
  *
  * A full collection costs milliseconds to tens of milliseconds on the event loop, so it is
  * rationed: never within `minIntervalMs` of the last one, and never more than
@@ -98,7 +100,9 @@ export class ReleaseCollector implements MajorCollectionListener {
    * when it did.
    */
   maybeCollect(now = performance.now(), unrationed = false): boolean {
-    if (this.pendingBytes < this.minReleasedBytes || this.marking(now)) return false;
+    // Unrationed calls come at the edge (room for a task near the pause level): half as much will do.
+    const threshold = unrationed ? this.minReleasedBytes / 2 : this.minReleasedBytes;
+    if (this.pendingBytes < threshold || this.marking(now)) return false;
     const since = now - this.#lastEnd;
     const rationed = since < this.minIntervalMs || since < this.#lastDuration * (1 / this.maxTimeFraction - 1);
     if (rationed && !unrationed) return false;

@@ -30,7 +30,8 @@ export interface SpillStoreOptions {
    * Run V8's garbage collector when process RSS is over `target` and the store has let go
    * of 1/16 of memoryLimit that no collection has freed yet (deleted, or dropped after
    * spilling), at most once per 100 ms after any full collection, 25 % of the time, and
-   * never while V8 is marking. Needs the monitor. Default false: a library should not run
+   * never while V8 is marking (unrationed, for room before a task: half as much let go of
+   * is enough). Needs the monitor. Default false: a library should not run
    * the collector unasked; the worker turns it on.
    */
   collectGarbage?: boolean;

@@ -94,15 +94,27 @@ test('an unrationed collection ignores the interval and the time fraction, not t
   assert.equal(runs, 2);
 });
 
+test('an unrationed collection needs half the release threshold', () => {
+  let runs = 0;
+  const collector = new ReleaseCollector(() => runs++, 100, 0, 1);
+  collector.released(49);
+  assert.equal(collector.maybeCollect(performance.now(), true), false);
+  collector.released(1);
+  assert.equal(collector.maybeCollect(), false, 'rationed: 50 of 100');
+  assert.equal(collector.maybeCollect(performance.now(), true), true);
+  assert.equal(runs, 1);
+});
+
 test('store.collectGarbage(true) collects whatever the ration says once enough was let go', async (t) => {
-  // The threshold is 1/16 of the limit: 256 KiB, four of these values.
+  // The threshold is 1/16 of the limit, 256 KiB (four of these values); unrationed, half of it.
   const { store } = await openStore(t, { memoryLimit: 4 * MiB, collectGarbage: true, monitorInterval: false });
   for (let i = 0; i < 8; i++) store.set(`k${i}`, f64(64 * KiB, i));
-  for (let i = 0; i < 3; i++) store.delete(`k${i}`);
-  assert.equal(store.collectGarbage(true), false, 'under the threshold');
-  store.delete('k3');
+  store.delete('k0');
+  assert.equal(store.collectGarbage(true), false, 'under half the threshold');
+  store.delete('k1');
+  assert.equal(store.collectGarbage(), false, 'rationed: under the threshold');
   assert.equal(store.collectGarbage(true), true);
-  for (let i = 4; i < 8; i++) store.delete(`k${i}`);
+  for (let i = 2; i < 8; i++) store.delete(`k${i}`);
   assert.equal(store.collectGarbage(), false, 'the ration holds a second collection back');
   assert.equal(store.collectGarbage(true), true);
   assert.equal(store.stats().counters.collections, 2);

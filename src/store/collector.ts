@@ -85,8 +85,8 @@ export class ReleaseCollector implements MajorCollectionListener {
   }
 
   collected(endMs: number, durationMs: number): void {
-    // Our own collection reported again, or an older one: already accounted for.
-    if (endMs <= this.#ownEnd || endMs <= this.#lastEnd) return;
+    // Our own collection reported again (its end is `#lastEnd` or before), or an older one.
+    if (endMs <= this.#lastEnd) return;
     this.#lastEnd = endMs;
     this.#lastDuration = durationMs;
     // Without a marking start seen, it was an atomic collection: what it freed is unknown.

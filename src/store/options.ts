@@ -14,6 +14,14 @@ export interface SpillStoreOptions {
   spill?: number | false;
   /** Fraction of memoryLimit above which the store pauses producers. Default 0.8. */
   pause?: number | false;
+  /**
+   * Fraction of memoryLimit under which the values the store holds must be back before a
+   * paused store resumes its producers (process RSS must also be back under `target` when
+   * the monitor runs). Between `target` and `pause`. Default: an eighth of the way from
+   * `pause` down to `target` (0.775), so a producer resumes as soon as a spill lands and
+   * produces while the next one is written, instead of waiting for every write in flight.
+   */
+  resume?: number;
   /** Parent directory for spill files. Default: os.tmpdir(). The store works in a fresh folder inside it. */
   directory?: string;
   /** Cap on bytes below memory (on disk). Default: none. */
@@ -51,6 +59,8 @@ export interface ResolvedOptions {
   targetBytes: number;
   spillBytes: number;
   pauseBytes: number;
+  /** Managed bytes must be back under this to resume (Infinity when `pause` is off). */
+  resumeBytes: number;
   maxSpill: number;
   monitorInterval: number;
   spillConcurrency: number;
@@ -59,6 +69,11 @@ export interface ResolvedOptions {
   collectGarbage: boolean;
   weakRefBytes: number;
 }
+
+/** The default fractions of memoryLimit. */
+export const DEFAULT_LEVELS = { target: 0.6, spill: 0.7, pause: 0.8 } as const;
+/** By default a paused store resumes this fraction of the way from `pause` down to `target`. */
+const RESUME_MARGIN = 1 / 8;
 
 /** Values this small are batched when spilled, and cheaper to read again than to track weakly. */
 const DEFAULT_WEAK_REF_BYTES = SMALL_ENCODED_BYTES;
@@ -82,9 +97,10 @@ export function resolveOptions(options: SpillStoreOptions): ResolvedOptions {
   if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('options must be an object');
   const memoryLimit = options.memoryLimit === undefined ? defaultMemoryLimit() : parseBytes(options.memoryLimit, 'memoryLimit');
   if (memoryLimit <= 0) throw new InvalidArgumentError('memoryLimit must be positive');
-  const target = fraction(options.target, 0.6, 'target');
-  const spill = fraction(options.spill, 0.7, 'spill');
-  const pause = fraction(options.pause, 0.8, 'pause');
+  const target = fraction(options.target, DEFAULT_LEVELS.target, 'target');
+  const spill = fraction(options.spill, DEFAULT_LEVELS.spill, 'spill');
+  const pause = fraction(options.pause, DEFAULT_LEVELS.pause, 'pause');
+  const resume = resumeLevel(options.resume, target, pause);
   const monitorInterval = options.monitorInterval === false ? 0 : (options.monitorInterval ?? 100);
   if (!Number.isFinite(monitorInterval) || monitorInterval < 0) {
     throw new InvalidArgumentError(`monitorInterval must be a non-negative number of ms or false, got ${monitorInterval}`);
@@ -111,6 +127,7 @@ export function resolveOptions(options: SpillStoreOptions): ResolvedOptions {
     targetBytes: bytesOf(target),
     spillBytes: bytesOf(spill),
     pauseBytes: bytesOf(pause),
+    resumeBytes: bytesOf(resume),
     maxSpill,
     monitorInterval,
     spillConcurrency,
@@ -119,6 +136,21 @@ export function resolveOptions(options: SpillStoreOptions): ResolvedOptions {
     collectGarbage: options.collectGarbage ?? false,
     weakRefBytes: options.weakRefBytes === undefined ? DEFAULT_WEAK_REF_BYTES : parseBytes(options.weakRefBytes, 'weakRefBytes'),
   };
+}
+
+/**
+ * The resume level: given, or RESUME_MARGIN of the way from pause to target. Under
+ * `target` the store would never resume (spilling stops there); over `pause` it would
+ * resume while still over the pause level.
+ */
+function resumeLevel(value: number | undefined, target: number | false, pause: number | false): number | false {
+  if (pause === false) return false;
+  if (value === undefined) return target === false || target >= pause ? pause : pause - (pause - target) * RESUME_MARGIN;
+  const given = fraction(value, pause, 'resume');
+  if (given === false || given > pause || (target !== false && given < Math.min(target, pause))) {
+    throw new InvalidArgumentError(`resume must be a fraction between target and pause, got ${String(value)}`);
+  }
+  return given;
 }
 
 function validateTiers(tiers: Tier[]): void {

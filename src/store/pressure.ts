@@ -5,7 +5,8 @@ import type { UnspillableEvent } from './stats.js';
 
 /**
  * Memory pressure: pauses producers above `pause` (of managed bytes, or of process RSS
- * when the monitor runs) and resumes them once both are back under `target`; asks for
+ * when the monitor runs) and resumes them once managed bytes are back under `resume` and
+ * RSS under `target`; asks for
  * spilling when process RSS passes `spill`. Asynchronous spilling needs this backpressure,
  * or producers outrun the disk (the lesson of zict's async buffer).
  */
@@ -41,16 +42,18 @@ export class Pressure {
   }
 
   /**
-   * After memory shrank: resume once resident values are back under target and process
-   * RSS is too, or spilling can no longer lower it (nothing unpinned is left in memory).
-   * Waiting for RSS that only unmanaged memory holds up would stall producers forever.
+   * After memory shrank: resume once resident values are back under `resume` and process
+   * RSS under target, or spilling can no longer lower it (nothing unpinned is left in
+   * memory). Waiting for RSS that only unmanaged memory holds up would stall producers
+   * forever. Resident values need not wait for target: a producer that resumed only once
+   * every write in flight had landed left the disk idle while it produced the next values
+   * (a synchronous producer spilling 100,000 x 4 KiB: 20-30 % slower on fresh page cache).
    */
   checkResume(rss = this.monitor.lastRss): void {
     if (!this.#paused) return;
-    const { acct } = this.state;
-    const resumeAt = this.#resumeAt();
-    if (acct.residentBytes > resumeAt) return;
-    if (this.monitor.enabled && rss > resumeAt && this.#spillable() > 0) return;
+    const { acct, opts } = this.state;
+    if (acct.residentBytes > opts.resumeBytes) return;
+    if (this.monitor.enabled && rss > this.#resumeAt() && this.#spillable() > 0) return;
     this.#set(false);
   }
 
@@ -59,7 +62,7 @@ export class Pressure {
     this.#set(false);
   }
 
-  /** Memory must be back under this to resume: the target (or pause, when target is off). */
+  /** RSS must be back under this to resume: the target (or pause, when target is off). */
   #resumeAt(): number {
     return Math.min(this.state.opts.targetBytes, this.state.opts.pauseBytes);
   }

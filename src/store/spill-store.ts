@@ -78,6 +78,10 @@ export class SpillStore extends EventEmitter {
   get pauseBytes(): number {
     return this.#state.opts.pauseBytes;
   }
+  /** Memory level (bytes) under which a paused store's values must be back before it resumes. */
+  get resumeBytes(): number {
+    return this.#state.opts.resumeBytes;
+  }
   get paused(): boolean {
     return this.#pressure.paused;
   }

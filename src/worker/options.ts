@@ -1,7 +1,7 @@
 import os from 'node:os';
 import type { DataAddress } from '../cluster/protocol.js';
 import { InvalidArgumentError } from '../errors.js';
-import type { SpillStoreOptions } from '../store/options.js';
+import { DEFAULT_LEVELS, type SpillStoreOptions } from '../store/options.js';
 import { parseBytes } from '../units.js';
 
 export interface WorkerOptions extends Pick<SpillStoreOptions, 'target' | 'spill' | 'pause' | 'monitorInterval' | 'maxSpill' | 'spillConcurrency' | 'collectGarbage'> {
@@ -68,4 +68,16 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
 
 function positiveInteger(value: number, name: string): void {
   if (!Number.isInteger(value) || value < 1) throw new InvalidArgumentError(`${name} must be a positive integer, got ${value}`);
+}
+
+/**
+ * The store's `resume` level for a worker: its target (the deep hysteresis), or undefined
+ * (the store's own rule) when target or pause is off. Invalid levels are left for the
+ * store to reject.
+ */
+export function resumeAtTarget(target: number | false | undefined, pause: number | false | undefined): number | undefined {
+  if (target === false || pause === false) return undefined;
+  const t = target ?? DEFAULT_LEVELS.target;
+  const p = pause ?? DEFAULT_LEVELS.pause;
+  return Math.min(t, p);
 }

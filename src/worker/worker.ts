@@ -26,7 +26,7 @@ import { type ExecutionResult, Executor } from './executor.js';
 import { Fetcher } from './fetcher.js';
 import { Heartbeat } from './heartbeat.js';
 import { makeRoom } from './room.js';
-import { type ResolvedWorkerOptions, type WorkerOptions, resolveWorkerOptions } from './options.js';
+import { type ResolvedWorkerOptions, type WorkerOptions, resolveWorkerOptions, resumeAtTarget } from './options.js';
 import { type QueuedTask, TaskQueue } from './queue.js';
 
 /**
@@ -106,6 +106,9 @@ export class Worker extends EventEmitter {
         target: opts.target,
         spill: opts.spill,
         pause: opts.pause,
+        // A worker's producers (tasks, fetches) are not a tight loop waiting on the disk, and
+        // its RSS peaks come from the pause level: it keeps the deep hysteresis, resuming at target.
+        resume: resumeAtTarget(opts.target, opts.pause),
         monitorInterval: opts.monitorInterval,
         maxSpill: opts.maxSpill,
         spillConcurrency: opts.spillConcurrency,

@@ -378,14 +378,22 @@ export class Engine {
     return out;
   }
 
-  /** End of an event: fill free slots, then send the batched releases. */
+  /**
+   * End of an event: fill free slots, then send the batched releases. Every worker takes
+   * from its own queue and the shared one before any steals: a worker only steals from one
+   * that cannot start the task itself, and a thief looking before its victim had refilled
+   * saw a free slot there and stayed idle (a worker that registered first took nothing
+   * from the holder of a shuffle's inputs for a whole run).
+   */
   #done(): void {
-    for (const worker of this.workers.values()) {
-      if (worker.closing) continue;
-      while (worker.processing.size < capacity(worker)) {
-        const record = this.placement.next(worker);
-        if (record === undefined) break;
-        this.#send(worker, record);
+    for (const steal of [false, true]) {
+      for (const worker of this.workers.values()) {
+        if (worker.closing) continue;
+        while (worker.processing.size < capacity(worker)) {
+          const record = this.placement.next(worker, steal);
+          if (record === undefined) break;
+          this.#send(worker, record);
+        }
       }
     }
     for (const [worker, keys] of this.#releases) if (this.workers.get(worker.id) === worker) this.#out.releaseKeys(worker, keys);

@@ -90,8 +90,11 @@ export class Placement {
     return best === undefined ? SHARED : best.id;
   }
 
-  /** The next task for `worker` (removed from its queue), or undefined when there is none. */
-  next(worker: WorkerRecord): TaskRecord | undefined {
+  /**
+   * The next task for `worker` (removed from its queue), or undefined when there is none;
+   * with `steal`, from another worker's queue when its own and the shared one are empty.
+   */
+  next(worker: WorkerRecord, steal = true): TaskRecord | undefined {
     const own = this.#head(worker.id);
     const shared = this.#head(SHARED);
     if (own !== undefined || shared !== undefined) {
@@ -100,6 +103,7 @@ export class Placement {
       this.#heaps.get(queue)?.pop();
       return takeOwn ? own : shared;
     }
+    if (!steal) return undefined;
     // Steal only from a worker that cannot start the task now itself.
     let victim: string | undefined;
     for (const [id, count] of this.#queued) {

@@ -74,3 +74,28 @@ test('tasks are sent in priority order, at most 2 × nthreads + 2 at a time per 
   await until(() => a.computes.length === 12, 'next six');
   assert.ok(Math.min(...a.computes.slice(6).map((c) => c.priority)) > Math.max(...priorities));
 });
+
+test('an idle worker steals from a saturated one, whichever registered first', async (t) => {
+  for (const holderIndex of [0, 1]) {
+    const scheduler = await startScheduler(t);
+    const workers = [await FakeWorker.connect(t, scheduler, { auto: false }), await FakeWorker.connect(t, scheduler, { auto: false })];
+    const holder = workers[holderIndex];
+    const idle = workers[1 - holderIndex];
+    const client = await FakeClient.connect(t, scheduler);
+    // Eight roots, four on each worker; one of the holder's is big, everything else small.
+    await client.submit(roots(8), Object.keys(roots(8)));
+    await until(() => workers.every((w) => w.computes.length === 4), 'roots placed');
+    const big = holder.computes[0].key;
+    for (const w of workers) for (const c of w.computes) w.finish(c.key, c.key === big ? 5000 : 10);
+    await client.waitReady(Object.keys(roots(8)));
+    // Twenty tasks reading the big root: all queued for its holder.
+    const graph = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`t${i}`, task(big)]));
+    await client.submit(graph, Object.keys(graph));
+    await until(() => holder.inFlight.size === 4, 'the holder saturated');
+    // When the idle worker came first in the scheduler's pass over free slots, it looked at
+    // the holder before the holder had refilled, saw it not saturated, and never stole.
+    holder.finish([...holder.inFlight.keys()][0], 10);
+    await until(() => idle.computes.length > 4, `the idle worker (registered ${holderIndex === 1 ? 'first' : 'second'}) given work`, 2000);
+    assert.ok(idle.computes.slice(4).every((c) => c.key.startsWith('t')));
+  }
+});

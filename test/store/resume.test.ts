@@ -37,11 +37,12 @@ async function pausedStore(t: Parameters<typeof openStore>[0], resume?: number) 
     wrap: (disk: Tier) => (gate = new GatedTier(disk)),
   });
   t.after(() => gate?.releaseAll());
+  const held = gate as GatedTier | undefined; // assigned by `wrap`, which TypeScript cannot see
+  assert.ok(held !== undefined, 'the store did not wrap its disk');
   let i = 0;
   while (!store.paused) store.set(`k${i++}`, f64(VALUE, i));
-  const g = gate as unknown as GatedTier;
-  await waitFor(() => g.waiting >= 2, 2000, 'two writes held');
-  return { store, gate: g, count: i };
+  await waitFor(() => held.waiting >= 2, 2000, 'two writes held');
+  return { store, gate: held, count: i };
 }
 
 test('resume defaults to an eighth of the way from pause down to target', () => {

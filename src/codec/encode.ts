@@ -201,11 +201,16 @@ export function encodedPiecesSync(encoded: Encoded, side: Uint8Array, offset: nu
   if (!Number.isSafeInteger(offset) || offset < 0 || offset + copiedBytesOf(encoded, shareFrom) > side.byteLength) {
     throw new RangeError(`no room at ${offset} in a side buffer of ${side.byteLength} bytes`);
   }
+  const frames = encoded.frames;
+  if (encoded.layout.headerKind === HeaderKind.Binary && frames.length === 1) {
+    const frame = frames[0];
+    if (frame.byteLength >= shareFrom && frame.byteLength > 0 && frame.byteLength % 8 === 0) return binaryPieces(encoded, frame, side, offset, pieces);
+  }
   let crc = 0;
   let start = offset;
   let at = offset;
   at += writePrefix(side, at, encoded.layout, encoded.header);
-  for (const frame of encoded.frames) {
+  for (const frame of frames) {
     if (frame.byteLength >= shareFrom) {
       if (at > start) {
         const run = side.subarray(start, at);
@@ -223,15 +228,44 @@ export function encodedPiecesSync(encoded: Encoded, side: Uint8Array, offset: nu
     for (let i = 0; i < pad; i++) side[at++] = 0;
   }
   if (at > start) crc = crcOf(side.subarray(start, at), crc);
-  crc >>>= 0;
-  side[at] = crc & 0xff;
-  side[at + 1] = (crc >>> 8) & 0xff;
-  side[at + 2] = (crc >>> 16) & 0xff;
-  side[at + 3] = crc >>> 24;
-  side[at + 4] = side[at + 5] = side[at + 6] = side[at + 7] = 0;
-  at += TRAILER_BYTES;
+  at = writeTrailer(side, at, crc);
   pieces.push(side.subarray(start, at));
   return at;
+}
+
+/** The trailer (the checksum, little-endian, then 4 zero bytes) at `at`; returns the offset after it. */
+function writeTrailer(out: Uint8Array, at: number, crc: number): number {
+  crc >>>= 0;
+  out[at] = crc & 0xff;
+  out[at + 1] = (crc >>> 8) & 0xff;
+  out[at + 2] = (crc >>> 16) & 0xff;
+  out[at + 3] = crc >>> 24;
+  out[at + 4] = out[at + 5] = out[at + 6] = out[at + 7] = 0;
+  return at + TRAILER_BYTES;
+}
+
+/**
+ * The prefix of the last binary layout, laid out once, with its checksum. Small binary
+ * values of one type and length (the common case of a batch) share a layout and a header:
+ * each then copies its prefix and hashes only its frame, instead of writing the prefix field
+ * by field and hashing it (0.5-0.8 us of ~3 per 4 KiB value, measured).
+ */
+let lastPrefix: { layout: Layout; header: Uint8Array; bytes: Uint8Array; crc: number } | undefined;
+
+/** encodedPiecesSync for a binary value whose one frame is shared and needs no padding. */
+function binaryPieces(encoded: Encoded, frame: Uint8Array, side: Uint8Array, offset: number, pieces: Uint8Array[]): number {
+  let prefix = lastPrefix;
+  if (prefix === undefined || prefix.layout !== encoded.layout || prefix.header !== encoded.header) {
+    const bytes = new Uint8Array(encoded.layout.frameOffsets[0]);
+    writePrefix(bytes, 0, encoded.layout, encoded.header);
+    prefix = lastPrefix = { layout: encoded.layout, header: encoded.header, bytes, crc: crcOf(bytes, 0) };
+  }
+  side.set(prefix.bytes, offset);
+  const at = offset + prefix.bytes.byteLength;
+  pieces.push(side.subarray(offset, at), frame);
+  const end = writeTrailer(side, at, crcOf(frame, prefix.crc));
+  pieces.push(side.subarray(at, end));
+  return end;
 }
 
 /** Encodes a value into one contiguous buffer (small values, tests, the wire for tiny keys). */

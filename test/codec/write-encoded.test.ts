@@ -87,6 +87,31 @@ describe('encodedPiecesSync: small values for a writev, large frames not copied'
     );
   });
 
+  it('binary values alternating between types and lengths keep their own prefix and checksum', async () => {
+    // Their prefix is laid out once per layout and header and reused: switching between
+    // layouts, and another kind of value in between, must never carry one value's over.
+    const values: unknown[] = [
+      Float64Array.from({ length: 512 }, (_, i) => i),
+      Float64Array.from({ length: 512 }, (_, i) => -i),
+      Uint8Array.from({ length: 4096 }, (_, i) => i % 251),
+      { not: 'binary', n: 1 },
+      Float64Array.from({ length: 256 }, (_, i) => i / 3),
+      Float64Array.from({ length: 512 }, (_, i) => i * 7),
+      new BigInt64Array(300).fill(5n),
+    ];
+    const encodings = values.map(encode);
+    const side = new Uint8Array(encodings.reduce((sum, e) => sum + copiedBytesOf(e, 1024), 0));
+    let offset = 0;
+    for (const [k, e] of encodings.entries()) {
+      const pieces: Uint8Array[] = [];
+      offset = encodedPiecesSync(e, side, offset, 1024, pieces);
+      assert.ok(Buffer.concat(pieces).equals(encodedBytesSync(e)), `value ${k}`);
+      // decodeVerified checks the trailer's checksum against the bytes.
+      assert.deepEqual(await decodeVerified(Buffer.concat(pieces)), values[k]);
+    }
+    assert.equal(offset, side.byteLength);
+  });
+
   it('writes a 4 KiB array without copying it: one side piece before, the array, one after', () => {
     const value = Float64Array.from({ length: 512 }, (_, i) => i);
     const e = encode(value);

@@ -10,6 +10,7 @@ import { SpillwayError } from '../errors.js';
 import { TaskFunctionError, TaskImportError } from './errors.js';
 import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.js';
 import { collectGarbage } from '../gc.js';
+import { ThreadCollector } from './thread-gc.js';
 
 const modules = new Map<string, Promise<Record<string, unknown>>>();
 
@@ -35,8 +36,8 @@ lowerThreadPriority((workerData as ThreadData | undefined)?.nice ?? 0);
 /** Below this an ArrayBuffer is copied, not moved: Node's pooled Buffer slabs (8 KiB) cannot be transferred. */
 const MIN_TRANSFER_BYTES = 64 * 1024;
 
-/** After a task whose inputs held this many binary bytes, the thread collects its garbage (gc.ts). */
-const COLLECT_AFTER_INPUT_BYTES = 1024 * 1024;
+/** Collects the copies of finished tasks' inputs once the thread is idle (thread-gc.ts). */
+const collector = collectGarbage === undefined ? undefined : new ThreadCollector({ collect: collectGarbage });
 
 /**
  * In development the worker runs under tsx (`node --import tsx`). On Node 20 tsx installs
@@ -74,7 +75,7 @@ function load(specifier: string): Promise<Record<string, unknown>> {
 }
 
 export default async function runTask(request: ThreadRequest): Promise<unknown> {
-  const collect = collectGarbage !== undefined && binaryBytes(request.args) >= COLLECT_AFTER_INPUT_BYTES;
+  collector?.taskStarted();
   let started = performance.now();
   try {
     const mod = await load(request.module);
@@ -99,8 +100,8 @@ export default async function runTask(request: ThreadRequest): Promise<unknown> 
     const response: ThreadResponse = { ok: false, error: errorInfo(err), seconds: (performance.now() - started) / 1000 };
     return response;
   } finally {
-    // The copies of the inputs die with the task: collect them once the answer is posted.
-    if (collect && collectGarbage !== undefined) setImmediate(collectGarbage);
+    // The copies of the inputs die with the task: collected once the thread is idle.
+    collector?.taskEnded(binaryBytes(request.args));
   }
 }
 

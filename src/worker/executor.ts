@@ -39,10 +39,10 @@ export class Executor {
       // Piscina's default ('sync') parks an idle thread in Atomics.wait, which stops its
       // event loop: the collection an idle thread runs (thread-gc.ts), and V8's own tasks
       // for that thread's heap (finishing a collection, freeing swept ArrayBuffers), then
-      // wait for the next task. The copies of a task's inputs stayed
-      // allocated meanwhile: on Node 22 the workers of `npm start` peaked at 1.12-1.16 of
-      // their limit, 0.81-0.84 with the threads' loops running (docs/benchmarks.md). A
-      // task costs one message more; ours run for milliseconds.
+      // wait for the next task. The copies of tasks' inputs stayed allocated meanwhile: on
+      // Node 22 the workers of `npm start` peaked at 1.11-1.16 of their limit, 0.81-0.84
+      // with the threads' loops running (docs/cluster.md, "Garbage"). A task costs one
+      // message more (an empty task: no difference measured).
       atomics: 'disabled',
       workerData: { nice: options.nice ?? 0 } satisfies ThreadData,
     });

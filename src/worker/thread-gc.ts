@@ -9,7 +9,7 @@
  * the thread 15 ms on average (up to 32) in a stream of 8 MiB tasks, and one after each
  * made them 2-4× slower (8.8-15.5 ms a task against 4.0); while tasks keep coming, V8's
  * own collections, which count the copies as external memory, keep up (a shuffle's
- * workers peaked at the same RSS without ours). A task that starts cancels the idle
+ * workers peaked no higher without ours). A task that starts cancels the idle
  * collection; what is owed carries over.
  *
  * This needs the thread's event loop to run between tasks (executor.ts, piscina's

@@ -197,29 +197,89 @@ export function copiedBytesOf(encoded: Encoded, shareFrom: number): number {
  * many small values sharing one `side` buffer: no buffer, and no large copy, per value.
  */
 export function encodedPiecesSync(encoded: Encoded, side: Uint8Array, offset: number, shareFrom: number, pieces: Uint8Array[]): number {
-  if (encoded.byteLength > SMALL_ENCODED_BYTES) throw new RangeError(`encodedPiecesSync is for values up to ${SMALL_ENCODED_BYTES} bytes`);
+  checkRoom(encoded, side, offset, shareFrom);
+  const cursor: SideCursor = { at: offset, runStart: offset };
+  lay(encoded, side, cursor, shareFrom, pieces);
+  pieces.push(side.subarray(cursor.runStart, cursor.at));
+  return cursor.at;
+}
+
+/**
+ * Many small encoded values laid out back to back for one writev, as `encodedPiecesSync`
+ * lays out one, except that the copied bytes between two shared frames form one piece even
+ * across values (a value's trailer and the next one's prefix): n binary values of a few KiB
+ * are 2n + 1 pieces (3n one by one), and no array of pieces per value.
+ */
+export class PackedLayout {
+  readonly #pieces: Uint8Array[] = [];
+  readonly #side: Uint8Array;
+  readonly #cursor: SideCursor = { at: 0, runStart: 0 };
+
+  /** `sideBytes`: the sum of `copiedBytesOf(encoded, shareFrom)` over the values to come. */
+  constructor(
+    sideBytes: number,
+    private readonly shareFrom: number,
+  ) {
+    this.#side = new Uint8Array(sideBytes);
+  }
+
+  /** Appends a value (at most SMALL_ENCODED_BYTES); RangeError if the side buffer has no room for it. */
+  add(encoded: Encoded): void {
+    checkRoom(encoded, this.#side, this.#cursor.at, this.shareFrom);
+    lay(encoded, this.#side, this.#cursor, this.shareFrom, this.#pieces);
+  }
+
+  /** The pieces of every value added, in order. */
+  pieces(): Uint8Array[] {
+    const cursor = this.#cursor;
+    if (cursor.at > cursor.runStart) {
+      this.#pieces.push(this.#side.subarray(cursor.runStart, cursor.at));
+      cursor.runStart = cursor.at;
+    }
+    return this.#pieces;
+  }
+}
+
+function checkRoom(encoded: Encoded, side: Uint8Array, offset: number, shareFrom: number): void {
+  if (encoded.byteLength > SMALL_ENCODED_BYTES) throw new RangeError(`values laid out in a side buffer are at most ${SMALL_ENCODED_BYTES} bytes`);
   if (!Number.isSafeInteger(offset) || offset < 0 || offset + copiedBytesOf(encoded, shareFrom) > side.byteLength) {
     throw new RangeError(`no room at ${offset} in a side buffer of ${side.byteLength} bytes`);
   }
+}
+
+/** Where the next copied byte goes in a side buffer, and where the copied run not yet made a piece starts. */
+interface SideCursor {
+  at: number;
+  runStart: number;
+}
+
+/**
+ * Lays a value out at `cursor.at`: pushes each shared frame, after the copied run before it
+ * (from `cursor.runStart`); leaves the run after the last shared frame open, for the caller
+ * to close or the next value to extend.
+ */
+function lay(encoded: Encoded, side: Uint8Array, cursor: SideCursor, shareFrom: number, pieces: Uint8Array[]): void {
   const frames = encoded.frames;
   if (encoded.layout.headerKind === HeaderKind.Binary && frames.length === 1) {
     const frame = frames[0];
-    if (frame.byteLength >= shareFrom && frame.byteLength > 0 && frame.byteLength % 8 === 0) return binaryPieces(encoded, frame, side, offset, pieces);
+    if (frame.byteLength >= shareFrom && frame.byteLength > 0 && frame.byteLength % 8 === 0) {
+      layBinary(encoded, frame, side, cursor, pieces);
+      return;
+    }
   }
   let crc = 0;
-  let start = offset;
-  let at = offset;
+  // The start of this value's own bytes not hashed yet (the open run may begin in the previous value).
+  let start = cursor.at;
+  let at = cursor.at;
   at += writePrefix(side, at, encoded.layout, encoded.header);
   for (const frame of frames) {
-    if (frame.byteLength >= shareFrom) {
-      if (at > start) {
-        const run = side.subarray(start, at);
-        crc = crcOf(run, crc);
-        pieces.push(run);
-        start = at;
-      }
+    // An empty frame has nothing to share: no empty piece for the writev.
+    if (frame.byteLength >= shareFrom && frame.byteLength > 0) {
+      if (at > start) crc = crcOf(side.subarray(start, at), crc);
+      if (at > cursor.runStart) pieces.push(side.subarray(cursor.runStart, at));
       crc = crcOf(frame, crc);
       pieces.push(frame);
+      start = cursor.runStart = at;
     } else {
       side.set(frame, at);
       at += frame.byteLength;
@@ -228,9 +288,7 @@ export function encodedPiecesSync(encoded: Encoded, side: Uint8Array, offset: nu
     for (let i = 0; i < pad; i++) side[at++] = 0;
   }
   if (at > start) crc = crcOf(side.subarray(start, at), crc);
-  at = writeTrailer(side, at, crc);
-  pieces.push(side.subarray(start, at));
-  return at;
+  cursor.at = writeTrailer(side, at, crc);
 }
 
 /** The trailer (the checksum, little-endian, then 4 zero bytes) at `at`; returns the offset after it. */
@@ -252,20 +310,19 @@ function writeTrailer(out: Uint8Array, at: number, crc: number): number {
  */
 let lastPrefix: { layout: Layout; header: Uint8Array; bytes: Uint8Array; crc: number } | undefined;
 
-/** encodedPiecesSync for a binary value whose one frame is shared and needs no padding. */
-function binaryPieces(encoded: Encoded, frame: Uint8Array, side: Uint8Array, offset: number, pieces: Uint8Array[]): number {
+/** `lay` for a binary value whose one frame is shared and needs no padding. */
+function layBinary(encoded: Encoded, frame: Uint8Array, side: Uint8Array, cursor: SideCursor, pieces: Uint8Array[]): void {
   let prefix = lastPrefix;
   if (prefix === undefined || prefix.layout !== encoded.layout || prefix.header !== encoded.header) {
     const bytes = new Uint8Array(encoded.layout.frameOffsets[0]);
     writePrefix(bytes, 0, encoded.layout, encoded.header);
     prefix = lastPrefix = { layout: encoded.layout, header: encoded.header, bytes, crc: crcOf(bytes, 0) };
   }
-  side.set(prefix.bytes, offset);
-  const at = offset + prefix.bytes.byteLength;
-  pieces.push(side.subarray(offset, at), frame);
-  const end = writeTrailer(side, at, crcOf(frame, prefix.crc));
-  pieces.push(side.subarray(at, end));
-  return end;
+  side.set(prefix.bytes, cursor.at);
+  const at = cursor.at + prefix.bytes.byteLength;
+  pieces.push(side.subarray(cursor.runStart, at), frame);
+  cursor.runStart = at;
+  cursor.at = writeTrailer(side, at, crcOf(frame, prefix.crc));
 }
 
 /** Encodes a value into one contiguous buffer (small values, tests, the wire for tiny keys). */

@@ -1,10 +1,11 @@
-import { TierDuplicateIdError, type SpillwayError } from '../errors.js';
+import { InvalidArgumentError, TierDuplicateIdError, type SpillwayError } from '../errors.js';
 import { lengthError, oneBatch, packSmall, type CompressionMode, type Packed, type StoredChunk } from './chunks.js';
 import { compressedOnly, type DiskCatalog } from './disk-catalog.js';
 import type { SegmentStore } from './segments.js';
 import { TierCounters } from './stats.js';
 import type { WriteItem, WriteResults, WriteSource } from './tier.js';
-import { checkId } from './validate.js';
+import type { PackedBatch } from './packed.js';
+import { checkId, checkNonNegativeInteger } from './validate.js';
 
 /** One frozen result for every value written: a batch of 1024 values allocates none. */
 const FULFILLED: PromiseSettledResult<void> = Object.freeze({ status: 'fulfilled', value: undefined });
@@ -135,4 +136,79 @@ async function packBatch(
   }
   indexes.length = ids.length = slots.length = pieces.length = kept;
   return tables;
+}
+
+/**
+ * A packed batch (see packed.ts): one pass over its numbers registers every value (a bad
+ * one fails alone, its bytes left as dead space), then the whole batch is one run of one
+ * segment, one reservation and one queued append. Only for a tier without compression.
+ */
+export async function writePackedBatch(host: BatchHost, batch: PackedBatch, segments: SegmentStore, maxBatchBytes: number): Promise<WriteResults> {
+  const { catalog, counters } = host;
+  const { fused } = catalog;
+  const { ids, lengths, pieces, byteLength } = batch;
+  checkPackedShape(batch, maxBatchBytes);
+  const elapsed = TierCounters.timer();
+  const results: WriteResults = new Array(ids.length);
+  // Per value: its slot in `fused`, or -1 once it has failed.
+  const slots: number[] = new Array(ids.length);
+  // Every value is registered before the first await, so a delete that follows this call
+  // finds it `Writing` and cancels it, as with `write`.
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[i];
+    const length = lengths[i];
+    try {
+      checkId(id, length);
+      if (length >= host.smallValueBytes) throw new InvalidArgumentError(`value ${id} has ${length} bytes: a packed batch holds values under ${host.smallValueBytes}`);
+      if (host.taken(id)) throw new TierDuplicateIdError(host.name, id);
+      slots[i] = fused.add(id, length);
+    } catch (err) {
+      slots[i] = -1;
+      counters.recordFailedWrite(0);
+      results[i] = rejected(err);
+    }
+  }
+  let failure: unknown;
+  try {
+    await segments.putPacked(ids, slots, lengths, pieces, byteLength);
+  } catch (err) {
+    failure = err;
+  }
+  const share = ids.length > 0 ? elapsed() / ids.length : 0;
+  for (let i = 0; i < ids.length; i++) {
+    const slot = slots[i];
+    if (slot < 0) continue;
+    const id = ids[i];
+    let reason = failure;
+    if (reason === undefined) {
+      reason = host.abandoned(id);
+      if (reason !== undefined) segments.remove(id);
+    }
+    if (reason === undefined) {
+      catalog.addFused(id, slot, lengths[i], undefined);
+      counters.recordWrite(share, lengths[i], lengths[i]);
+      results[i] = FULFILLED;
+    } else {
+      fused.delete(id);
+      counters.recordFailedWrite(share);
+      results[i] = rejected(reason);
+    }
+  }
+  return results;
+}
+
+/** What must hold for a packed batch as a whole (else nothing of it is stored). */
+function checkPackedShape({ ids, lengths, pieces, byteLength }: PackedBatch, maxBatchBytes: number): void {
+  if (lengths.length !== ids.length) throw new InvalidArgumentError(`a packed batch has ${ids.length} ids and ${lengths.length} lengths`);
+  checkNonNegativeInteger('byteLength', byteLength);
+  if (byteLength > maxBatchBytes) throw new InvalidArgumentError(`a packed batch holds at most ${maxBatchBytes} bytes, got ${byteLength}`);
+  let sum = 0;
+  for (const length of lengths) {
+    checkNonNegativeInteger('length', length);
+    sum += length;
+  }
+  if (sum !== byteLength) throw new InvalidArgumentError(`a packed batch's lengths add up to ${sum} bytes, not its byteLength ${byteLength}`);
+  let held = 0;
+  for (const piece of pieces) held += piece.byteLength;
+  if (held !== byteLength) throw lengthError(held, byteLength);
 }

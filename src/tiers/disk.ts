@@ -3,11 +3,12 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { ClosedError, SpillwayError, TierDuplicateIdError, TierMissingError, TierNotOpenError, TierWriteCancelledError } from '../errors.js';
 import { MiB, clampRange, collectPieces, packSmall, streamOf, type CompressionMode, type StoredChunk } from './chunks.js';
-import { writeFusedBatch, type BatchHost } from './disk-batch.js';
+import { writeFusedBatch, writePackedBatch, type BatchHost } from './disk-batch.js';
 import { DiskCatalog, DiskRecord, compressedOnly } from './disk-catalog.js';
 import { readValue, streamRange, writeValueFile, type StoredBytes } from './disk-io.js';
 import { ignoreMissing } from './file-io.js';
 import { BufferPool } from './buffer-pool.js';
+import { writePacked, type PackedBatch, type PackedWrites } from './packed.js';
 import { ReadCoalescer } from './read-coalescer.js';
 import { SegmentStore, type SegmentFile } from './segments.js';
 import { TierCounters } from './stats.js';
@@ -70,6 +71,8 @@ export class DiskTier implements Tier {
    * nothing cheaper than one `write` each and leaves this undefined.
    */
   readonly writeMany?: (items: readonly WriteItem[]) => Promise<WriteResults>;
+  /** The store's packed batches (packed.ts): only with fusing on and no compression. */
+  readonly [writePacked]?: PackedWrites;
 
   constructor(options: DiskTierOptions = {}) {
     const o = resolveDiskOptions(options);
@@ -84,6 +87,9 @@ export class DiskTier implements Tier {
     this.readSliceBytes = o.readSliceBytes;
     this.streamBuffers = new BufferPool(o.streamChunkBytes, STREAM_SPARE_BUFFERS);
     if (this.smallValueBytes > 0) this.writeMany = (items) => this.writeBatch(items);
+    if (this.smallValueBytes > 0 && this.compression === 'none') {
+      this[writePacked] = { maxBatchBytes: this.segmentBytes, valueBytesBelow: this.smallValueBytes, write: (batch) => this.writePackedBatch(batch) };
+    }
     this.batchHost = {
       name: this.name,
       smallValueBytes: this.smallValueBytes,
@@ -319,7 +325,16 @@ export class DiskTier implements Tier {
   /** writeMany (see disk-batch.ts), tracked so that delete() and close() can wait for it. */
   private writeBatch(items: readonly WriteItem[]): Promise<WriteResults> {
     if (this.closed) return Promise.reject(new ClosedError(`tier "${this.name}"`));
-    const run = writeFusedBatch(this.batchHost, items, this.openSegments());
+    return this.trackBatch(writeFusedBatch(this.batchHost, items, this.openSegments()));
+  }
+
+  /** A packed batch (see disk-batch.ts), tracked as writeMany is. */
+  private writePackedBatch(batch: PackedBatch): Promise<WriteResults> {
+    if (this.closed) return Promise.reject(new ClosedError(`tier "${this.name}"`));
+    return this.trackBatch(writePackedBatch(this.batchHost, batch, this.openSegments(), this.segmentBytes));
+  }
+
+  private trackBatch(run: Promise<WriteResults>): Promise<WriteResults> {
     const settled = run.then(
       () => undefined,
       () => undefined,

@@ -113,6 +113,27 @@ export class SegmentStore {
     return failures;
   }
 
+  /**
+   * Appends a packed batch as one run (one reservation, one queued append): the values are
+   * placed back to back from its offset, except those whose slot is -1 (refused by the
+   * caller), whose bytes stay as dead space. Resolves once the bytes are in the file.
+   */
+  async putPacked(ids: readonly number[], slots: readonly number[], lengths: readonly number[], pieces: readonly Uint8Array[], byteLength: number): Promise<void> {
+    if (this.closed) throw new ClosedError('segment store');
+    const { segment, offset } = await this.enqueue(this.activeFor(byteLength), [pieces], 0, 1, byteLength);
+    try {
+      if (this.closed) throw new ClosedError('segment store');
+      let at = offset;
+      for (let i = 0; i < ids.length; i++) {
+        if (slots[i] >= 0) this.place(ids[i], slots[i], segment, at);
+        at += lengths[i];
+      }
+    } finally {
+      segment.pending--;
+      this.check(segment);
+    }
+  }
+
   /** Pins the value's segment so its file stays open while the caller reads; undefined when not placed. */
   pin(id: number): PinnedPlacement | undefined {
     const slot = this.placements.slotOf(id);

@@ -1,11 +1,12 @@
 import type { Readable } from 'node:stream';
+import { packedWritesOf, writePacked, type PackedTier, type PackedWrites } from './packed.js';
 import type { ByteRange, Tier, TierStats, TierUsage, WriteItem, WriteResults, WriteSource } from './tier.js';
 
 /**
  * Wraps a tier and forwards every call. The base for test and instrumentation wrappers
  * (and a template for third-party tiers that decorate another one).
  */
-export class TierWrapper implements Tier {
+export class TierWrapper implements Tier, PackedTier {
   /** Forwarded only when the inner tier has it, so `tier.stats?.()` still tells the truth. */
   readonly stats?: () => TierStats;
   /**
@@ -13,10 +14,18 @@ export class TierWrapper implements Tier {
    * the wrapper too); it goes through `writeBatch`, which subclasses override.
    */
   readonly writeMany?: (items: readonly WriteItem[]) => Promise<WriteResults>;
+  /**
+   * The store's packed batches (packed.ts), passed straight to the inner tier, unless a
+   * subclass overrides `writeBatch`: it wants to see every batch's items, so the store
+   * then sends it `writeMany` calls only.
+   */
+  readonly [writePacked]?: PackedWrites;
   constructor(protected readonly inner: Tier) {
     const stats = inner.stats?.bind(inner);
     if (stats !== undefined) this.stats = stats;
     if (inner.writeMany !== undefined) this.writeMany = (items) => this.writeBatch(items);
+    const packed = packedWritesOf(inner);
+    if (packed !== undefined && this.writeBatch === TierWrapper.prototype.writeBatch) this[writePacked] = packed;
   }
   /** What `writeMany` does (only called when the inner tier has one): forwards the batch. */
   protected writeBatch(items: readonly WriteItem[]): Promise<WriteResults> {

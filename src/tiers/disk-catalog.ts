@@ -29,6 +29,8 @@ export function compressedOnly(table: StoredChunk[]): StoredChunk[] | undefined 
 export class DiskCatalog {
   readonly fused = new Placements();
   readonly records = new Map<number, DiskRecord>();
+  /** No record was ever made for an id above this (since the last clear): see Placements. */
+  #highestRecord = -1;
   fileValues = 0;
   fusedValues = 0;
   /** Bytes on disk, and before compression. */
@@ -41,7 +43,7 @@ export class DiskCatalog {
 
   /** Stored, or a fused value being written by writeMany. */
   has(id: number): boolean {
-    return this.fused.has(id) || this.records.has(id);
+    return this.fused.has(id) || (id <= this.#highestRecord && this.records.has(id));
   }
 
   /** A fused value being written by writeMany (a delete must cancel it). */
@@ -56,7 +58,7 @@ export class DiskCatalog {
       this.addFused(id, this.fused.slotOf(id), record.size, record.table);
       return;
     }
-    this.records.set(id, record);
+    this.#setRecord(id, record);
     this.fileValues++;
     this.stored += record.stored;
     this.logical += record.size;
@@ -66,10 +68,15 @@ export class DiskCatalog {
   addFused(id: number, slot: number, size: number, table: StoredChunk[] | undefined): void {
     const stored = this.fused.stored(slot);
     this.fused.setLive(slot);
-    if (table !== undefined) this.records.set(id, new DiskRecord(size, stored, table, undefined));
+    if (table !== undefined) this.#setRecord(id, new DiskRecord(size, stored, table, undefined));
     this.fusedValues++;
     this.stored += stored;
     this.logical += size;
+  }
+
+  #setRecord(id: number, record: DiskRecord): void {
+    this.records.set(id, record);
+    if (id > this.#highestRecord) this.#highestRecord = id;
   }
 
   /** A visible value's record (made up for a plain fused one), or undefined. */
@@ -108,6 +115,7 @@ export class DiskCatalog {
 
   clear(): void {
     this.records.clear();
+    this.#highestRecord = -1;
     this.fused.clear();
     this.fileValues = this.fusedValues = this.stored = this.logical = 0;
   }

@@ -3,14 +3,14 @@ import { TierShortWriteError, TierTruncatedError } from '../errors.js';
 
 /** writev at `position`, looping on short writes (pwritev may write less than asked). */
 export async function writeFully(handle: FileHandle, batch: readonly Uint8Array[], position: number): Promise<void> {
-  let pieces = coalesce(batch);
+  let { pieces, byteLength: wanted } = coalesce(batch);
   while (pieces.length > 0) {
-    const wanted = pieces.reduce((sum, p) => sum + p.byteLength, 0);
     const { bytesWritten } =
       pieces.length === 1 ? await handle.write(pieces[0], 0, wanted, position) : await handle.writev(pieces, position);
     if (bytesWritten === wanted) return;
     if (bytesWritten <= 0) throw new TierShortWriteError();
     position += bytesWritten;
+    wanted -= bytesWritten;
     let skip = bytesWritten;
     const rest: Uint8Array[] = [];
     for (const p of pieces) {
@@ -27,10 +27,12 @@ export async function writeFully(handle: FileHandle, batch: readonly Uint8Array[
 
 /**
  * Drops empty pieces and joins neighbours that are adjacent views of one buffer (a batch of
- * small values laid out in one buffer becomes one piece, so one plain write).
+ * small values laid out in one buffer becomes one piece, so one plain write); counts the
+ * bytes in the same pass (a pass over a large group's pieces costs more than its sums).
  */
-export function coalesce(batch: readonly Uint8Array[]): Uint8Array[] {
+export function coalesce(batch: readonly Uint8Array[]): { pieces: Uint8Array[]; byteLength: number } {
   const out: Uint8Array[] = [];
+  let byteLength = 0;
   let first: Uint8Array | undefined;
   let end = 0;
   let joined = false;
@@ -40,6 +42,7 @@ export function coalesce(batch: readonly Uint8Array[]): Uint8Array[] {
   };
   for (const piece of batch) {
     if (piece.byteLength === 0) continue;
+    byteLength += piece.byteLength;
     if (first !== undefined && piece.buffer === first.buffer && piece.byteOffset === end) {
       joined = true;
     } else {
@@ -50,7 +53,7 @@ export function coalesce(batch: readonly Uint8Array[]): Uint8Array[] {
     end = piece.byteOffset + piece.byteLength;
   }
   close();
-  return out;
+  return { pieces: out, byteLength };
 }
 
 /** Reads exactly `length` bytes at `position` into `out` at `at`; a short file is an error. */

@@ -29,6 +29,12 @@ export const enum SlotState {
 
 export class Placements {
   readonly #slots = new Map<number, number>();
+  /**
+   * No id above this was ever added (since the last clear): asking for a new id, the common
+   * case of a store whose ids only grow, skips the lookup in a Map of every value held,
+   * which missed the cache on every spilled value.
+   */
+  #highest = -1;
   readonly #segment: Int32Array[] = [];
   readonly #offset: Float64Array[] = [];
   readonly #stored: Float64Array[] = [];
@@ -43,12 +49,12 @@ export class Placements {
   }
 
   has(id: number): boolean {
-    return this.#slots.has(id);
+    return id <= this.#highest && this.#slots.has(id);
   }
 
   /** The id's slot, or -1. */
   slotOf(id: number): number {
-    return this.#slots.get(id) ?? -1;
+    return id <= this.#highest ? (this.#slots.get(id) ?? -1) : -1;
   }
 
   /** Registers an id as being written, with no place yet; the caller checked it is new. */
@@ -63,6 +69,7 @@ export class Placements {
     this.#stored[page][i] = stored;
     this.#state[page][i] = SlotState.Writing;
     this.#slots.set(id, slot);
+    if (id > this.#highest) this.#highest = id;
     return slot;
   }
 
@@ -84,6 +91,7 @@ export class Placements {
 
   clear(): void {
     this.#slots.clear();
+    this.#highest = -1;
     this.#segment.length = this.#offset.length = this.#stored.length = this.#state.length = 0;
     this.#free = -1;
     this.#used = 0;

@@ -1,8 +1,10 @@
+import assert from 'node:assert/strict';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { TestContext } from 'node:test';
 import { DiskTier, SpillStore, type SpillStoreOptions, type Tier } from '../../src/index.js';
+import { checkInvariants } from '../../src/store/spill-store.js';
 
 export const KiB = 1024;
 export const MiB = 1024 * 1024;
@@ -62,4 +64,19 @@ export async function waitFor(predicate: () => boolean, ms = 5000, what = 'condi
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
+}
+
+/**
+ * After a batch write failed for `values` (set as k0, k1...), checked by the caller: no
+ * file is left and the store's invariants hold; once `heal()` lets writes through and the
+ * retry delay (at most 40 ms) has passed, they all spill and read back equal.
+ */
+export async function assertSpillsOnRetry(store: SpillStore, dir: string, values: readonly unknown[], heal: () => void): Promise<void> {
+  assert.deepEqual(await filesUnder(dir), [], 'a failed batch leaves no file');
+  assert.deepEqual(store[checkInvariants](), []);
+  heal();
+  await new Promise((resolve) => setTimeout(resolve, 40));
+  assert.ok((await store.evict()) > 0);
+  for (let i = 0; i < values.length; i++) assert.equal(store.where(`k${i}`), 'disk');
+  for (let i = 0; i < values.length; i++) assert.deepEqual(await store.get(`k${i}`), values[i]);
 }

@@ -1,9 +1,10 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { ClosedError, TierCorruptError } from '../errors.js';
-import { ignoreMissing, readFully, writeFully } from './file-io.js';
+import { ClosedError } from '../errors.js';
+import { Compactor } from './compaction.js';
+import { ignoreMissing, writeFully } from './file-io.js';
 import { NO_SEGMENT, type Placements } from './placements.js';
-import { Segment, compactWindows, type Landing, type LiveValue, type PinnedPlacement, type SegmentFile } from './segment.js';
+import { Segment, type Landing, type PinnedPlacement, type SegmentFile } from './segment.js';
 
 export type { PinnedPlacement, SegmentFile } from './segment.js';
 
@@ -14,7 +15,7 @@ export type { PinnedPlacement, SegmentFile } from './segment.js';
  * the file, so a failed flush never loses a value the caller still holds.
  *
  * Where each value lives is kept in the tier's `Placements` (typed-array columns, no
- * object per value); a segment lists the ids placed in it, for compaction.
+ * object per value); a segment lists the ids placed in it, for compaction (compaction.ts).
  */
 
 export interface SegmentStoreOptions {
@@ -37,16 +38,12 @@ const FLUSHES_IN_FLIGHT = 2;
 /** A segment's list of values is pruned of dead records once it holds this many and they outnumber the live ones. */
 const PRUNE_FROM = 1024;
 
-/** Bytes read per step when compaction copies live values out of a segment. */
-const COMPACT_WINDOW_BYTES = 4 * 1024 * 1024;
-
 export class SegmentStore {
   private readonly active: (Segment | undefined)[];
   /** Every segment not yet retired, by number. */
   private readonly segments = new Map<number, Segment>();
   private readonly unlinks = new Set<Promise<void>>();
-  private readonly compactQueue: Segment[] = [];
-  private compactRun: Promise<void> | undefined;
+  private readonly compactor: Compactor;
   private nextDir = 0;
   private seq = 0;
   private closed = false;
@@ -57,6 +54,17 @@ export class SegmentStore {
     private readonly placements: Placements,
   ) {
     this.active = options.directories.map(() => undefined);
+    this.compactor = new Compactor({
+      placements,
+      counters: this.counters,
+      closed: () => this.closed,
+      liveIds: (seg) => this.liveIds(seg),
+      append: (pieces, length) => this.append(pieces, length),
+      place: (id, slot, seg, offset) => this.place(id, slot, seg, offset),
+      unplace: (slot, seg) => this.unplace(slot, seg),
+      check: (seg) => this.check(seg),
+      unpin: (seg) => this.unpin(seg),
+    });
   }
 
   /** Appends the stored bytes of a registered id; resolves once they are in the file and the id is placed. */
@@ -193,16 +201,15 @@ export class SegmentStore {
 
   /** Resolves once no compaction is queued or running and deleted segment files are gone. */
   async idle(): Promise<void> {
-    while (this.compactRun !== undefined || this.unlinks.size > 0) {
-      await this.compactRun;
+    while (this.compactor.running !== undefined || this.unlinks.size > 0) {
+      await this.compactor.running;
       await Promise.all(this.unlinks);
     }
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    this.compactQueue.length = 0;
-    await this.compactRun?.catch(() => undefined);
+    await this.compactor.stop();
     const handles = [...this.segments.values()].map((seg) => seg.handle.then((h) => h.close()).catch(() => undefined));
     this.segments.clear();
     await Promise.all([...handles, ...this.unlinks]);
@@ -349,9 +356,7 @@ export class SegmentStore {
     const dead = seg.size - seg.liveBytes;
     const due = !seg.compactQueued && Date.now() >= seg.compactRetryAt;
     if (seg.sealed && !this.closed && due && dead >= seg.size * this.options.compactDeadFraction) {
-      seg.compactQueued = true;
-      this.compactQueue.push(seg);
-      this.compactRun ??= this.runCompactions();
+      this.compactor.enqueue(seg);
     }
   }
 
@@ -374,79 +379,5 @@ export class SegmentStore {
   private unpin(seg: Segment): void {
     seg.readers--;
     if (seg.retired && seg.readers === 0) void seg.handle.then((h) => h.close()).catch(() => undefined);
-  }
-
-  /**
-   * Compacts queued segments one at a time. The run is forgotten in the same step that
-   * finds the queue empty: cleared a microtask later (in a `finally` on its promise), a
-   * segment queued in between found a run still set, started none, and was never compacted.
-   */
-  private async runCompactions(): Promise<void> {
-    // Runs after the caller has stored this run's promise (its end clears it).
-    await null;
-    try {
-      for (let seg = this.compactQueue.shift(); seg !== undefined && !this.closed; seg = this.compactQueue.shift()) {
-        seg.compactQueued = false;
-        if (seg.retired) continue;
-        await this.compact(seg).catch(() => this.counters.compactionErrors++);
-      }
-    } finally {
-      this.compactRun = undefined;
-    }
-  }
-
-  /** Copies a segment's live values to active segments, window by window, then drops it. */
-  private async compact(seg: Segment): Promise<void> {
-    seg.compacting = true;
-    seg.readers++;
-    try {
-      const { placements } = this;
-      const live: LiveValue[] = this.liveIds(seg).map((id) => {
-        const slot = placements.slotOf(id);
-        return { id, offset: placements.offset(slot), stored: placements.stored(slot) };
-      });
-      const handle = await seg.handle;
-      // One window buffer for the whole segment: each window's moves are written (awaited)
-      // before the next read fills it again.
-      let buffer: Buffer | undefined;
-      for (const { from, to, base, span } of compactWindows(live, COMPACT_WINDOW_BYTES)) {
-        if (this.closed) break;
-        if (buffer === undefined || buffer.byteLength < span) buffer = Buffer.allocUnsafe(Math.max(span, COMPACT_WINDOW_BYTES));
-        const window = buffer.subarray(0, span);
-        await readFully(handle, window, 0, span, base);
-        // Offsets are taken now: a value removed while the window is read is skipped by move().
-        await Promise.all(live.slice(from, to).map((v) => this.move(v, seg, window.subarray(v.offset - base, v.offset - base + v.stored))));
-      }
-      this.counters.compactions++;
-    } catch (err) {
-      seg.compactRetryAt = Date.now() + 1000;
-      throw err;
-    } finally {
-      seg.compacting = false;
-      this.unpin(seg);
-      this.check(seg);
-    }
-  }
-
-  private async move(value: LiveValue, from: Segment, bytes: Uint8Array): Promise<void> {
-    // Removed since the window was read: nothing to copy.
-    if (!this.stillAt(value, from)) return;
-    // A window that cut a value short would place it over its new neighbour's bytes.
-    if (bytes.byteLength !== value.stored) throw new TierCorruptError(`compaction window holds ${bytes.byteLength} of value ${value.id}'s ${value.stored} bytes`);
-    const to = await this.append([bytes], bytes.byteLength);
-    to.segment.pending--;
-    if (!this.closed && this.stillAt(value, from)) {
-      const slot = this.placements.slotOf(value.id);
-      this.unplace(slot, from);
-      this.place(value.id, slot, to.segment, to.offset);
-      this.counters.compactedBytes += bytes.byteLength;
-    }
-    this.check(to.segment);
-  }
-
-  /** The value is where compaction read it (not removed, nor removed and written again under its id). */
-  private stillAt(value: LiveValue, seg: Segment): boolean {
-    const slot = this.placements.slotOf(value.id);
-    return slot >= 0 && this.placements.segment(slot) === seg.no && this.placements.offset(slot) === value.offset;
   }
 }

@@ -1,0 +1,129 @@
+import { TierCorruptError } from '../errors.js';
+import { readFully } from './file-io.js';
+import type { Placements } from './placements.js';
+import { compactWindows, type Landing, type LiveValue, type Segment } from './segment.js';
+
+/** Bytes read per step when compaction copies live values out of a segment. */
+const COMPACT_WINDOW_BYTES = 4 * 1024 * 1024;
+
+/** What compaction needs from the segment store (its own methods, lent as closures). */
+export interface CompactionHost {
+  readonly placements: Placements;
+  readonly counters: { compactions: number; compactedBytes: number; compactionErrors: number };
+  closed(): boolean;
+  /** The ids placed in a segment now, once each. */
+  liveIds(segment: Segment): number[];
+  /** Reserves room in an active segment and queues the bytes; the caller ends the landing's pending append. */
+  append(pieces: readonly Uint8Array[], length: number): Promise<Landing>;
+  place(id: number, slot: number, segment: Segment, offset: number): void;
+  unplace(slot: number, segment: Segment): void;
+  /** Deletes a segment nobody needs, or queues a compaction if it is mostly dead. */
+  check(segment: Segment): void;
+  /** Ends a read of the segment (compaction reads it as a reader would). */
+  unpin(segment: Segment): void;
+}
+
+/**
+ * Compacts mostly dead segments, one at a time: copies each live value to an active
+ * segment, window by window, and switches its place only once the copy is written; the
+ * emptied segment is then deleted like any other.
+ */
+export class Compactor {
+  readonly #queue: Segment[] = [];
+  #run: Promise<void> | undefined;
+
+  constructor(private readonly host: CompactionHost) {}
+
+  /** The compactions under way (undefined when none is queued or running). */
+  get running(): Promise<void> | undefined {
+    return this.#run;
+  }
+
+  enqueue(segment: Segment): void {
+    segment.compactQueued = true;
+    this.#queue.push(segment);
+    this.#run ??= this.#runAll();
+  }
+
+  /** Drops what is queued and waits for the compaction running, if any (the store is closing). */
+  async stop(): Promise<void> {
+    this.#queue.length = 0;
+    await this.#run?.catch(() => undefined);
+  }
+
+  /**
+   * The run is forgotten in the same step that finds the queue empty: cleared a microtask
+   * later (in a `finally` on its promise), a segment queued in between found a run still
+   * set, started none, and was never compacted.
+   */
+  async #runAll(): Promise<void> {
+    // Runs after the caller has stored this run's promise (its end clears it).
+    await null;
+    try {
+      for (let seg = this.#queue.shift(); seg !== undefined && !this.host.closed(); seg = this.#queue.shift()) {
+        seg.compactQueued = false;
+        if (seg.retired) continue;
+        await this.#compact(seg).catch(() => this.host.counters.compactionErrors++);
+      }
+    } finally {
+      this.#run = undefined;
+    }
+  }
+
+  async #compact(seg: Segment): Promise<void> {
+    const { host } = this;
+    const { placements } = host;
+    seg.compacting = true;
+    seg.readers++;
+    try {
+      const live: LiveValue[] = host.liveIds(seg).map((id) => {
+        const slot = placements.slotOf(id);
+        return { id, offset: placements.offset(slot), stored: placements.stored(slot) };
+      });
+      const handle = await seg.handle;
+      // One window buffer for the whole segment: each window's moves are written (awaited)
+      // before the next read fills it again.
+      let buffer: Buffer | undefined;
+      for (const { from, to, base, span } of compactWindows(live, COMPACT_WINDOW_BYTES)) {
+        if (host.closed()) break;
+        if (buffer === undefined || buffer.byteLength < span) buffer = Buffer.allocUnsafe(Math.max(span, COMPACT_WINDOW_BYTES));
+        const window = buffer.subarray(0, span);
+        await readFully(handle, window, 0, span, base);
+        // Offsets are taken now: a value removed while the window is read is skipped by #move().
+        await Promise.all(live.slice(from, to).map((v) => this.#move(v, seg, window.subarray(v.offset - base, v.offset - base + v.stored))));
+      }
+      host.counters.compactions++;
+    } catch (err) {
+      seg.compactRetryAt = Date.now() + 1000;
+      throw err;
+    } finally {
+      seg.compacting = false;
+      host.unpin(seg);
+      host.check(seg);
+    }
+  }
+
+  async #move(value: LiveValue, from: Segment, bytes: Uint8Array): Promise<void> {
+    const { host } = this;
+    // Removed since the window was read: nothing to copy.
+    if (!this.#stillAt(value, from)) return;
+    // A window that cut a value short would place it over its new neighbour's bytes.
+    if (bytes.byteLength !== value.stored) throw new TierCorruptError(`compaction window holds ${bytes.byteLength} of value ${value.id}'s ${value.stored} bytes`);
+    const to = await host.append([bytes], bytes.byteLength);
+    to.segment.pending--;
+    if (!host.closed() && this.#stillAt(value, from)) {
+      const slot = host.placements.slotOf(value.id);
+      host.unplace(slot, from);
+      host.place(value.id, slot, to.segment, to.offset);
+      host.counters.compactedBytes += bytes.byteLength;
+    }
+    host.check(to.segment);
+  }
+
+  /** The value is where compaction read it (not removed, nor removed and written again under its id). */
+  #stillAt(value: LiveValue, seg: Segment): boolean {
+    const { placements } = this.host;
+    const slot = placements.slotOf(value.id);
+    return slot >= 0 && placements.segment(slot) === seg.no && placements.offset(slot) === value.offset;
+  }
+}

@@ -9,7 +9,10 @@ async function get(address: { host: string; port: number } | undefined, path: st
 }
 
 test('GET /metrics and /api/state over real HTTP; 404 otherwise', async (t) => {
-  const scheduler = await startScheduler(t, { httpPort: 0, heartbeatIntervalMs: 20 });
+  // Heartbeats every 20 ms, but a worker is lost only when its connection drops: on a loaded
+  // machine the default timeout (5 heartbeats, 100 ms) dropped alpha between the wait and the
+  // scrape (CI once; 1 run in 15 with three CPU burners alongside, none in 40 with this).
+  const scheduler = await startScheduler(t, { httpPort: 0, heartbeatIntervalMs: 20, workerTimeoutMs: 60_000 });
   const b = await FakeWorker.connect(t, scheduler, { auto: false, name: 'beta' });
   const client = await FakeClient.connect(t, scheduler);
   await client.submit({ x: task(), y: task('x'), z: task() }, ['y', 'z']);

@@ -121,6 +121,26 @@ describe('DiskTier packed batches (the store\'s fast path for small values)', ()
     });
   });
 
+  it('batches go to the directories in turn, and every value comes back', async () => {
+    const parents = [await tempDir(), await tempDir()];
+    const tier = new DiskTier({ directories: parents });
+    await tier.open();
+    try {
+      const packed = packedWritesOf(tier)!;
+      const values = Array.from({ length: 40 }, (_, i) => noise(100 + i));
+      for (let b = 0; b < 4; b++) {
+        const ids = Array.from({ length: 10 }, (_, k) => b * 10 + k);
+        assert.deepEqual(new Set(statuses(await packed.write(packedOf(ids, ids.map((id) => values[id]))))), new Set(['fulfilled']));
+      }
+      const files = tier.segmentFiles().map((f) => f.path);
+      for (const dir of tier.directories) assert.ok(files.some((f) => f.startsWith(dir)), `a segment in ${dir}`);
+      for (let id = 0; id < 40; id++) await roundTrip(tier, id, values[id]);
+    } finally {
+      await tier.close();
+      await Promise.all(parents.map((p) => fsp.rm(p, { recursive: true, force: true })));
+    }
+  });
+
   it('a closed tier refuses a batch', async () => {
     const parent = await tempDir();
     const tier = new DiskTier({ directory: parent });

@@ -77,24 +77,7 @@ export async function writeFusedBatch(host: BatchHost, items: readonly WriteItem
   }
   const share = ids.length > 0 ? elapsed() / ids.length : 0;
   for (let k = 0; k < ids.length; k++) {
-    const i = indexes[k];
-    const id = ids[k];
-    let failure = failures[k];
-    if (failure === undefined) {
-      failure = host.abandoned(id);
-      if (failure !== undefined) segments.remove(id);
-    }
-    if (failure === undefined) {
-      const size = items[i].byteLength;
-      catalog.addFused(id, slots[k], size, tables === undefined ? undefined : compressedOnly(tables[k]));
-      if (tables !== undefined) counters.recordChunks(tables[k]);
-      counters.recordWrite(share, size, fused.stored(slots[k]));
-      results[i] = FULFILLED;
-    } else {
-      fused.delete(id);
-      counters.recordFailedWrite(share);
-      results[i] = rejected(failure);
-    }
+    results[indexes[k]] = endFused(host, segments, ids[k], slots[k], items[indexes[k]].byteLength, failures[k], share, tables?.[k]);
   }
   await Promise.all(files);
   return results;
@@ -158,7 +141,7 @@ export async function writePackedBatch(host: BatchHost, batch: PackedBatch, segm
     const id = ids[i];
     const length = lengths[i];
     try {
-      checkId(id, length);
+      checkNonNegativeInteger('id', id);
       if (length >= host.smallValueBytes) throw new InvalidArgumentError(`value ${id} has ${length} bytes: a packed batch holds values under ${host.smallValueBytes}`);
       if (host.taken(id)) throw new TierDuplicateIdError(host.name, id);
       slots[i] = fused.add(id, length);
@@ -176,25 +159,41 @@ export async function writePackedBatch(host: BatchHost, batch: PackedBatch, segm
   }
   const share = ids.length > 0 ? elapsed() / ids.length : 0;
   for (let i = 0; i < ids.length; i++) {
-    const slot = slots[i];
-    if (slot < 0) continue;
-    const id = ids[i];
-    let reason = failure;
-    if (reason === undefined) {
-      reason = host.abandoned(id);
-      if (reason !== undefined) segments.remove(id);
-    }
-    if (reason === undefined) {
-      catalog.addFused(id, slot, lengths[i], undefined);
-      counters.recordWrite(share, lengths[i], lengths[i]);
-      results[i] = FULFILLED;
-    } else {
-      fused.delete(id);
-      counters.recordFailedWrite(share);
-      results[i] = rejected(reason);
-    }
+    if (slots[i] >= 0) results[i] = endFused(host, segments, ids[i], slots[i], lengths[i], failure, share, undefined);
   }
   return results;
+}
+
+/**
+ * Ends a fused value's write in a batch: visible once its bytes are placed (unless the tier
+ * closed or a delete cancelled it meanwhile, which unplaces it), else forgotten. `share` is
+ * its part of the batch's seconds; `table`, its compressed chunks if any.
+ */
+function endFused(
+  host: BatchHost,
+  segments: SegmentStore,
+  id: number,
+  slot: number,
+  size: number,
+  failure: unknown,
+  share: number,
+  table: StoredChunk[] | undefined,
+): PromiseSettledResult<void> {
+  const { catalog, counters } = host;
+  let reason = failure;
+  if (reason === undefined) {
+    reason = host.abandoned(id);
+    if (reason !== undefined) segments.remove(id);
+  }
+  if (reason !== undefined) {
+    catalog.fused.delete(id);
+    counters.recordFailedWrite(share);
+    return rejected(reason);
+  }
+  catalog.addFused(id, slot, size, table === undefined ? undefined : compressedOnly(table));
+  if (table !== undefined) counters.recordChunks(table);
+  counters.recordWrite(share, size, catalog.fused.stored(slot));
+  return FULFILLED;
 }
 
 /** What must hold for a packed batch as a whole (else nothing of it is stored). */

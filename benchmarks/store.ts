@@ -201,7 +201,9 @@ async function eventLoop(parent: string, totalBytes: number, valueBytes: number,
   store.on('pause', () => pauses++);
   store.on('error', (err: unknown) => console.log(`  store error: ${String(err)}`));
   const count = Math.floor(totalBytes / valueBytes);
-  const resolution = 10;
+  // A delay monitor records the gaps between its ticks: with 1 ms ticks its max bounds the
+  // longest block within 1 ms (10 ms ticks read up to 10 ms above it).
+  const resolution = 1;
   // Reference: the same histogram over an idle 3 s, i.e. what the shared machine alone adds.
   const idle = monitorEventLoopDelay({ resolution });
   idle.enable();
@@ -238,18 +240,18 @@ async function eventLoop(parent: string, totalBytes: number, valueBytes: number,
     histogram.disable();
     const elu = performance.eventLoopUtilization(elu0).utilization;
     const maxMs = histogram.max / 1e6;
-    const p99Ms = histogram.percentile(99) / 1e6 - resolution;
+    const p99Ms = histogram.percentile(99) / 1e6;
     const c = store.stats().counters;
     console.log(
       `event loop: ${fmt(count * valueBytes / GiB)} GiB through a ${limit / MiB} MiB store on a 20 ms/op disk ` +
         `(monitor ${monitorInterval} ms): write ${fmt(gbps(count * valueBytes, tWrite - t0))} GB/s, read ${fmt(gbps(count * valueBytes, tRead - tWrite))} GB/s; ` +
-        `delay max ${fmt(maxMs, 1)} ms (idle process: ${fmt(idleMax, 1)} ms), p99-res ${fmt(p99Ms, 1)} ms, ELU ${fmt(elu)}; pauses ${pauses}, peak resident ${fmt(peakResident / MiB, 0)} MiB, ` +
+        `delay max ${fmt(maxMs, 1)} ms (idle process: ${fmt(idleMax, 1)} ms), p99 ${fmt(p99Ms, 1)} ms (1 ms monitor), ELU ${fmt(elu)}; pauses ${pauses}, peak resident ${fmt(peakResident / MiB, 0)} MiB, ` +
         `diskWrites ${c.diskWrites}, diskReads ${c.diskReads}, verified: ${bad === 0 ? 'ok' : `${bad} bad elements`}`,
     );
     rows.push({
       name: `event-loop delay (${fmt(count * valueBytes / GiB)} GiB, ${limit / MiB} MiB, 20 ms disk)`,
       reference: `idle max ${fmt(idleMax, 1)} ms`,
-      measured: `max ${fmt(maxMs, 1)} ms, p99-res ${fmt(p99Ms, 1)} ms, ELU ${fmt(elu)}`,
+      measured: `max ${fmt(maxMs, 1)} ms, p99 ${fmt(p99Ms, 1)} ms, ELU ${fmt(elu)}`,
       ratio: '-',
       target: 'max < 50 ms',
       pass: maxMs < 50 && bad === 0,

@@ -21,7 +21,7 @@ function printSummary(s: DemoSummary): void {
     `  read       ${rate(s.read.throughput)} (${s.read.seconds.toFixed(2)} s, verifying included)`,
     `  spilled    ${formatBytes(s.spilledBytes)} in ${s.diskWrites} writes; unspilled ${formatBytes(s.unspilledBytes)} in ${s.diskReads} reads`,
     `  memory     peak RSS ${formatBytes(s.peakRss)}, peak held by the store ${formatBytes(s.peakResidentBytes)}, ${s.pauses} pauses`,
-    `  event loop worst delay ${s.eventLoop.maxDelayMs.toFixed(1)} ms, p99 ${s.eventLoop.p99DelayMs.toFixed(1)} ms above the ${s.eventLoop.resolutionMs} ms sampling, utilisation ${(100 * s.eventLoop.utilization).toFixed(0)}%`,
+    `  event loop worst delay ${s.eventLoop.maxDelayMs.toFixed(1)} ms, p99 ${s.eventLoop.p99DelayMs.toFixed(1)} ms (gaps between ${s.eventLoop.resolutionMs} ms ticks), utilisation ${(100 * s.eventLoop.utilization).toFixed(0)}%`,
     s.storeErrors > 0 ? `  errors     ${s.storeErrors} store errors (values kept in memory)` : undefined,
     s.verified
       ? `  verified   every byte of ${s.keys} keys: OK`

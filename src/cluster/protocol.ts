@@ -64,7 +64,10 @@ export interface WorkerHeartbeat {
   unmanaged: number;
   rss: number;
   paused: boolean;
-  /** Max event-loop delay (ms) since the previous heartbeat. */
+  /**
+   * Longest gap (ms) between the ticks of a 10 ms event-loop delay monitor since the previous
+   * heartbeat: the longest block of the loop lies within 10 ms below it (an idle worker reads ~10).
+   */
   eventLoopDelayMs: number;
   /** Tasks running now and waiting in the worker's queue. */
   executing: number;

@@ -1,10 +1,13 @@
+import { IdIndex } from './id-index.js';
+
 /**
- * Where a DiskTier's fused values live, by id, with no object per value: a Map from id to
- * a slot, and per slot a segment number, an offset, a stored length and a state, in
- * typed-array columns (the layout of lru-cache's index lists). A record object and a
- * Map entry pointing at it cost ~110 bytes of heap per spilled small value, all of it
- * traced and copied by the garbage collector; a slot costs 21 bytes of typed arrays it
- * never looks into, plus the Map entry.
+ * Where a DiskTier's fused values live, by id, with no object per value: an index from id
+ * to a slot (id-index.ts: pages of an Int32Array for runs of ids, a Map for the rest), and
+ * per slot a segment number, an offset, a stored length and a state, in typed-array
+ * columns (the layout of lru-cache's index lists). A record object and a Map entry
+ * pointing at it cost ~110 bytes of heap per spilled small value, all of it traced and
+ * copied by the garbage collector; a slot costs 21 bytes of typed arrays it never looks
+ * into, plus 4 in the id index.
  *
  * Columns grow by pages, never by copying, so a tier with millions of values never
  * stalls the loop on a resize. Freed slots are reused first (a free slot's segment column
@@ -28,12 +31,8 @@ export const enum SlotState {
 }
 
 export class Placements {
-  readonly #slots = new Map<number, number>();
-  /**
-   * No id above this was ever added (since the last clear): asking for a new id, the common
-   * case of a store whose ids only grow, skips the lookup in a Map of every value held,
-   * which missed the cache on every spilled value.
-   */
+  readonly #slots = new IdIndex();
+  /** No id above this was ever added (since the last clear): asking for a new id, the common case of a store whose ids only grow, needs no lookup. */
   #highest = -1;
   readonly #segment: Int32Array[] = [];
   readonly #offset: Float64Array[] = [];
@@ -49,12 +48,12 @@ export class Placements {
   }
 
   has(id: number): boolean {
-    return id <= this.#highest && this.#slots.has(id);
+    return this.slotOf(id) >= 0;
   }
 
   /** The id's slot, or -1. */
   slotOf(id: number): number {
-    return id <= this.#highest ? (this.#slots.get(id) ?? -1) : -1;
+    return id <= this.#highest ? this.#slots.get(id) : -1;
   }
 
   /** Registers an id as being written, with no place yet; the caller checked it is new. */
@@ -75,9 +74,8 @@ export class Placements {
 
   /** Forgets an id; its slot is reused. */
   delete(id: number): void {
-    const slot = this.#slots.get(id);
-    if (slot === undefined) return;
-    this.#slots.delete(id);
+    const slot = this.#slots.delete(id);
+    if (slot < 0) return;
     if (this.#slots.size === 0) {
       this.clear();
       return;

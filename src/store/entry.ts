@@ -22,21 +22,30 @@ export interface WriteJob {
   done: Promise<number>;
 }
 
+/** Fields few entries ever set, kept out of the Entry itself (8 bytes each on every entry). */
+class RareFields {
+  weak: WeakRef<object> | undefined = undefined;
+  unspillable = false;
+  retryAfter = 0;
+}
+
+const RESIDENT = 1;
+const REMOVED = 2;
+
 /**
  * One version of one key. Overwriting a key makes a new Entry, so work still running for
  * the old version (a write, a load) can never resurrect it: it sees `removed`.
+ *
+ * A store holds an Entry for every value, spilled ones included, and every collection
+ * traces them all (more entries held made each spill of 100,000 small values slower,
+ * docs/benchmarks.md): its two flags share one field, and the fields only a large value,
+ * a failed write or an unencodable value uses live in `RareFields`, made on first use.
  */
 export class Entry {
   /** Strong reference, valid while `resident`. */
   value: unknown = undefined;
-  resident = true;
   /** Estimated in-memory bytes. */
   size: number;
-  /**
-   * Set while the value, dropped from the store, may still be alive elsewhere (it is then
-   * counted as detached); also its FinalizationRegistry token.
-   */
-  weak: WeakRef<object> | undefined = undefined;
   copy: StoredCopy | undefined = undefined;
   write: WriteJob | undefined = undefined;
   pins = 0;
@@ -46,13 +55,11 @@ export class Entry {
   lastUsed = 0;
   /** Slot in the LRU of the tier holding `copy`, or -1. */
   copySlot = -1;
-  removed = false;
-  /** The codec cannot encode it: never try again (until overwritten). */
-  unspillable = false;
-  /** A write failed: do not retry before this time (ms, performance.now()). */
-  retryAfter = 0;
   /** Cached resolved promise for in-memory get(): repeated gets allocate nothing. */
   resolved: Promise<unknown> | undefined = undefined;
+  // TS-private, not #private: a class with #private methods gives every instance a brand slot.
+  private flags = RESIDENT;
+  private rare: RareFields | undefined = undefined;
 
   constructor(
     readonly key: string,
@@ -63,9 +70,54 @@ export class Entry {
     this.size = size;
   }
 
+  get resident(): boolean {
+    return (this.flags & RESIDENT) !== 0;
+  }
+  set resident(on: boolean) {
+    this.flags = on ? this.flags | RESIDENT : this.flags & ~RESIDENT;
+  }
+
+  get removed(): boolean {
+    return (this.flags & REMOVED) !== 0;
+  }
+  set removed(on: boolean) {
+    this.flags = on ? this.flags | REMOVED : this.flags & ~REMOVED;
+  }
+
+  /**
+   * Set while the value, dropped from the store, may still be alive elsewhere (it is then
+   * counted as detached); also its FinalizationRegistry token.
+   */
+  get weak(): WeakRef<object> | undefined {
+    return this.rare?.weak;
+  }
+  set weak(ref: WeakRef<object> | undefined) {
+    if (ref !== undefined || this.rare !== undefined) this.rareFields().weak = ref;
+  }
+
+  /** The codec cannot encode it: never try again (until overwritten). */
+  get unspillable(): boolean {
+    return this.rare?.unspillable ?? false;
+  }
+  set unspillable(on: boolean) {
+    if (on || this.rare !== undefined) this.rareFields().unspillable = on;
+  }
+
+  /** A write failed: do not retry before this time (ms, performance.now()). */
+  get retryAfter(): number {
+    return this.rare?.retryAfter ?? 0;
+  }
+  set retryAfter(ms: number) {
+    if (ms !== 0 || this.rare !== undefined) this.rareFields().retryAfter = ms;
+  }
+
   /** Counted as detached: dropped from the store but not yet collected. */
   get detached(): boolean {
     return this.weak !== undefined;
+  }
+
+  private rareFields(): RareFields {
+    return (this.rare ??= new RareFields());
   }
 }
 

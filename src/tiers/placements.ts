@@ -32,8 +32,6 @@ export const enum SlotState {
 
 export class Placements {
   readonly #slots = new IdIndex();
-  /** No id above this was ever added (since the last clear): asking for a new id, the common case of a store whose ids only grow, needs no lookup. */
-  #highest = -1;
   readonly #segment: Int32Array[] = [];
   readonly #offset: Float64Array[] = [];
   readonly #stored: Float64Array[] = [];
@@ -53,7 +51,7 @@ export class Placements {
 
   /** The id's slot, or -1. */
   slotOf(id: number): number {
-    return id <= this.#highest ? this.#slots.get(id) : -1;
+    return this.#slots.get(id);
   }
 
   /** Registers an id as being written, with no place yet; the caller checked it is new. */
@@ -68,7 +66,6 @@ export class Placements {
     this.#stored[page][i] = stored;
     this.#state[page][i] = SlotState.Writing;
     this.#slots.set(id, slot);
-    if (id > this.#highest) this.#highest = id;
     return slot;
   }
 
@@ -89,7 +86,6 @@ export class Placements {
 
   clear(): void {
     this.#slots.clear();
-    this.#highest = -1;
     this.#segment.length = this.#offset.length = this.#stored.length = this.#state.length = 0;
     this.#free = -1;
     this.#used = 0;

@@ -7,9 +7,10 @@
  * a store keeps per spilled value slows every later collection (docs/benchmarks.md).
  *
  * Which ids get pages: a page is made for an id above the newest page once that page has
- * taken an eighth of its ids (so a page costs at most 32 bytes an id, a Map entry's
- * price); ids that arrive sparsely or far out of order go to the Map. Either way every id
- * is found: a lookup that misses its page falls back to the Map.
+ * taken an eighth of its ids (so pages cost at most 32 bytes per id taken, a Map entry's
+ * price); ids that arrive sparsely or far out of order go to the Map. A page goes with its
+ * last id; until then it stays, like the placement columns' pages. Every id is found
+ * either way: a lookup that misses its page falls back to the Map.
  */
 
 const PAGE_IDS = 1024;

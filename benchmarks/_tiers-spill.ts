@@ -69,7 +69,7 @@ async function fileCreationRate(parent: string): Promise<number> {
 /**
  * The kernel alone writing `bytes` into a new file in 4 MiB writes, one after the other (no
  * store, no encoding, no checksum): the floor of any spill of those bytes to this disk now.
- * The file stays until the phase ends, like the runs' files.
+ * The caller deletes the file once the round's floors are measured.
  */
 async function kernelWrite(dir: string, bytes: number): Promise<number> {
   const chunk = Buffer.alloc(4 * MiB, 3);

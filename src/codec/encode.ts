@@ -1,6 +1,6 @@
 import v8 from 'node:v8';
 import { CodecError, errorMessage } from '../errors.js';
-import { binaryBytes, type BinaryValue } from './binary.js';
+import { binaryBytes, binaryTag, type BinaryValue } from './binary.js';
 import { CHECKSUM_SLICE_BYTES, Crc32c, crc32c, crc32cPortable } from './checksum.js';
 import { HeaderKind, type Layout, TRAILER_BYTES, layoutOf, writePrefix } from './format.js';
 import { packHeader } from './msgpack.js';
@@ -21,13 +21,14 @@ export interface Encoded {
   readonly byteLength: number;
 }
 
-class EncodedValue implements Encoded {
+abstract class LaidOut implements Encoded {
   #prefix: Buffer | undefined;
   constructor(
     readonly layout: Layout,
     readonly header: Uint8Array,
-    readonly frames: readonly Uint8Array[],
   ) {}
+
+  abstract get frames(): readonly Uint8Array[];
 
   get byteLength(): number {
     return this.layout.totalLength;
@@ -40,6 +41,35 @@ class EncodedValue implements Encoded {
       writePrefix(this.#prefix, 0, this.layout, this.header);
     }
     return this.#prefix;
+  }
+}
+
+class EncodedValue extends LaidOut {
+  constructor(
+    layout: Layout,
+    header: Uint8Array,
+    readonly frames: readonly Uint8Array[],
+  ) {
+    super(layout, header);
+  }
+}
+
+/**
+ * A binary value at the top: its one frame kept as is. The array of frames the interface
+ * promises is made only if a generic path asks for it; batches of small values never do.
+ */
+class BinaryEncoded extends LaidOut {
+  #frames: readonly Uint8Array[] | undefined;
+  constructor(
+    layout: Layout,
+    header: Uint8Array,
+    readonly frame: Uint8Array,
+  ) {
+    super(layout, header);
+  }
+
+  get frames(): readonly Uint8Array[] {
+    return (this.#frames ??= [this.frame]);
   }
 }
 
@@ -59,9 +89,10 @@ let lastBinaryLayout: Layout | undefined;
 
 /**
  * A binary value (a typed array, Buffer, DataView or ArrayBuffer at the top) is one raw
- * frame: the common case of many small values, laid out with three objects instead of ten.
+ * frame: the common case of many small values, laid out with two objects (the frame's view
+ * and the BinaryEncoded) instead of ten.
  */
-function encodeBinary(value: BinaryValue, tag: number): Encoded {
+function encodeBinary(value: BinaryValue, tag: number): BinaryEncoded {
   let header = binaryHeaders.get(tag);
   if (header === undefined) binaryHeaders.set(tag, (header = Uint8Array.of(tag)));
   const frame = binaryBytes(value);
@@ -72,16 +103,21 @@ function encodeBinary(value: BinaryValue, tag: number): Encoded {
     Object.freeze(layout.frameLengths);
     Object.freeze(layout);
   }
-  return new EncodedValue(layout, header, [frame]);
+  return new BinaryEncoded(layout, header, frame);
 }
 
 /** Lays a value out in the format. Throws CodecError for what cannot be encoded. */
 export function encode(value: unknown): Encoded {
-  const plan = planEncoding(value);
   let kind: HeaderKind;
   let header: Uint8Array;
   let frames: Uint8Array[];
   try {
+    // The common case first, without the plan object planEncoding would make for it.
+    if (typeof value === 'object' && value !== null) {
+      const tag = binaryTag(value);
+      if (tag !== 0) return encodeBinary(value as BinaryValue, tag);
+    }
+    const plan = planEncoding(value);
     switch (plan.kind) {
       case 'binary':
         return encodeBinary(plan.value, plan.tag);
@@ -184,6 +220,10 @@ export function writeEncodedSync(encoded: Encoded, out: Uint8Array, offset: numb
 
 /** Bytes of `encoded` that `encodedPiecesSync` copies: all but frames of at least `shareFrom` bytes. */
 export function copiedBytesOf(encoded: Encoded, shareFrom: number): number {
+  if (encoded instanceof BinaryEncoded) {
+    const frameBytes = encoded.frame.byteLength;
+    return frameBytes >= shareFrom ? encoded.byteLength - frameBytes : encoded.byteLength;
+  }
   let shared = 0;
   for (const frame of encoded.frames) if (frame.byteLength >= shareFrom) shared += frame.byteLength;
   return encoded.byteLength - shared;
@@ -259,14 +299,14 @@ interface SideCursor {
  * to close or the next value to extend.
  */
 function lay(encoded: Encoded, side: Uint8Array, cursor: SideCursor, shareFrom: number, pieces: Uint8Array[]): void {
-  const frames = encoded.frames;
-  if (encoded.layout.headerKind === HeaderKind.Binary && frames.length === 1) {
-    const frame = frames[0];
+  if (encoded instanceof BinaryEncoded) {
+    const frame = encoded.frame;
     if (frame.byteLength >= shareFrom && frame.byteLength > 0 && frame.byteLength % 8 === 0) {
       layBinary(encoded, frame, side, cursor, pieces);
       return;
     }
   }
+  const frames = encoded.frames;
   let crc = 0;
   // The start of this value's own bytes not hashed yet (the open run may begin in the previous value).
   let start = cursor.at;

@@ -75,10 +75,11 @@ export class Spiller {
   pump(): void {
     const { acct, lru, opts } = this.state;
     if (this.state.closed) return;
-    const now = performance.now();
     while (acct.residentBytes - acct.bytes[Bucket.Spilling] > opts.targetBytes) {
       const entry = lru.oldest();
-      if (entry === undefined || entry.retryAfter > now) {
+      // The clock only for an entry whose write failed (pump runs on every set() under pressure).
+      const retryAfter = entry?.retryAfter ?? 0;
+      if (entry === undefined || (retryAfter > 0 && retryAfter > performance.now())) {
         this.#reportStuck(entry);
         return;
       }

@@ -41,6 +41,37 @@ describe('PackedLayout: many small values back to back for one writev', () => {
     );
   });
 
+  it('counts the copied bytes of every kind of value as its frames say (binary values keep their one frame)', () => {
+    fc.assert(
+      fc.property(valueArb, fc.constantFrom(0, 1, 16, 1024, SMALL_ENCODED_BYTES), (value, shareFrom) => {
+        const e = encode(value);
+        const shared = e.frames.reduce((sum, f) => sum + (f.byteLength >= shareFrom ? f.byteLength : 0), 0);
+        assert.equal(copiedBytesOf(e, shareFrom), e.byteLength - shared);
+        assert.equal(e.frames, e.frames, 'one frames array, made once');
+      }),
+    );
+  });
+
+  it('lays every binary kind at every length the way a single value is laid out', () => {
+    const raw = Uint8Array.from({ length: 4099 }, (_, i) => i % 251);
+    const values = [
+      new Float64Array(512).fill(1.5),
+      raw.subarray(0, 4096),
+      raw.subarray(1, 4098),
+      Buffer.from(raw.buffer, 3, 2048),
+      new DataView(raw.buffer, 8, 1024),
+      raw.buffer.slice(0, 1032),
+      new Uint16Array(3),
+      new Uint8Array(0),
+    ];
+    for (const shareFrom of [1, 1024, SMALL_ENCODED_BYTES]) {
+      const encodings = values.map(encode);
+      const layout = new PackedLayout(encodings.reduce((sum, e) => sum + copiedBytesOf(e, shareFrom), 0), shareFrom);
+      for (const e of encodings) layout.add(e);
+      assert.ok(Buffer.concat(layout.pieces()).equals(Buffer.concat(encodings.map(encodedBytesSync))), `shareFrom ${shareFrom}`);
+    }
+  });
+
   it('lays 1,000 arrays of 4 KiB as 2,001 pieces: each array itself, and the bytes around it (one piece between two)', async () => {
     const values = Array.from({ length: 1000 }, (_, i) => new Float64Array(512).fill(i));
     const encodings = values.map(encode);

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import fsp from 'node:fs/promises';
 import { describe, it } from 'node:test';
-import { InvalidArgumentError } from '../../src/errors.js';
+import fc from 'fast-check';
+import { InvalidArgumentError, TierDuplicateIdError } from '../../src/errors.js';
 import type { CompressionMode } from '../../src/tiers/chunks.js';
 import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk.js';
 import { tierContract } from './contract.js';
@@ -337,5 +338,45 @@ describe('tier wrappers', () => {
       await faulty.close();
       await fsp.rm(parent, { recursive: true, force: true });
     }
+  });
+});
+
+describe('DiskTier ids', () => {
+  it('refuses exactly the ids it holds or is writing, whatever order ids come in (model-based)', async () => {
+    const op = fc.oneof(
+      fc.record({ kind: fc.constant('write' as const), ids: fc.array(fc.integer({ min: 0, max: 40 }), { minLength: 1, maxLength: 6 }) }),
+      fc.record({ kind: fc.constant('many' as const), ids: fc.array(fc.integer({ min: 0, max: 40 }), { minLength: 1, maxLength: 6 }) }),
+      fc.record({ kind: fc.constant('delete' as const), ids: fc.array(fc.integer({ min: 0, max: 40 }), { minLength: 1, maxLength: 3 }) }),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { maxLength: 12 }), fc.boolean(), async (ops, fused) => {
+        await withTier({ smallValueBytes: fused ? MiB : 0 }, async (tier) => {
+          const held = new Map<number, Uint8Array>();
+          for (const { kind, ids } of ops) {
+            if (kind === 'delete') {
+              for (const id of ids) {
+                await tier.delete(id);
+                held.delete(id);
+              }
+              continue;
+            }
+            // One group in flight at once: an id already held, or earlier in the group, is refused.
+            const expected = ids.map((id, i) => !held.has(id) && ids.indexOf(id) === i);
+            const bytes = ids.map((id) => noise(16 + id));
+            const outcomes =
+              kind === 'many' && tier.writeMany !== undefined
+                ? await tier.writeMany(ids.map((id, i) => ({ id, bytes: [bytes[i]], byteLength: bytes[i].byteLength })))
+                : await Promise.allSettled(ids.map((id, i) => tier.write(id, rawSource(bytes[i]), bytes[i].byteLength)));
+            outcomes.forEach((outcome, i) => {
+              assert.equal(outcome.status === 'fulfilled', expected[i], `${kind} of ${ids[i]} in [${ids}] (held: ${[...held.keys()]})`);
+              if (outcome.status === 'rejected') assert.ok(outcome.reason instanceof TierDuplicateIdError);
+            });
+            ids.forEach((id, i) => expected[i] && held.set(id, bytes[i]));
+          }
+          for (const [id, bytes] of held) assert.ok(Buffer.from(await tier.read(id)).equals(bytes), `value ${id}`);
+        });
+      }),
+      { numRuns: 40 },
+    );
   });
 });

@@ -110,12 +110,12 @@ export class SpillStore extends EventEmitter {
   }
 
   /** Stores a value in memory. Synchronous, no I/O: spilling happens in the background. */
-  set(key: string, value: unknown, options: SetOptions = {}): void {
+  set(key: string, value: unknown, options?: SetOptions): void {
     this.#assertOpen();
     assertKey(key);
-    const size = options.size ?? sizeof(value);
+    const size = options?.size ?? sizeof(value);
     if (typeof size !== 'number' || !Number.isFinite(size) || size < 0) {
-      throw new InvalidArgumentError(`size must be a non-negative number of bytes, got ${String(options.size)}`);
+      throw new InvalidArgumentError(`size must be a non-negative number of bytes, got ${String(options?.size)}`);
     }
     const state = this.#state;
     const old = state.entries.get(key);

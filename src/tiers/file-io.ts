@@ -29,31 +29,54 @@ export async function writeFully(handle: FileHandle, batch: readonly Uint8Array[
  * Drops empty pieces and joins neighbours that are adjacent views of one buffer (a batch of
  * small values laid out in one buffer becomes one piece, so one plain write); counts the
  * bytes in the same pass (a pass over a large group's pieces costs more than its sums).
+ * When there is nothing to drop or join (a packed batch: each value's own memory between
+ * runs of a side buffer), the batch itself is returned: no array of thousands of pieces
+ * made again for every write.
  */
-export function coalesce(batch: readonly Uint8Array[]): { pieces: Uint8Array[]; byteLength: number } {
-  const out: Uint8Array[] = [];
+export function coalesce(batch: readonly Uint8Array[]): { pieces: readonly Uint8Array[]; byteLength: number } {
   let byteLength = 0;
+  let previous: Uint8Array | undefined;
+  for (const piece of batch) {
+    if (piece.byteLength === 0 || (previous !== undefined && adjacent(previous, piece))) return { pieces: joined(batch), byteLength: sum(batch) };
+    byteLength += piece.byteLength;
+    previous = piece;
+  }
+  return { pieces: batch, byteLength };
+}
+
+function adjacent(a: Uint8Array, b: Uint8Array): boolean {
+  return a.buffer === b.buffer && a.byteOffset + a.byteLength === b.byteOffset;
+}
+
+function sum(batch: readonly Uint8Array[]): number {
+  let total = 0;
+  for (const piece of batch) total += piece.byteLength;
+  return total;
+}
+
+/** The batch with empty pieces dropped and adjacent views joined. */
+function joined(batch: readonly Uint8Array[]): Uint8Array[] {
+  const out: Uint8Array[] = [];
   let first: Uint8Array | undefined;
   let end = 0;
-  let joined = false;
+  let extended = false;
   const close = (): void => {
     if (first === undefined) return;
-    out.push(joined ? new Uint8Array(first.buffer, first.byteOffset, end - first.byteOffset) : first);
+    out.push(extended ? new Uint8Array(first.buffer, first.byteOffset, end - first.byteOffset) : first);
   };
   for (const piece of batch) {
     if (piece.byteLength === 0) continue;
-    byteLength += piece.byteLength;
     if (first !== undefined && piece.buffer === first.buffer && piece.byteOffset === end) {
-      joined = true;
+      extended = true;
     } else {
       close();
       first = piece;
-      joined = false;
+      extended = false;
     }
     end = piece.byteOffset + piece.byteLength;
   }
   close();
-  return { pieces: out, byteLength };
+  return out;
 }
 
 /** Reads exactly `length` bytes at `position` into `out` at `at`; a short file is an error. */

@@ -28,8 +28,12 @@ export class Segment {
    */
   members: number[] = [];
   queue: QueuedAppend[] = [];
-  /** The queued appends' bytes, in order: the next flush writes them with one writev. */
-  queuePieces: Uint8Array[] = [];
+  /**
+   * The queued appends' bytes, in order, as the lists of pieces they came in (not copied
+   * piece by piece into one list: a packed batch is thousands): the next flush writes them
+   * with one writev.
+   */
+  queueRuns: (readonly Uint8Array[])[] = [];
   queueBytes = 0;
   queueStart = 0;
   /** End of the prefix of the file whose group writes have all ended: those bytes never change again. */

@@ -271,8 +271,7 @@ export class SegmentStore {
     if (segment.queue.length === 0) segment.queueStart = offset;
     segment.size += length;
     segment.pending++;
-    const queued = segment.queuePieces;
-    for (let i = from; i < to; i++) for (const piece of pieces[i]) queued.push(piece);
+    for (let i = from; i < to; i++) segment.queueRuns.push(pieces[i]);
     return new Promise<void>((resolve, reject) => {
       segment.queue.push({ resolve, reject });
       segment.queueBytes += length;
@@ -324,15 +323,15 @@ export class SegmentStore {
     if (seg.flushing >= FLUSHES_IN_FLIGHT || seg.queue.length === 0) return;
     seg.flushing++;
     const group = seg.queue;
-    const pieces = seg.queuePieces;
+    const runs = seg.queueRuns;
     const start = seg.queueStart;
     const end = start + seg.queueBytes;
     seg.queue = [];
-    seg.queuePieces = [];
+    seg.queueRuns = [];
     seg.queueBytes = 0;
     try {
       const handle = await seg.handle;
-      await writeFully(handle, pieces, start);
+      await writeFully(handle, runs.length === 1 ? runs[0] : runs.flat(), start);
       this.counters.flushes++;
       seg.landed(start, end);
       for (const a of group) a.resolve();

@@ -120,6 +120,7 @@ export function encode(value: unknown): Encoded {
     const plan = planEncoding(value);
     switch (plan.kind) {
       case 'binary':
+        // Taken above already; kept so that the switch covers every plan.
         return encodeBinary(plan.value, plan.tag);
       case 'msgpack':
         kind = HeaderKind.Msgpack;

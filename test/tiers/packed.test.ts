@@ -7,7 +7,7 @@ import { packedWritesOf, type PackedBatch, type PackedWrites } from '../../src/t
 import type { WriteResults } from '../../src/tiers/tier.js';
 import { FaultyTier, SlowTier, TierWrapper } from '../../src/tiers/wrappers.js';
 import { assertMissing, roundTrip } from './contract.js';
-import { noise, tempDir } from './helpers.js';
+import { noise, rawSource, tempDir } from './helpers.js';
 
 const KiB = 1024;
 
@@ -46,6 +46,23 @@ describe('DiskTier packed batches (the store\'s fast path for small values)', ()
     const packed = packedWritesOf(new DiskTier({ smallValueBytes: 8 * KiB, segmentBytes: 256 * KiB }));
     assert.equal(packed?.maxBatchBytes, 256 * KiB);
     assert.equal(packed?.valueBytesBelow, 8 * KiB);
+  });
+
+  it('lands with single writes queued in the same turn (one flush of both kinds), every byte in place', async () => {
+    await withDisk({}, async (tier, packed) => {
+      const values = Array.from({ length: 50 }, (_, i) => noise(1 + ((i * 53) % 3000)));
+      const singles = Array.from({ length: 5 }, (_, i) => noise(100 + i));
+      const ids = values.map((_, i) => 100 + i);
+      const [results] = await Promise.all([
+        packed.write(packedOf(ids, values, 700)),
+        ...singles.map((bytes, i) => tier.write(i, rawSource(bytes), bytes.byteLength)),
+        packed.write(packedOf([200], [noise(0)])),
+      ]);
+      assert.deepEqual(new Set(statuses(results)), new Set(['fulfilled']));
+      for (const [i, bytes] of values.entries()) await roundTrip(tier, ids[i], bytes);
+      for (const [i, bytes] of singles.entries()) await roundTrip(tier, i, bytes);
+      await roundTrip(tier, 200, Buffer.alloc(0));
+    });
   });
 
   it('stores every value of a batch whose pieces cross value boundaries, readable and streamable', async () => {

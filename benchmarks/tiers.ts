@@ -147,9 +147,9 @@ export default async function tiers(args: string[]): Promise<void> {
     await settle();
     const fusedVsFile = perFile.writeMs / fused.writeMs;
     const fusedVsLarge = mbps(fused.bytes, fused.writeMs) / mbps(largeRun.bytes, largeRun.writeMs);
-    console.log(`   fused vs file per value: write ${fmt(fusedVsFile, 1)}x (target >= 10x), read ${fmt(perFile.readMs / fused.readMs, 1)}x`);
+    console.log(`   fused vs file per value, the tier alone: write ${fmt(fusedVsFile, 1)}x, read ${fmt(perFile.readMs / fused.readMs, 1)}x (the issue's targets are checked through a store, in 1b)`);
     console.log(`   fused writeMany vs file per value: write ${fmt(perFile.writeMs / batched.writeMs, 1)}x`);
-    console.log(`   fused vs 32 MiB values, write throughput: ${fmt(fusedVsLarge)} (target >= 0.5); read: ${fmt(mbps(fused.bytes, fused.readMs) / mbps(largeRun.bytes, largeRun.readMs))}`);
+    console.log(`   fused vs 32 MiB values, the tier alone, write throughput: ${fmt(fusedVsLarge)}; read: ${fmt(mbps(fused.bytes, fused.readMs) / mbps(largeRun.bytes, largeRun.readMs))} (1b checks the target, spilling through a store)`);
 
     // 2. Compression on numbers.
     const numCount = quick ? 4 : 8;

@@ -175,7 +175,7 @@ export class BatchWriter {
     const n = entries.length;
     const encoded: EncodedBatch = { members: new Array<number>(n), encodings: new Array<Encoded>(n), total: 0, sideBytes: 0, largest: 0 };
     let count = 0;
-    for (let i = 0; i < entries.length; i++) {
+    for (let i = 0; i < n; i++) {
       if (slicer.due()) await slicer.turn();
       const entry = entries[i];
       if (entry.removed || jobs[i].cancelled || state.closed) {

@@ -30,12 +30,21 @@ export const enum BinaryTag {
 const tagByConstructor = new Map<unknown, number>(VIEW_KINDS.map(([tag, ctor]) => [ctor, tag]));
 const kindByTag = new Map(VIEW_KINDS.map(([tag, ctor, bytes]) => [tag, { ctor, bytes }]));
 
+/** The view constructor looked up last and its tag: a store sees runs of one kind (asked twice a value). */
+let lastCtor: unknown;
+let lastTag = 0;
+
 /** The tag for a binary value, or 0 if `value` is not one we carry as a raw frame. */
 export function binaryTag(value: object): number {
   const ctor = value.constructor;
   if (ctor === Buffer) return BinaryTag.Buffer;
+  if (ctor === lastCtor) return lastTag;
   const tag = tagByConstructor.get(ctor);
-  if (tag !== undefined) return tag;
+  if (tag !== undefined) {
+    lastCtor = ctor;
+    lastTag = tag;
+    return tag;
+  }
   if (ctor === DataView) return BinaryTag.DataView;
   if (ctor === ArrayBuffer) return BinaryTag.ArrayBuffer;
   if (ctor === SharedArrayBuffer) return BinaryTag.SharedArrayBuffer;

@@ -1,9 +1,13 @@
 import type { FileHandle } from 'node:fs/promises';
 import { TierShortWriteError, TierTruncatedError } from '../errors.js';
 
-/** writev at `position`, looping on short writes (pwritev may write less than asked). */
-export async function writeFully(handle: FileHandle, batch: readonly Uint8Array[], position: number): Promise<void> {
-  let { pieces, byteLength: wanted } = coalesce(batch);
+/**
+ * writev at `position`, looping on short writes (pwritev may write less than asked).
+ * `byteLength`, when the caller knows the pieces' total, skips the pass that drops empty
+ * pieces and joins touching ones (`coalesce`): writev takes them as they are.
+ */
+export async function writeFully(handle: FileHandle, batch: readonly Uint8Array[], position: number, byteLength?: number): Promise<void> {
+  let { pieces, byteLength: wanted } = byteLength === undefined ? coalesce(batch) : { pieces: batch, byteLength };
   while (pieces.length > 0) {
     const { bytesWritten } =
       pieces.length === 1 ? await handle.write(pieces[0], 0, wanted, position) : await handle.writev(pieces, position);

@@ -34,6 +34,12 @@ export class Segment {
    * with one writev.
    */
   queueRuns: (readonly Uint8Array[])[] = [];
+  /**
+   * Every queued run is a packed batch, whose pieces' total was checked: the flush hands
+   * them to writev as they are, without another pass to join neighbours (the store's
+   * PackedLayout already did; a piece left touching the next only costs an iovec).
+   */
+  queuePacked = true;
   queueBytes = 0;
   queueStart = 0;
   /** End of the prefix of the file whose group writes have all ended: those bytes never change again. */

@@ -128,7 +128,7 @@ export class SegmentStore {
    */
   async putPacked(ids: readonly number[], slots: readonly number[], lengths: readonly number[], pieces: readonly Uint8Array[], byteLength: number): Promise<void> {
     if (this.closed) throw new ClosedError('segment store');
-    const { segment, offset } = await this.enqueue(this.activeFor(byteLength), [pieces], 0, 1, byteLength);
+    const { segment, offset } = await this.enqueue(this.activeFor(byteLength), [pieces], 0, 1, byteLength, true);
     try {
       if (this.closed) throw new ClosedError('segment store');
       let at = offset;
@@ -266,8 +266,9 @@ export class SegmentStore {
    * Reserves `length` bytes at the end of `segment` and queues the pieces of values
    * `from` to `to` (exclusive) for its next flush.
    */
-  private enqueue(segment: Segment, pieces: readonly (readonly Uint8Array[])[], from: number, to: number, length: number): Promise<Landing> {
+  private enqueue(segment: Segment, pieces: readonly (readonly Uint8Array[])[], from: number, to: number, length: number, packed = false): Promise<Landing> {
     const offset = segment.size;
+    if (!packed) segment.queuePacked = false;
     if (segment.queue.length === 0) segment.queueStart = offset;
     segment.size += length;
     segment.pending++;
@@ -324,14 +325,16 @@ export class SegmentStore {
     seg.flushing++;
     const group = seg.queue;
     const runs = seg.queueRuns;
+    const packed = seg.queuePacked;
     const start = seg.queueStart;
     const end = start + seg.queueBytes;
     seg.queue = [];
     seg.queueRuns = [];
+    seg.queuePacked = true;
     seg.queueBytes = 0;
     try {
       const handle = await seg.handle;
-      await writeFully(handle, runs.length === 1 ? runs[0] : runs.flat(), start);
+      await writeFully(handle, runs.length === 1 ? runs[0] : runs.flat(), start, packed ? end - start : undefined);
       this.counters.flushes++;
       seg.landed(start, end);
       for (const a of group) a.resolve();

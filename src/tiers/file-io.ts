@@ -41,7 +41,7 @@ export function coalesce(batch: readonly Uint8Array[]): { pieces: readonly Uint8
   let byteLength = 0;
   let previous: Uint8Array | undefined;
   for (const piece of batch) {
-    if (piece.byteLength === 0 || (previous !== undefined && adjacent(previous, piece))) return { pieces: joined(batch), byteLength: sum(batch) };
+    if (piece.byteLength === 0 || (previous !== undefined && adjacent(previous, piece))) return joined(batch);
     byteLength += piece.byteLength;
     previous = piece;
   }
@@ -52,15 +52,10 @@ function adjacent(a: Uint8Array, b: Uint8Array): boolean {
   return a.buffer === b.buffer && a.byteOffset + a.byteLength === b.byteOffset;
 }
 
-function sum(batch: readonly Uint8Array[]): number {
-  let total = 0;
-  for (const piece of batch) total += piece.byteLength;
-  return total;
-}
-
-/** The batch with empty pieces dropped and adjacent views joined. */
-function joined(batch: readonly Uint8Array[]): Uint8Array[] {
+/** The batch with empty pieces dropped and adjacent views joined, and its bytes counted. */
+function joined(batch: readonly Uint8Array[]): { pieces: Uint8Array[]; byteLength: number } {
   const out: Uint8Array[] = [];
+  let byteLength = 0;
   let first: Uint8Array | undefined;
   let end = 0;
   let extended = false;
@@ -70,6 +65,7 @@ function joined(batch: readonly Uint8Array[]): Uint8Array[] {
   };
   for (const piece of batch) {
     if (piece.byteLength === 0) continue;
+    byteLength += piece.byteLength;
     if (first !== undefined && piece.buffer === first.buffer && piece.byteOffset === end) {
       extended = true;
     } else {
@@ -80,7 +76,7 @@ function joined(batch: readonly Uint8Array[]): Uint8Array[] {
     end = piece.byteOffset + piece.byteLength;
   }
   close();
-  return out;
+  return { pieces: out, byteLength };
 }
 
 /** Reads exactly `length` bytes at `position` into `out` at `at`; a short file is an error. */

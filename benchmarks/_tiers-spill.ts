@@ -8,7 +8,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
-import { crc32c } from '../src/codec/checksum.js';
+import { xxh64 } from '../src/codec/checksum.js';
 import { SpillStore } from '../src/store/spill-store.js';
 import { DiskTier, TierWrapper, type Tier } from '../src/tiers/index.js';
 import { KiB, MiB, fmt, gc, mbps, pool, settle } from './_tiers-common.js';
@@ -85,7 +85,7 @@ async function kernelWrite(dir: string, bytes: number): Promise<number> {
 
 /**
  * The least a spill of `count` values of 4 KiB can cost in JS here now: the benchmark's own
- * producer (`slice()` of a 4 KiB array), a `Map` entry per value, the CRC-32C of each value
+ * producer (`slice()` of a 4 KiB array), a `Map` entry per value, the checksum of each value (one XXH64 call, as the store makes)
  * and one `writev` of a header and the value per value, 1,024 values a call, two calls in
  * flight; no store, no tier, no accounting. Fused over this is what the store adds.
  */
@@ -95,15 +95,15 @@ async function bareLoop(dir: string, count: number): Promise<number> {
   const handle = await fsp.open(path.join(dir, `bare-${performance.now()}`), 'wx');
   try {
     const start = performance.now();
-    const index = new Map<string, { value: Float64Array | undefined; crc: number }>();
-    const pending: { value: Float64Array | undefined; crc: number }[] = [];
+    const index = new Map<string, { value: Float64Array | undefined; checksum: bigint }>();
+    const pending: { value: Float64Array | undefined; checksum: bigint }[] = [];
     const writes: Promise<unknown>[] = [];
     let position = 0;
     const flush = async (): Promise<void> => {
       const pieces: (Uint8Array | Float64Array)[] = [];
       for (const record of pending.splice(0, 1024)) {
         const value = record.value as Float64Array;
-        record.crc = crc32c(new Uint8Array(value.buffer, value.byteOffset, value.byteLength));
+        record.checksum = xxh64(new Uint8Array(value.buffer, value.byteOffset, value.byteLength), 0n);
         pieces.push(header, value);
         record.value = undefined;
       }
@@ -112,7 +112,7 @@ async function bareLoop(dir: string, count: number): Promise<number> {
       if (writes.length > 2) await writes.shift();
     };
     for (let i = 0; i < count; i++) {
-      const record = { value: values[i % values.length].slice(), crc: 0 };
+      const record = { value: values[i % values.length].slice(), checksum: 0n };
       index.set(`k${i}`, record);
       pending.push(record);
       if (pending.length >= 2048) await flush();
@@ -209,7 +209,7 @@ export async function storePhase(parent: string, count: number, largeCount: numb
     );
     const bare = median(bareMs);
     console.log(
-      `   the bare loop (the same producer, a Map entry, CRC-32C and one writev per 1,024 values; no store) (medians): ${fmt(bare / 1000)} s; fused takes ${fmt(fused.ms / bare, 2)}x that (what the store adds); one file per value ${fmt(perFile.ms / bare, 1)}x (what a store as cheap as the bare loop could show)`,
+      `   the bare loop (the same producer, a Map entry, an XXH64 and one writev per 1,024 values; no store) (medians): ${fmt(bare / 1000)} s; fused takes ${fmt(fused.ms / bare, 2)}x that (what the store adds); one file per value ${fmt(perFile.ms / bare, 1)}x (what a store as cheap as the bare loop could show)`,
     );
     console.log(`   JS heap kept per spilled value (store and tier records): fused ${fmt(fused.heapPerValue, 0)} B, one file per value ${fmt(perFile.heapPerValue, 0)} B`);
   } finally {

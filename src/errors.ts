@@ -36,9 +36,11 @@ export class FormatError extends SpillwayError {
 
 /** Encoded bytes fail their checksum: the copy on disk or on the wire is corrupt. */
 export class ChecksumError extends SpillwayError {
-  readonly expected: number;
-  readonly actual: number;
-  constructor(expected: number, actual: number, where = 'encoded value') {
+  /** The checksum the trailer holds (XXH64-based, 64 bits: docs/protocol.md#checksum). */
+  readonly expected: bigint;
+  /** The checksum of the bytes as they arrived. */
+  readonly actual: bigint;
+  constructor(expected: bigint, actual: bigint, where = 'encoded value') {
     super(
       'SPW_ERR_CHECKSUM',
       `checksum mismatch in ${where}: expected 0x${expected.toString(16)}, got 0x${actual.toString(16)}`,

@@ -1,8 +1,8 @@
 import v8 from 'node:v8';
 import { ChecksumError, FormatError, errorMessage } from '../errors.js';
 import { restoreBinary } from './binary.js';
-import { crc32cChunked } from './checksum.js';
-import { HeaderKind, type Layout, parseLayout } from './format.js';
+import { checksumChunked } from './checksum.js';
+import { HeaderKind, type Layout, parseLayout, readChecksum } from './format.js';
 import { unpackHeader } from './msgpack.js';
 
 /** Parses and bounds-checks the layout of a complete encoded value. */
@@ -15,21 +15,14 @@ export function layoutOfBytes(bytes: Uint8Array): Layout {
   return layout;
 }
 
-export function storedChecksum(bytes: Uint8Array, layout: Layout): number {
-  return new DataView(bytes.buffer, bytes.byteOffset + layout.trailerOffset, 4).getUint32(0, true);
+export function storedChecksum(bytes: Uint8Array, layout: Layout): bigint {
+  return readChecksum(bytes, layout.trailerOffset);
 }
 
-/**
- * Throws ChecksumError unless `crc` (of bytes before the trailer) matches the trailer,
- * FormatError if the trailer's reserved bytes are not zero.
- */
-export function checkChecksum(bytes: Uint8Array, layout: Layout, crc: number, where?: string): void {
-  // The crc does not cover the trailer's reserved half; without this check a flipped byte
-  // there went unnoticed.
-  const reserved = new DataView(bytes.buffer, bytes.byteOffset + layout.trailerOffset + 4, 4).getUint32(0, true);
-  if (reserved !== 0) throw new FormatError(`trailer of ${where ?? 'encoded value'}: reserved bytes are not zero`);
+/** Throws ChecksumError unless `checksum` (of the bytes before the trailer) matches the trailer. */
+export function checkChecksum(bytes: Uint8Array, layout: Layout, checksum: bigint, where?: string): void {
   const expected = storedChecksum(bytes, layout);
-  if (expected !== crc >>> 0) throw new ChecksumError(expected, crc >>> 0, where);
+  if (expected !== checksum) throw new ChecksumError(expected, checksum, where);
 }
 
 /**
@@ -56,6 +49,6 @@ export function decodeBody(bytes: Uint8Array, layout: Layout): unknown {
 /** Verifies the checksum (yielding to the loop every few MiB) and decodes. */
 export async function decodeVerified(bytes: Uint8Array, where?: string): Promise<unknown> {
   const layout = layoutOfBytes(bytes);
-  checkChecksum(bytes, layout, await crc32cChunked(bytes.subarray(0, layout.trailerOffset)), where);
+  checkChecksum(bytes, layout, await checksumChunked(bytes, layout.trailerOffset), where);
   return decodeBody(bytes, layout);
 }

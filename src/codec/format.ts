@@ -4,7 +4,7 @@ import { FormatError } from '../errors.js';
  * The one encoding Spillway uses on disk and on the wire (docs/protocol.md#value-format):
  *
  *   0   4  magic "SPWY"
- *   4   1  format version (1)
+ *   4   1  format version (2)
  *   5   1  header kind: 0 binary, 1 msgpackr, 2 v8 serializer
  *   6   2  reserved, zero
  *   8   4  header length H (u32 LE)
@@ -12,10 +12,12 @@ import { FormatError } from '../errors.js';
  *  16  8F  frame lengths (u64 LE)
  *  ..   H  header, then zero padding to a multiple of 8
  *  ..      each frame, zero padded to a multiple of 8 (so typed arrays can view it in place)
- *  end  8  trailer: CRC-32C of every byte before it (u32 LE), then 4 zero bytes
+ *  end  8  trailer: the checksum of every byte before it (u64 LE): XXH64 of the prefix (all
+ *          before the first frame, or before the trailer when there is none), then XXH64 of
+ *          the rest seeded with that digest (checksum.ts). Version 1 held a CRC-32C.
  */
 export const MAGIC = 0x59575053; // "SPWY" read as u32 LE
-export const FORMAT_VERSION = 1;
+export const FORMAT_VERSION = 2;
 export const FIXED_PREFIX_BYTES = 16;
 export const TRAILER_BYTES = 8;
 /** Refuse absurd frame tables before allocating anything for them. */
@@ -65,6 +67,28 @@ export function layoutOf(headerKind: HeaderKind, headerLength: number, frameLeng
     trailerOffset: offset,
     totalLength: offset + TRAILER_BYTES,
   };
+}
+
+/** Where a value's body (its frames) starts: the end of the part of the checksum that is its prefix. */
+export function bodyStart(layout: Layout): number {
+  return layout.frameOffsets[0] ?? layout.trailerOffset;
+}
+
+const scratch = new BigUint64Array(1);
+const scratchBytes = new Uint8Array(scratch.buffer);
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/** Writes a checksum as the u64 LE trailer at `at`; returns the offset after it. */
+export function writeChecksum(out: Uint8Array, at: number, checksum: bigint): number {
+  // Through a typed array, not a DataView per call: this runs once per spilled value.
+  scratch[0] = checksum;
+  for (let i = 0; i < 8; i++) out[at + i] = scratchBytes[LITTLE_ENDIAN ? i : 7 - i];
+  return at + TRAILER_BYTES;
+}
+
+/** The checksum a trailer at `at` holds. */
+export function readChecksum(bytes: Uint8Array, at: number): bigint {
+  return new DataView(bytes.buffer, bytes.byteOffset + at, TRAILER_BYTES).getBigUint64(0, true);
 }
 
 /** Little-endian u32 into a byte array (no DataView or Buffer needed). */

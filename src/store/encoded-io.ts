@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import { Crc32c, encodedBatches, parseLayout, type Encoded } from '../codec/index.js';
+import { ValueHasher, encodedBatches, parseLayout, type Encoded } from '../codec/index.js';
 import { ChecksumError, FormatError } from '../errors.js';
 import type { WriteSource } from '../tiers/tier.js';
 
@@ -39,13 +39,13 @@ export async function* timed(source: WriteSource, add: (seconds: number) => void
 
 /**
  * Passes already-encoded bytes through to a tier while checking them: the layout must
- * describe exactly `byteLength` bytes, and the crc of everything before the trailer must
+ * describe exactly `byteLength` bytes, and the checksum of everything before the trailer must
  * match it. A mismatch throws inside the tier's write, so the tier stores nothing.
  */
 export async function* verifiedSource(input: Uint8Array | WriteSource, byteLength: number): WriteSource {
   const trailerStart = byteLength - 8;
   if (trailerStart < 16) throw new FormatError(`an encoded value has at least 24 bytes, got ${byteLength}`);
-  const crc = new Crc32c();
+  const hasher = new ValueHasher(trailerStart);
   const trailer = Buffer.alloc(8);
   let prefix: Buffer | undefined = Buffer.alloc(0);
   let position = 0;
@@ -66,8 +66,8 @@ export async function* verifiedSource(input: Uint8Array | WriteSource, byteLengt
           throw new FormatError('frame table is too large');
         }
       }
-      const hashEnd = Math.min(end, trailerStart);
-      if (hashEnd > position) crc.update(piece.subarray(0, hashEnd - position));
+      // The hasher stops at the trailer by itself.
+      if (position < trailerStart) hasher.update(piece);
       if (end > trailerStart) {
         const from = Math.max(position, trailerStart);
         trailer.set(piece.subarray(from - position), from - trailerStart);
@@ -78,8 +78,9 @@ export async function* verifiedSource(input: Uint8Array | WriteSource, byteLengt
   }
   if (position !== byteLength) throw new FormatError(`encoded value ended after ${position} of ${byteLength} bytes`);
   if (prefix !== undefined) throw new FormatError('encoded value has no complete layout');
-  const expected = trailer.readUInt32LE(0);
-  if (expected !== crc.value >>> 0) throw new ChecksumError(expected, crc.value >>> 0, 'received value');
+  const expected = trailer.readBigUInt64LE(0);
+  const actual = hasher.digest();
+  if (expected !== actual) throw new ChecksumError(expected, actual, 'received value');
 }
 
 async function* single(bytes: Uint8Array): WriteSource {

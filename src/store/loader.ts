@@ -1,4 +1,4 @@
-import { checkChecksum, Crc32c, decodeBody, layoutOfBytes } from '../codec/index.js';
+import { checkChecksum, ValueHasher, decodeBody, layoutOfBytes } from '../codec/index.js';
 import { ChecksumError, ClosedError, KeyNotFoundError, TierReadError } from '../errors.js';
 import { secondsSince } from './counters.js';
 import type { Entry, StoredCopy } from './entry.js';
@@ -50,8 +50,7 @@ export class Loader {
   async #read(key: string, copy: StoredCopy): Promise<unknown> {
     const { counters } = this.state;
     const tier = this.state.opts.tiers[copy.tier];
-    const crc = new Crc32c();
-    const hashLimit = copy.bytes - 8;
+    let hasher = new ValueHasher(copy.bytes - 8);
     let hashed = 0;
     let hashSeconds = 0;
     const start = performance.now();
@@ -59,8 +58,7 @@ export class Loader {
     try {
       bytes = await tier.read(copy.id, (chunk) => {
         const t = performance.now();
-        const take = Math.min(chunk.byteLength, Math.max(0, hashLimit - hashed));
-        if (take > 0) crc.update(take === chunk.byteLength ? chunk : chunk.subarray(0, take));
+        hasher.update(chunk);
         hashed += chunk.byteLength;
         hashSeconds += secondsSince(t);
       });
@@ -74,10 +72,9 @@ export class Loader {
       const layout = layoutOfBytes(bytes);
       if (hashed !== bytes.byteLength) {
         // The tier did not report its pieces: hash the whole buffer now.
-        crc.value = 0;
-        crc.update(bytes.subarray(0, layout.trailerOffset));
+        hasher = new ValueHasher(layout.trailerOffset).update(bytes);
       }
-      checkChecksum(bytes, layout, crc.value, `value of key ${JSON.stringify(key.slice(0, 80))} in tier "${tier.name}"`);
+      checkChecksum(bytes, layout, hasher.digest(), `value of key ${JSON.stringify(key.slice(0, 80))} in tier "${tier.name}"`);
       const value = decodeBody(bytes, layout);
       counters.diskReads++;
       counters.unspilledBytes += bytes.byteLength;

@@ -1,4 +1,4 @@
-import { Crc32c, checkChecksum, decodeBody, parseLayout, type Layout } from '../codec/index.js';
+import { ValueHasher, checkChecksum, decodeBody, parseLayout, type Layout } from '../codec/index.js';
 import { FormatError } from '../errors.js';
 import { ProtocolError } from './errors.js';
 import type { ParsedEvent } from './messages.js';
@@ -149,7 +149,7 @@ export class GetDataReceiver {
 /** Collects a value into one buffer of its own (8-byte aligned), hashing as bytes land. */
 class MemorySink implements Sink {
   private readonly buffer: Buffer;
-  private readonly crc = new Crc32c();
+  private readonly hasher: ValueHasher;
   private filled = 0;
   private layout: Layout | undefined;
 
@@ -158,14 +158,14 @@ class MemorySink implements Sink {
     private readonly store: (value: unknown) => void,
   ) {
     this.buffer = Buffer.allocUnsafeSlow(byteLength);
+    this.hasher = new ValueHasher(byteLength - 8);
   }
 
   push(bytes: Buffer): void {
     const start = this.filled;
     this.buffer.set(bytes, start);
     this.filled += bytes.byteLength;
-    const trailerStart = this.byteLength - 8;
-    if (start < trailerStart) this.crc.update(bytes.subarray(0, Math.min(bytes.byteLength, trailerStart - start)));
+    this.hasher.update(bytes);
     if (this.layout === undefined) {
       const layout = parseLayout(this.buffer.subarray(0, this.filled), this.byteLength);
       if (typeof layout !== 'number') {
@@ -179,7 +179,7 @@ class MemorySink implements Sink {
 
   end(): void {
     if (this.layout === undefined) throw new FormatError('encoded value has no complete layout');
-    checkChecksum(this.buffer, this.layout, this.crc.value, 'received value');
+    checkChecksum(this.buffer, this.layout, this.hasher.digest(), 'received value');
     this.store(decodeBody(this.buffer, this.layout));
   }
 

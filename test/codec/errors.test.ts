@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { decodeVerified, encode, encodeToBuffer, layoutOfBytes, parseLayout } from '../../src/codec/index.js';
-import { crc32cPortable } from '../../src/codec/checksum.js';
+import { FORMAT_VERSION, decodeVerified, encode, encodeToBuffer, layoutOfBytes, parseLayout } from '../../src/codec/index.js';
+import { referenceChecksum } from './checksum-reference.js';
 import { ChecksumError, CodecError, FormatError, SpillwayError } from '../../src/errors.js';
 import { binaryArb } from './arbitraries.js';
 
@@ -34,12 +34,11 @@ async function assertRejectsCorrupt(bytes: Uint8Array, note: string): Promise<vo
   assert.fail(`${note}: decoded to ${String(result)} instead of failing`);
 }
 
-/** Rewrites the trailer so the crc matches: for malformed-but-checksummed bytes. */
+/** Rewrites the trailer so the checksum matches: for malformed-but-checksummed bytes. */
 function resealed(bytes: Uint8Array): Buffer {
   const out = Buffer.from(bytes);
   const trailer = out.byteLength - 8;
-  out.writeUInt32LE(crc32cPortable(out.subarray(0, trailer)), trailer);
-  out.writeUInt32LE(0, trailer + 4);
+  out.writeBigUInt64LE(referenceChecksum(out.subarray(0, trailer)), trailer);
   return out;
 }
 
@@ -48,7 +47,7 @@ function prefix(fields: { magic?: number; version?: number; kind?: number; heade
   const frames = fields.frames ?? [];
   const out = Buffer.alloc(16 + 8 * frames.length);
   out.writeUInt32LE(fields.magic ?? 0x59575053, 0);
-  out.writeUInt8(fields.version ?? 1, 4);
+  out.writeUInt8(fields.version ?? FORMAT_VERSION, 4);
   out.writeUInt8(fields.kind ?? 1, 5);
   out.writeUInt32LE(fields.header ?? 0, 8);
   out.writeUInt32LE(fields.count ?? frames.length, 12);
@@ -157,7 +156,7 @@ describe('corrupt bytes: ChecksumError or FormatError, never garbage, never anot
     assert.ok(err instanceof ChecksumError);
     assert.equal(err.code, 'SPW_ERR_CHECKSUM');
     assert.notEqual(err.expected, err.actual);
-    assert.equal(err.expected, bytes.readUInt32LE(bytes.byteLength - 8));
+    assert.equal(err.expected, bytes.readBigUInt64LE(bytes.byteLength - 8));
     assert.match(err.message, /test value/);
   });
 
@@ -217,7 +216,8 @@ describe('parseLayout and layoutOfBytes reject impossible layouts', () => {
   });
 
   it('wrong version', async () => {
-    for (const version of [0, 2, 255]) {
+    // Version 1 (a CRC-32C trailer) included: its bytes are refused, not misread.
+    for (const version of [0, 1, 3, 255]) {
       assert.throws(() => parseLayout(prefix({ version })), (err: unknown) => err instanceof FormatError && /version/.test(err.message));
       const bytes = await encodeToBuffer({ v: 1 });
       bytes[4] = version;
@@ -253,9 +253,11 @@ describe('parseLayout and layoutOfBytes reject impossible layouts', () => {
     assert.equal(parseLayout(prefix({ count: 3 })), 16 + 24);
   });
 
-  it('the trailer\'s reserved bytes must be zero', async () => {
-    const bytes = await encodeToBuffer([1, 2]);
-    bytes[bytes.byteLength - 1] = 1;
-    await assert.rejects(decodeVerified(bytes), FormatError);
+  it('every byte of the trailer counts: the checksum is 64 bits', async () => {
+    for (let i = 1; i <= 8; i++) {
+      const bytes = await encodeToBuffer([1, 2]);
+      bytes[bytes.byteLength - i] ^= 0x80;
+      await assert.rejects(decodeVerified(bytes), ChecksumError, `trailer byte ${8 - i}`);
+    }
   });
 });

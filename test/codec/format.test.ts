@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import v8 from 'node:v8';
 import { FORMAT_VERSION, encodeToBuffer, parseLayout, type Layout } from '../../src/codec/index.js';
-import { crc32cPortable } from '../../src/codec/checksum.js';
+import { referenceChecksum, trailerBytes } from './checksum-reference.js';
 
 /**
  * Byte-level tests in the style of pg-protocol's: the expected bytes are written out by
@@ -15,11 +15,11 @@ const u64 = (n: number): number[] => [...u32(n), 0, 0, 0, 0];
 const zeros = (n: number): number[] => new Array<number>(n).fill(0);
 const MAGIC = [0x53, 0x50, 0x57, 0x59]; // 'SPWY'
 
-/** Appends the trailer: CRC-32C (the portable reference, not the native one) of all before it, then 4 zeros. */
+/** Appends the trailer: the checksum of all before it (from its definition, with the portable XXH64), u64 LE. */
 function sealed(body: number[]): Buffer {
   assert.equal(body.length % 8, 0, 'the trailer starts 8-byte aligned');
   const bytes = Buffer.from(body);
-  return Buffer.concat([bytes, Buffer.from([...u32(crc32cPortable(bytes)), 0, 0, 0, 0])]);
+  return Buffer.concat([bytes, trailerBytes(referenceChecksum(bytes))]);
 }
 
 function assertBytes(actual: Buffer, expected: Buffer): void {
@@ -28,17 +28,17 @@ function assertBytes(actual: Buffer, expected: Buffer): void {
 }
 
 describe('encoded bytes, built by hand', () => {
-  it('magic "SPWY" and version 1', async () => {
+  it('magic "SPWY" and version 2', async () => {
     const bytes = await encodeToBuffer(null);
     assert.equal(bytes.toString('latin1', 0, 4), 'SPWY');
-    assert.equal(bytes[4], 1);
-    assert.equal(FORMAT_VERSION, 1);
+    assert.equal(bytes[4], 2);
+    assert.equal(FORMAT_VERSION, 2);
   });
 
   it('a small Float64Array: kind 0, one-byte tag header, one 16-byte frame', async () => {
     const value = new Float64Array([1.5, -2]);
     const expected = sealed([
-      ...MAGIC, 1, /* kind binary */ 0, /* reserved */ 0, 0,
+      ...MAGIC, /* version */ 2, /* kind binary */ 0, /* reserved */ 0, 0,
       ...u32(1), // header length: the tag
       ...u32(1), // one frame
       ...u64(16), // frame 0: 16 bytes
@@ -51,7 +51,7 @@ describe('encoded bytes, built by hand', () => {
 
   it('a 5-byte Buffer: tag 1, frame padded with 3 zero bytes', async () => {
     const expected = sealed([
-      ...MAGIC, 1, 0, 0, 0,
+      ...MAGIC, 2, 0, 0, 0,
       ...u32(1),
       ...u32(1),
       ...u64(5),
@@ -63,7 +63,7 @@ describe('encoded bytes, built by hand', () => {
   });
 
   it('an empty Uint8Array: a 0-length frame takes no bytes', async () => {
-    const expected = sealed([...MAGIC, 1, 0, 0, 0, ...u32(1), ...u32(1), ...u64(0), /* tag Uint8Array */ 2, ...zeros(7)]);
+    const expected = sealed([...MAGIC, 2, 0, 0, 0, ...u32(1), ...u32(1), ...u64(0), /* tag Uint8Array */ 2, ...zeros(7)]);
     assertBytes(await encodeToBuffer(new Uint8Array(0)), expected);
   });
 
@@ -71,7 +71,7 @@ describe('encoded bytes, built by hand', () => {
     // msgpackr record: fixext1 'r' 0x40 defines record 0x40 with keys ['a'], then its values.
     const header = [0xd4, 0x72, 0x40, 0x91, 0xa1, 0x61, 0x01];
     const expected = sealed([
-      ...MAGIC, 1, /* kind msgpack */ 1, 0, 0,
+      ...MAGIC, 2, /* kind msgpack */ 1, 0, 0,
       ...u32(header.length),
       ...u32(0), // no frames, no frame table
       ...header, 0, // header at 16, padded to 24
@@ -84,7 +84,7 @@ describe('encoded bytes, built by hand', () => {
     // Frame reference: msgpackr extension 0x53 carrying [frame index 0, tag 10].
     const header = [0xd4, 0x72, 0x40, 0x91, 0xa1, 0x61, 0xd4, 0x53, 0x00, 0x92, 0x00, 0x0a];
     const expected = sealed([
-      ...MAGIC, 1, 1, 0, 0,
+      ...MAGIC, 2, 1, 0, 0,
       ...u32(header.length),
       ...u32(1),
       ...u64(8),
@@ -97,7 +97,7 @@ describe('encoded bytes, built by hand', () => {
   it('[-0]: kind 2, the v8 serializer\'s bytes as the header', async () => {
     const header = [...v8.serialize([-0])];
     const padded = Math.ceil((16 + header.length) / 8) * 8 - 16;
-    const expected = sealed([...MAGIC, 1, /* kind v8 */ 2, 0, 0, ...u32(header.length), ...u32(0), ...header, ...zeros(padded - header.length)]);
+    const expected = sealed([...MAGIC, 2, /* kind v8 */ 2, 0, 0, ...u32(header.length), ...u32(0), ...header, ...zeros(padded - header.length)]);
     assertBytes(await encodeToBuffer([-0]), expected);
   });
 });

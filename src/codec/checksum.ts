@@ -41,7 +41,7 @@ async function loadNative(): Promise<Xxh64Binding | undefined> {
 
 const native = await loadNative();
 
-/** True when the fast native XXH64 is in use (else a portable one, ~100x slower, computes the same). */
+/** True when the fast native XXH64 is in use (else a portable one computes the same, at ~0.3 GB/s). */
 export const nativeChecksum = native !== undefined;
 
 /** One-shot XXH64 of `bytes` with `seed`. */

@@ -85,9 +85,10 @@ async function kernelWrite(dir: string, bytes: number): Promise<number> {
 
 /**
  * The least a spill of `count` values of 4 KiB can cost in JS here now: the benchmark's own
- * producer (`slice()` of a 4 KiB array), a `Map` entry per value, the checksum of each value (one XXH64 call, as the store makes)
- * and one `writev` of a header and the value per value, 1,024 values a call, two calls in
- * flight; no store, no tier, no accounting. Fused over this is what the store adds.
+ * producer (`slice()` of a 4 KiB array), a `Map` entry per value, the checksum of each value
+ * (one XXH64 call, as the store makes) and one `writev` of a header and the value per value,
+ * 1,024 values a call, two calls in flight; no store, no tier, no accounting. Fused over this
+ * is what the store adds.
  */
 async function bareLoop(dir: string, count: number): Promise<number> {
   const values = Array.from({ length: 64 }, (_, i) => new Float64Array(4 * KiB / 8).fill(i));

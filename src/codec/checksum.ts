@@ -12,7 +12,7 @@
  * main thread (docs/benchmarks.md, fourteenth session). And 64 bits catch more corruption.
  */
 import { yieldToLoop } from '../loop.js';
-import { FIXED_PREFIX_BYTES, align8 } from './format.js';
+import { FIXED_PREFIX_BYTES, bodyOffset } from './format.js';
 import { Xxh64Portable, xxh64Portable } from './xxh64.js';
 
 /** Bytes hashed per synchronous step when a caller wants to yield in between. */
@@ -54,15 +54,10 @@ export function newXxh64(seed: bigint): Xxh64Stream {
 
 const EMPTY = new Uint8Array(0);
 
-/** The checksum of a value whose prefix and body are given whole. */
-export function valueChecksum(prefix: Uint8Array, body: Uint8Array): bigint {
-  return xxh64(body, xxh64(prefix, 0n));
-}
-
-/** Where the body starts, from the fixed prefix at `at` (frame count and header length): align8(16 + 8F + H). */
-function bodyStartOf(bytes: Uint8Array, at: number): number {
-  const u32 = (o: number): number => (bytes[at + o] | (bytes[at + o + 1] << 8) | (bytes[at + o + 2] << 16) | (bytes[at + o + 3] << 24)) >>> 0;
-  return align8(FIXED_PREFIX_BYTES + 8 * u32(12) + u32(8));
+/** Where the body starts, from a value's 16 fixed bytes (its frame count and header length). */
+function bodyStartOf(fixed: Uint8Array): number {
+  const view = new DataView(fixed.buffer, fixed.byteOffset, FIXED_PREFIX_BYTES);
+  return bodyOffset(view.getUint32(12, true), view.getUint32(8, true));
 }
 
 const PREFIX = 0;
@@ -96,14 +91,14 @@ export class ValueHasher {
     while (at < n) {
       if (this.#bodyStart < 0) {
         if (this.#position === 0 && n >= FIXED_PREFIX_BYTES) {
-          this.#bodyStart = bodyStartOf(bytes, 0);
+          this.#bodyStart = bodyStartOf(bytes);
         } else {
           const take = Math.min(n - at, FIXED_PREFIX_BYTES - this.#position);
           (this.#head ??= new Uint8Array(FIXED_PREFIX_BYTES)).set(bytes.subarray(at, at + take), this.#position);
           this.#feed(bytes.subarray(at, at + take), -1);
           at += take;
           if (this.#position === FIXED_PREFIX_BYTES) {
-            this.#bodyStart = bodyStartOf(this.#head, 0);
+            this.#bodyStart = bodyStartOf(this.#head);
             this.#head = undefined;
             if (this.#bodyStart === this.#position) this.#endPrefix();
           }

@@ -15,13 +15,9 @@ export function layoutOfBytes(bytes: Uint8Array): Layout {
   return layout;
 }
 
-export function storedChecksum(bytes: Uint8Array, layout: Layout): bigint {
-  return readChecksum(bytes, layout.trailerOffset);
-}
-
 /** Throws ChecksumError unless `checksum` (of the bytes before the trailer) matches the trailer. */
 export function checkChecksum(bytes: Uint8Array, layout: Layout, checksum: bigint, where?: string): void {
-  const expected = storedChecksum(bytes, layout);
+  const expected = readChecksum(bytes, layout.trailerOffset);
   if (expected !== checksum) throw new ChecksumError(expected, checksum, where);
 }
 

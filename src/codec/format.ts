@@ -49,10 +49,15 @@ export function prefixLength(frameCount: number): number {
   return FIXED_PREFIX_BYTES + 8 * frameCount;
 }
 
+/** Where the body (the first frame, or the trailer when there is none) starts: align8(16 + 8F + H). */
+export function bodyOffset(frameCount: number, headerLength: number): number {
+  return align8(prefixLength(frameCount) + headerLength);
+}
+
 /** Builds the layout from lengths; used by the encoder and the parser alike. */
 export function layoutOf(headerKind: HeaderKind, headerLength: number, frameLengths: readonly number[]): Layout {
   const headerOffset = prefixLength(frameLengths.length);
-  let offset = align8(headerOffset + headerLength);
+  let offset = bodyOffset(frameLengths.length, headerLength);
   const frameOffsets: number[] = [];
   for (const length of frameLengths) {
     frameOffsets.push(offset);

@@ -2,4 +2,4 @@ export { encode, encodedBatches, encodedBytesSync, writeEncodedSync, copiedBytes
 export { decodeBody, decodeVerified, layoutOfBytes, checkChecksum } from './decode.js';
 export { parseLayout, type Layout, FORMAT_VERSION, TRAILER_BYTES } from './format.js';
 export { sizeof } from './sizeof.js';
-export { ValueHasher, checksumChunked, nativeChecksum, valueChecksum, xxh64 } from './checksum.js';
+export { ValueHasher, checksumChunked, nativeChecksum, xxh64 } from './checksum.js';

@@ -136,33 +136,41 @@ function median(xs: readonly number[]): number {
  * Phase 1b, the issue's measure: 100,000 × 4 KiB spilled through a store with a small
  * memory limit, fused vs one file per value vs 32 MiB values, from the first set() until
  * every value is on disk. It runs first, on a disk no earlier phase has deleted from, and
- * keeps every run's files until it ends: one file per value took 2-4x longer right after a
+ * keeps the files of one file per value until it ends: it took 2-4x longer right after a
  * bulk deletion (this disk is mounted with online discard), which would flatter fused.
- * (The floors' own two files are deleted as soon as they are measured.)
+ * The other runs' few large files go at the end of their round, after one file per value
+ * (so no deletion ever comes just before it); the floors' two files as soon as measured.
  */
 export async function storePhase(parent: string, count: number, largeCount: number, rounds: number): Promise<void> {
   // A store's close() closes its tiers, and a closed DiskTier removes its files: the
-  // wrapper first moves the tier's folders aside, and they are deleted when the phase ends.
-  // The tier itself is closed, so a finished run's catalog (100,000 records) is not left on
-  // the heap for the later rounds' collections to trace. (Later rounds are still often
-  // slower, the 32 MiB values' too, which keep 12 records: that is the disk's state.)
+  // wrapper first moves the tier's folders aside (into `keptDir` until the phase ends, or
+  // into the round's folder, deleted once the round's last run is done). The tier itself
+  // is closed, so a finished run's catalog (100,000 records) is not left on the heap for
+  // the later rounds' collections to trace.
   const keptDir = await fsp.mkdtemp(path.join(parent, 'kept-'));
-  let keptCount = 0;
-  class KeepFiles extends TierWrapper {
-    constructor(private readonly disk: DiskTier) {
+  let roundDir = keptDir;
+  let movedCount = 0;
+  class MoveAside extends TierWrapper {
+    constructor(
+      private readonly disk: DiskTier,
+      private readonly keep: boolean,
+    ) {
       super(disk);
     }
     override async close(): Promise<void> {
-      for (const dir of this.disk.directories) await fsp.rename(dir, path.join(keptDir, `${keptCount++}`));
+      for (const dir of this.disk.directories) await fsp.rename(dir, path.join(this.keep ? keptDir : roundDir, `${movedCount++}`));
       await this.disk.close();
     }
   }
   console.log(`\n1b. through a SpillStore (32 MiB limit): ${count} values of 4 KiB, and ${largeCount} of 32 MiB; ${rounds} round(s) after a warm-up`);
   console.log(`   the disk's state: it creates ${fmt(await fileCreationRate(parent), 0)} files of 4 KiB per second now (one file per value tracks this)`);
   const variants = [
-    { label: 'fused segment files', tier: () => new KeepFiles(new DiskTier({ directory: parent })), count, bytes: 4 * KiB },
-    { label: '32 MiB values', tier: () => new KeepFiles(new DiskTier({ directory: parent })), count: largeCount, bytes: 32 * MiB },
-    { label: 'one file per value', tier: () => new KeepFiles(new DiskTier({ directory: parent, smallValueBytes: 0 })), count, bytes: 4 * KiB },
+    // Kept from round to round, fused's and the 32 MiB values' files (~800 MiB of page cache
+    // a round) slowed each later fused run: this VM charges for fresh page-cache pages
+    // (docs/benchmarks.md, thirteenth and fourteenth sessions).
+    { label: 'fused segment files', tier: () => new MoveAside(new DiskTier({ directory: parent }), false), count, bytes: 4 * KiB },
+    { label: '32 MiB values', tier: () => new MoveAside(new DiskTier({ directory: parent }), false), count: largeCount, bytes: 32 * MiB },
+    { label: 'one file per value', tier: () => new MoveAside(new DiskTier({ directory: parent, smallValueBytes: 0 }), true), count, bytes: 4 * KiB },
   ];
   try {
     // Warm-up: the first run in a process also paid for compiling the store's code (10-20 % slower).
@@ -181,12 +189,15 @@ export async function storePhase(parent: string, count: number, largeCount: numb
       await syncDisk();
       bareMs.push(await bareLoop(floorDir, count));
       await fsp.rm(floorDir, { recursive: true, force: true });
+      roundDir = await fsp.mkdtemp(path.join(parent, 'round-'));
       for (const [k, v] of variants.entries()) {
         // Every run starts with nothing left to write back: a round's 1.2 GB of dirty pages
         // otherwise slowed the next one (fused 0.99 → 1.46 → 2.32 s over three rounds).
         await syncDisk();
         runs[k].push(await spillOnce(v.tier(), v.count, v.bytes));
       }
+      // One file per value ran last: the round's large files can go now.
+      await fsp.rm(roundDir, { recursive: true, force: true });
       const [f, l, p] = runs.map((x) => x[r]);
       console.log(
         `   round ${r + 1}: the kernel alone ${fmt(kernelMs[r] / 1000)} s, the bare loop ${fmt(bareMs[r] / 1000)} s, fused ${fmt(f.ms / 1000)} s, 32 MiB values ${fmt(l.ms / 1000)} s, one file per value ${fmt(p.ms / 1000)} s: ${fmt(p.ms / f.ms, 1)}x`,

@@ -39,7 +39,8 @@ async function loadNative(): Promise<Xxh64Binding | undefined> {
   }
 }
 
-const native = await loadNative();
+// SPILLWAY_CHECKSUM=portable skips the binding (to check the fallback; docs/protocol.md#checksum).
+const native = process.env.SPILLWAY_CHECKSUM === 'portable' ? undefined : await loadNative();
 
 /** True when the fast native XXH64 is in use (else a portable one computes the same, at ~0.3 GB/s). */
 export const nativeChecksum = native !== undefined;

@@ -74,7 +74,7 @@ export function layoutOf(headerKind: HeaderKind, headerLength: number, frameLeng
   };
 }
 
-/** Where a value's body (its frames) starts: the end of the part of the checksum that is its prefix. */
+/** `bodyOffset` read off a built layout: where the checksum's prefix part ends. */
 export function bodyStart(layout: Layout): number {
   return layout.frameOffsets[0] ?? layout.trailerOffset;
 }

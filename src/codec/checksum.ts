@@ -18,7 +18,7 @@ import { Xxh64Portable, xxh64Portable } from './xxh64.js';
 /** Bytes hashed per synchronous step when a caller wants to yield in between. */
 export const CHECKSUM_SLICE_BYTES = 4 * 1024 * 1024;
 
-export interface Xxh64Stream {
+interface Xxh64Stream {
   update(bytes: Uint8Array): Xxh64Stream;
   digest(): bigint;
 }
@@ -49,7 +49,7 @@ export const nativeChecksum = native !== undefined;
 export const xxh64: (bytes: Uint8Array, seed: bigint) => bigint = native ? (bytes, seed) => native.xxh64(bytes, seed) : xxh64Portable;
 
 /** Streaming XXH64 with `seed`: the digest of everything given to `update`. */
-export function newXxh64(seed: bigint): Xxh64Stream {
+function newXxh64(seed: bigint): Xxh64Stream {
   return native ? new native.Xxh64(seed) : new Xxh64Portable(seed);
 }
 

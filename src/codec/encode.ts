@@ -1,7 +1,7 @@
 import v8 from 'node:v8';
 import { CodecError, errorMessage } from '../errors.js';
 import { binaryBytes, binaryTag, type BinaryValue } from './binary.js';
-import { CHECKSUM_SLICE_BYTES, ValueHasher, newXxh64, xxh64, type Xxh64Stream } from './checksum.js';
+import { CHECKSUM_SLICE_BYTES, ValueHasher, xxh64 } from './checksum.js';
 import { HeaderKind, type Layout, TRAILER_BYTES, bodyStart, layoutOf, writeChecksum, writePrefix } from './format.js';
 import { packHeader } from './msgpack.js';
 import { planEncoding } from './plan.js';
@@ -301,18 +301,18 @@ function lay(encoded: Encoded, side: Uint8Array, cursor: SideCursor, shareFrom: 
     }
   }
   const frames = encoded.frames;
+  // The hasher splits prefix and body itself; each part given whole is one native call.
+  const hasher = new ValueHasher(encoded.layout.trailerOffset);
   let at = cursor.at + writePrefix(side, cursor.at, encoded.layout, encoded.header);
-  const seed = xxh64(side.subarray(cursor.at, at), 0n);
-  // The body's bytes in `side` not hashed yet start here; shared frames are hashed in place.
+  hasher.update(side.subarray(cursor.at, at));
+  // The bytes copied into `side` not hashed yet start here; shared frames are hashed in place.
   let start = at;
-  let body: Xxh64Stream | undefined;
   for (const frame of frames) {
     // An empty frame has nothing to share: no empty piece for the writev.
     if (frame.byteLength >= shareFrom && frame.byteLength > 0) {
-      body ??= newXxh64(seed);
-      if (at > start) body.update(side.subarray(start, at));
+      if (at > start) hasher.update(side.subarray(start, at));
       if (at > cursor.runStart) pieces.push(side.subarray(cursor.runStart, at));
-      body.update(frame);
+      hasher.update(frame);
       pieces.push(frame);
       start = cursor.runStart = at;
     } else {
@@ -322,15 +322,8 @@ function lay(encoded: Encoded, side: Uint8Array, cursor: SideCursor, shareFrom: 
     const pad = (8 - (frame.byteLength % 8)) % 8;
     for (let i = 0; i < pad; i++) side[at++] = 0;
   }
-  let checksum: bigint;
-  if (body === undefined) {
-    // Every frame copied: the body is one run, hashed in one call.
-    checksum = xxh64(side.subarray(start, at), seed);
-  } else {
-    if (at > start) body.update(side.subarray(start, at));
-    checksum = body.digest();
-  }
-  cursor.at = writeChecksum(side, at, checksum);
+  if (at > start) hasher.update(side.subarray(start, at));
+  cursor.at = writeChecksum(side, at, hasher.digest());
 }
 
 /**

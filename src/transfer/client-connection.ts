@@ -1,6 +1,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { pack, unpack } from 'msgpackr';
+import { errorMessage } from '../errors.js';
 import { answerHelloOk, newNonce } from './auth.js';
 import { Connection } from './connection.js';
 import {
@@ -160,7 +161,7 @@ export class ClientConnection {
     const requestId = this.newRequestId();
     return this.wait<unknown>((event, resolve, reject) => {
       const message = event.kind === 'message' ? event.message : undefined;
-      if (message?.type === MessageType.Response && message.requestId === requestId) resolve(unpack(message.body));
+      if (message?.type === MessageType.Response && message.requestId === requestId) resolve(unpackResponse(message.body));
       else if (message?.type === MessageType.Error && message.requestId === requestId) reject(new RemoteError(message.code, message.message));
       else throw new ProtocolError('unexpected answer to a request');
     }, serializeRequest(requestId, pack(body)));
@@ -174,6 +175,15 @@ export class ClientConnection {
     this.connection.end();
     // The server closes its side in turn; do not wait for it.
     this.connection.socket.unref();
+  }
+}
+
+/** A Response's msgpack body; bytes that are not msgpack are the server's fault: a ProtocolError. */
+function unpackResponse(body: Uint8Array): unknown {
+  try {
+    return unpack(body);
+  } catch (err) {
+    throw new ProtocolError(`malformed Response body: ${errorMessage(err)}`);
   }
 }
 

@@ -146,8 +146,11 @@ export class DataClient {
         budget.release(held);
       }
       if (attempt >= retries) throw new BusyError(`${peer.host}:${peer.port}`, attempt + 1);
-      const base = Math.min(this.options.maxBusyBackoffMs ?? 1000, (this.options.busyBackoffMs ?? 25) * 2 ** attempt);
-      await sleep(Math.max(retryAfterMs, base * (0.5 + Math.random() / 2)));
+      const maxBackoff = this.options.maxBusyBackoffMs ?? 1000;
+      const base = Math.min(maxBackoff, (this.options.busyBackoffMs ?? 25) * 2 ** attempt);
+      // The peer's hint is a u32 it chose: honoured only up to the longest backoff, so a
+      // hostile or confused peer cannot park the fetch for days.
+      await sleep(Math.min(maxBackoff, Math.max(retryAfterMs, base * (0.5 + Math.random() / 2))));
     }
   }
 

@@ -81,6 +81,9 @@ export class GetDataReceiver {
         if (message.answered !== this.next) {
           throw new ProtocolError(`DataDone says ${message.answered} keys answered, ${this.next} were received`);
         }
+        // The server always answers at least one key; a DataDone answering none would make
+        // the client ask for the same keys again, forever.
+        if (message.answered === 0 && this.keys.length > 0) throw new ProtocolError('DataDone answers none of the keys asked for');
         return { kind: 'done', answered: message.answered };
       case MessageType.Busy:
         if (message.requestId !== this.requestId || this.next > 0) throw new ProtocolError('unexpected Busy');

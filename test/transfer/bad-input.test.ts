@@ -12,7 +12,7 @@ import {
   ProtocolError,
   TransferError,
 } from '../../src/transfer/index.js';
-import { serialize, serializeDataDone, serializeValue } from '../../src/transfer/serializer.js';
+import { serialize, serializeDataDone, serializeResponse, serializeValue } from '../../src/transfer/serializer.js';
 import { Fixture, fakeServer, pattern, requestIdOf } from './helpers.js';
 
 /** Sends `bytes` to the server and collects what it answers until it closes. */
@@ -137,5 +137,32 @@ describe('bad input', () => {
         assert.equal(target.has('a'), false);
       }
     });
+
+    it('a DataDone that answers none of the keys is a ProtocolError, not the same request again forever', { timeout: 10_000 }, async () => {
+      let requests = 0;
+      const address = await fakeServer(
+        fx,
+        (socket, request) => {
+          requests++;
+          socket.write(serializeDataDone(requestIdOf(request), 0));
+        },
+        { everyRequest: true },
+      );
+      const target = await fx.store();
+      await assert.rejects(new DataClient({ idleTimeoutMs: 2000 }).fetch(address, ['a', 'b'], target), ProtocolError);
+      assert.equal(requests, 1);
+      assert.equal(target.has('a'), false);
+    });
+
+    for (const [name, body] of [
+      ['truncated msgpack', Buffer.from([0x92, 0x01])],
+      ['an empty body', Buffer.alloc(0)],
+      ['a FrameRef extension outside a value', Buffer.from([0xd5, 0x53, 0x92, 0x00])],
+    ] as const) {
+      it(`a Response body that is not msgpack is a ProtocolError (${name})`, { timeout: 10_000 }, async () => {
+        const address = await fakeServer(fx, (socket, request) => socket.write(serializeResponse(requestIdOf(request), body)));
+        await assert.rejects(new DataClient({ idleTimeoutMs: 2000 }).request(address, { op: 'ping' }), ProtocolError);
+      });
+    }
   });
 });

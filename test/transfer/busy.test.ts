@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { afterEach, describe, it } from 'node:test';
 import { BusyError, DataClient, DataServer, MessageType } from '../../src/transfer/index.js';
-import { serialize } from '../../src/transfer/serializer.js';
-import { Fixture, pattern, waitFor } from './helpers.js';
+import { serialize, serializeBusy } from '../../src/transfer/serializer.js';
+import { Fixture, fakeServer, pattern, requestIdOf, waitFor } from './helpers.js';
 
 const MiB = 1024 * 1024;
 
@@ -36,6 +36,18 @@ describe('busy server', () => {
     assert.ok(performance.now() - start < 1000);
     assert.equal(server.stats().busyReplies, 4);
     assert.equal(target.has('v'), false);
+  });
+
+  it("a peer's retry hint is honoured up to maxBusyBackoffMs, not beyond (a hint of ~23 days does not park the fetch)", { timeout: 10_000 }, async () => {
+    const address = await fakeServer(fx, (socket, request) => socket.write(serializeBusy(requestIdOf(request), 2_000_000_000)), { everyRequest: true });
+    const target = await fx.store();
+    const start = performance.now();
+    await assert.rejects(
+      new DataClient({ busyRetries: 2, maxBusyBackoffMs: 100, idleTimeoutMs: 2000 }).fetch(address, ['a'], target),
+      (err: unknown) => err instanceof BusyError && err.attempts === 3,
+    );
+    // Two waits of at most 100 ms each; generous for a loaded host, far from the hint.
+    assert.ok(performance.now() - start < 5000);
   });
 
   it('a saturated server says busy while a slow transfer holds its slot, then serves the retry', async () => {

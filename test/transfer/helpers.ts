@@ -48,11 +48,13 @@ export function pattern(bytes: number, seed = 1): Buffer {
 
 /**
  * A hand-driven server for the client's bad-input tests: completes the handshake (no
- * token), then lets `script` write whatever bytes it likes after the client's GetData.
+ * token), then lets `script` write whatever bytes it likes after the client's first
+ * request (with `everyRequest`, after each of them: for clients that ask again).
  */
 export async function fakeServer(
   fixture: Fixture,
   script: (socket: net.Socket, request: Buffer) => void,
+  { everyRequest = false } = {},
 ): Promise<{ host: string; port: number }> {
   const sockets = new Set<net.Socket>();
   const server = net.createServer((socket) => {
@@ -68,9 +70,11 @@ export async function fakeServer(
         socket.write(serializeHelloOk(PROTOCOL_VERSION, false, newNonce(), ZERO_PROOF));
         socket.write(serializeReady());
       }
-      if (stage === 1 && received.length >= 5 && received.length >= 5 + received.readUInt32LE(1)) {
-        stage = 2;
-        script(socket, received);
+      while (stage === 1 && received.length >= 5 && received.length >= 5 + received.readUInt32LE(1)) {
+        const length = 5 + received.readUInt32LE(1);
+        if (!everyRequest) stage = 2;
+        script(socket, everyRequest ? received.subarray(0, length) : received);
+        received = received.subarray(length);
       }
     });
   });

@@ -59,6 +59,11 @@ export class Connection {
     if (onBadInput !== undefined) this.onBadInput = onBadInput;
   }
 
+  /** Accept only these message types from now on (see Parser.allow). */
+  allowMessages(types: ReadonlySet<number> | undefined): void {
+    this.parser.allow(types);
+  }
+
   get error(): Error | undefined {
     return this.failure;
   }

@@ -57,10 +57,17 @@ export class Parser {
   private bodyFilled = 0;
   private rawRemaining = 0;
   private failure: Error | undefined;
+  /** Message types the owner accepts next; others are refused on their header, before any body byte is kept. */
+  private allowed: ReadonlySet<number> | undefined;
 
   constructor(options: ParserOptions = {}) {
     this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
     this.maxValueBytes = options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES;
+  }
+
+  /** Accept only these message types from now on (undefined: any); checked on each frame's header. */
+  allow(types: ReadonlySet<number> | undefined): void {
+    this.allowed = types;
   }
 
   /** True between frames: a clean place for the stream to end. */
@@ -125,6 +132,7 @@ export class Parser {
     const length = this.header.readUInt32LE(1);
     const name = MESSAGE_NAMES[type];
     if (name === undefined) throw new ProtocolError(`unknown message type 0x${type.toString(16).padStart(2, '0')}`);
+    if (this.allowed !== undefined && !this.allowed.has(type)) throw new ProtocolError(`unexpected ${name} message`);
     if (length > this.maxFrameBytes) throw new FrameTooLargeError(`${name} frame`, length, this.maxFrameBytes);
     const fixed = FIXED_LENGTH[type];
     if (fixed !== undefined && length !== fixed) {

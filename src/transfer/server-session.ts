@@ -49,6 +49,11 @@ export interface ServerCounters {
 
 type State = 'hello' | 'auth' | 'ready' | 'closing';
 
+/** What a client may send in each state: refused on the frame header, so no body is buffered before Ready. */
+const HELLO_TYPES: ReadonlySet<number> = new Set([MessageType.Hello]);
+const AUTH_TYPES: ReadonlySet<number> = new Set([MessageType.Auth]);
+const READY_TYPES: ReadonlySet<number> = new Set([MessageType.GetData, MessageType.Request]);
+
 /**
  * One client connection on the server: handshake, then requests answered strictly in
  * order (a value's raw bytes cannot be interleaved with anything), each value streamed
@@ -74,6 +79,7 @@ export class ServerSession {
       }
       this.onMessage(event.message);
     }, (err) => this.fatal(err));
+    connection.allowMessages(HELLO_TYPES);
     this.handshakeTimer = setTimeout(() => {
       if (this.state === 'hello' || this.state === 'auth') {
         this.fatal(new TransferTimeoutError('handshake', ctx.handshakeTimeoutMs));
@@ -139,6 +145,7 @@ export class ServerSession {
       return;
     }
     this.state = 'auth';
+    this.connection.allowMessages(AUTH_TYPES);
     const proof = serverProof(token, nonce, this.nonce);
     this.connection.socket.write(serializeHelloOk(PROTOCOL_VERSION, true, this.nonce, proof));
   }
@@ -155,6 +162,7 @@ export class ServerSession {
 
   private becomeReady(): void {
     this.state = 'ready';
+    this.connection.allowMessages(READY_TYPES);
     clearTimeout(this.handshakeTimer);
   }
 

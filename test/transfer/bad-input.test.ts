@@ -61,6 +61,26 @@ describe('bad input', () => {
       assert.deepEqual(await target.get('k'), pattern(100));
     });
 
+    it('refuses, on its header, a frame the handshake does not expect: a peer that has not authenticated cannot make it buffer a body', async () => {
+      const store = await fx.store();
+      store.set('k', pattern(100));
+      const server = await DataServer.listen(store, { token: 'secret', handshakeTimeoutMs: 5000 });
+      fx.defer(() => server.close());
+      // No Hello: a GetData header declaring 16 MiB (the default frame limit), then 8 MiB of its body.
+      const header = Buffer.from([MessageType.GetData, 0, 0, 0, 0]);
+      header.writeUInt32LE(16 << 20, 1);
+      const start = performance.now();
+      const messages = await converse(server.address.port, Buffer.concat([header, Buffer.alloc(8 << 20)]));
+      assert.equal(errorCodeOf(messages), 'SPW_ERR_PROTOCOL');
+      assert.ok(performance.now() - start < 4000, 'closed at once, not at the handshake timeout');
+      // Nor a second Hello once it has answered one (the token handshake expects Auth).
+      const twice = await converse(server.address.port, Buffer.concat([hello, hello]));
+      assert.equal(errorCodeOf(twice), 'SPW_ERR_PROTOCOL');
+      const target = await fx.store();
+      await new DataClient({ token: 'secret' }).fetch(server.address, ['k'], target);
+      assert.deepEqual(await target.get('k'), pattern(100));
+    });
+
     it('answers an unknown type, a request before the handshake, and a bad version with typed errors', async () => {
       const store = await fx.store();
       const server = await DataServer.listen(store);

@@ -42,6 +42,20 @@ export class GetDataReceiver {
   private sink: Sink | undefined;
   private readonly pending: Promise<void>[] = [];
   private failure: Error | undefined;
+  /**
+   * Disk queues over their limit. The socket resumes only when none is: two values can
+   * cross the limit in one socket chunk, and the first one draining must not lift the
+   * second one's pause.
+   */
+  private pausers = 0;
+  private readonly flow: Pick<ReceiveOptions, 'pause' | 'resume'> = {
+    pause: () => {
+      if (this.pausers++ === 0) this.options.pause();
+    },
+    resume: () => {
+      if (--this.pausers === 0) this.options.resume();
+    },
+  };
 
   constructor(
     readonly requestId: number,
@@ -110,7 +124,7 @@ export class GetDataReceiver {
     let sink: Sink;
     if (toDisk) {
       this.toDisk++;
-      const queue = new ChunkQueue(this.options);
+      const queue = new ChunkQueue({ diskQueueBytes: this.options.diskQueueBytes, ...this.flow });
       const put = this.store.putEncoded(key, queue, byteLength).then(commit);
       this.track(put, () => queue.abandon());
       sink = queue;
@@ -204,7 +218,7 @@ class ChunkQueue implements Sink, AsyncIterable<readonly Uint8Array[]> {
   private paused = false;
   private wake: (() => void) | undefined;
 
-  constructor(private readonly options: ReceiveOptions) {}
+  constructor(private readonly options: Pick<ReceiveOptions, 'diskQueueBytes' | 'pause' | 'resume'>) {}
 
   push(bytes: Buffer): void {
     if (this.abandoned) return;

@@ -1,0 +1,53 @@
+import assert from 'node:assert/strict';
+import { afterEach, describe, it } from 'node:test';
+import { encodeToBuffer } from '../../src/index.js';
+import { DataClient, type ReceivingStore } from '../../src/transfer/index.js';
+import { serializeDataDone, serializeValue } from '../../src/transfer/serializer.js';
+import { Fixture, fakeServer, pattern, requestIdOf } from './helpers.js';
+
+describe('receiving to disk: the queue bound (diskQueueBytes)', () => {
+  const fx = new Fixture();
+  afterEach(() => fx.cleanup());
+
+  it('holds for the second of two values that cross it in one socket chunk: the first one draining does not lift its pause', async () => {
+    const a = await encodeToBuffer(pattern(40 * 1024, 1));
+    const b = await encodeToBuffer(pattern(8 * 1024 * 1024, 2));
+    const address = await fakeServer(fx, (socket, request) => {
+      const id = requestIdOf(request);
+      // One write: a, and the start of b, arrive in the same socket chunk.
+      socket.write(Buffer.concat([serializeValue(id, 0, a.length), a, serializeValue(id, 1, b.length), b, serializeDataDone(id, 2)]));
+    });
+    const target = await fx.store();
+    let firstBatchOfB = -1;
+    const store: ReceivingStore = {
+      get memoryLimit() {
+        return target.memoryLimit;
+      },
+      get paused() {
+        return target.paused;
+      },
+      isAboveTarget: () => target.isAboveTarget(),
+      has: (key) => target.has(key),
+      set: (key, value, options) => target.set(key, value, options),
+      delete: (key) => target.delete(key),
+      putEncoded: (key, source, byteLength) => {
+        if (key !== 'b') return target.putEncoded(key, source, byteLength);
+        // b's disk is slow: it starts reading 500 ms late, while a's is done at once.
+        async function* slow(): AsyncGenerator<readonly Uint8Array[]> {
+          await new Promise((r) => setTimeout(r, 500));
+          for await (const batch of source as AsyncIterable<readonly Uint8Array[]>) {
+            if (firstBatchOfB < 0) firstBatchOfB = batch.reduce((n, p) => n + p.byteLength, 0);
+            yield batch;
+          }
+        }
+        return target.putEncoded(key, slow(), byteLength);
+      },
+    };
+    const diskQueueBytes = 16 * 1024;
+    await new DataClient({ diskThresholdBytes: 0, diskQueueBytes }).fetch(address, ['a', 'b'], store);
+    assert.deepEqual(await target.get('a'), pattern(40 * 1024, 1));
+    assert.deepEqual(await target.get('b'), pattern(8 * 1024 * 1024, 2));
+    // The limit plus the socket chunk that crossed it (64 KiB on loopback), not all of b.
+    assert.ok(firstBatchOfB <= diskQueueBytes + 256 * 1024, `b queued ${firstBatchOfB} bytes while its disk was slow (limit ${diskQueueBytes})`);
+  });
+});

@@ -1,4 +1,5 @@
 import { Readable } from 'node:stream';
+import { FIXED_PREFIX_BYTES } from '../codec/format.js';
 import { ValueHasher, encodedBatches, parseLayout, type Encoded } from '../codec/index.js';
 import { ChecksumError, FormatError } from '../errors.js';
 import type { WriteSource } from '../tiers/tier.js';
@@ -47,24 +48,38 @@ export async function* verifiedSource(input: Uint8Array | WriteSource, byteLengt
   if (trailerStart < 16) throw new FormatError(`an encoded value has at least 24 bytes, got ${byteLength}`);
   const hasher = new ValueHasher(trailerStart);
   const trailer = Buffer.alloc(8);
-  let prefix: Buffer | undefined = Buffer.alloc(0);
+  // The first bytes, kept until they hold the whole frame table: parseLayout says how many
+  // it needs (16, then 16 + 8F), bounded by byteLength and the format's limit of 2^20 frames.
+  let prefixParts: Buffer[] | undefined = [];
+  let prefixBytes = 0;
+  let needed = FIXED_PREFIX_BYTES;
   let position = 0;
   const batches: WriteSource = input instanceof Uint8Array ? single(input) : input;
   for await (const batch of batches) {
     for (const piece of batch) {
       const end = position + piece.byteLength;
       if (end > byteLength) throw new FormatError(`encoded value is longer than the declared ${byteLength} bytes`);
-      if (prefix !== undefined) {
-        prefix = Buffer.concat([prefix, piece.subarray(0, Math.max(0, 65536 - prefix.byteLength))]);
-        const layout = parseLayout(prefix, byteLength);
-        if (typeof layout !== 'number') {
-          if (layout.totalLength !== byteLength) {
-            throw new FormatError(`declared ${byteLength} bytes but the value's layout says ${layout.totalLength}`);
-          }
-          prefix = undefined;
-        } else if (prefix.byteLength >= 65536) {
-          throw new FormatError('frame table is too large');
+      let used = 0;
+      while (prefixParts !== undefined) {
+        const take = Math.min(needed - prefixBytes, piece.byteLength - used);
+        if (take > 0) {
+          // A copy: the piece is passed on (and may be reused) before the frame table is complete.
+          prefixParts.push(Buffer.from(piece.subarray(used, used + take)));
+          prefixBytes += take;
+          used += take;
         }
+        if (prefixBytes < needed) break;
+        const prefix = Buffer.concat(prefixParts, prefixBytes);
+        prefixParts = [prefix];
+        const layout = parseLayout(prefix, byteLength);
+        if (typeof layout === 'number') {
+          needed = layout;
+          continue;
+        }
+        if (layout.totalLength !== byteLength) {
+          throw new FormatError(`declared ${byteLength} bytes but the value's layout says ${layout.totalLength}`);
+        }
+        prefixParts = undefined;
       }
       // The hasher stops at the trailer by itself.
       if (position < trailerStart) hasher.update(piece);
@@ -77,7 +92,7 @@ export async function* verifiedSource(input: Uint8Array | WriteSource, byteLengt
     yield batch;
   }
   if (position !== byteLength) throw new FormatError(`encoded value ended after ${position} of ${byteLength} bytes`);
-  if (prefix !== undefined) throw new FormatError('encoded value has no complete layout');
+  if (prefixParts !== undefined) throw new FormatError('encoded value has no complete layout');
   const expected = trailer.readBigUInt64LE(0);
   const actual = hasher.digest();
   if (expected !== actual) throw new ChecksumError(expected, actual, 'received value');

@@ -62,6 +62,26 @@ test('putEncoded stores received bytes on disk without decoding them', async (t)
   assert.deepEqual(await store.get('k2'), f64(1 * MiB, 4));
 });
 
+test('putEncoded takes a value whose frame table is larger than 64 KiB (9,000 frames), in pieces of any size', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 10 * MiB });
+  const value = Array.from({ length: 9000 }, (_, i) => Uint8Array.of(i & 0xff, 1, 2));
+  const bytes = await encodeToBuffer(value);
+  await store.putEncoded('whole', bytes, bytes.byteLength);
+  assert.deepEqual(await store.get('whole'), value);
+  for (const size of [1, 7, 4096]) {
+    async function* pieces(): AsyncGenerator<Uint8Array[]> {
+      // Many pieces a batch, as a socket delivers them.
+      for (let i = 0; i < bytes.byteLength; i += size * 64) {
+        const batch: Uint8Array[] = [];
+        for (let j = i; j < Math.min(bytes.byteLength, i + size * 64); j += size) batch.push(bytes.subarray(j, Math.min(j + size, bytes.byteLength)));
+        yield batch;
+      }
+    }
+    await store.putEncoded(`pieces-${size}`, pieces(), bytes.byteLength);
+    assert.deepEqual(await store.get(`pieces-${size}`), value);
+  }
+});
+
 test('putEncoded with corrupt or truncated bytes stores nothing and rejects', async (t) => {
   const { store, disk } = await openStore(t, { memoryLimit: 10 * MiB });
   const bytes = await encodeToBuffer({ x: f64(64 * KiB, 5) });

@@ -93,6 +93,18 @@ describe('fetch between stores', () => {
     assert.deepEqual(await target.get('big'), pattern(3 * MiB));
   });
 
+  it('moves a value with a frame table over 64 KiB (9,000 frames) to memory and straight to disk', async () => {
+    const { source, target, server } = await pair();
+    const value = Array.from({ length: 9000 }, (_, i) => Uint8Array.of(i & 0xff, 1, 2));
+    source.set('many', value);
+    await new DataClient().fetch(server.address, ['many'], target);
+    assert.deepEqual(await target.get('many'), value);
+    const onDisk = await fx.store();
+    await new DataClient({ diskThresholdBytes: 0 }).fetch(server.address, ['many'], onDisk);
+    assert.equal(onDisk.where('many'), 'disk');
+    assert.deepEqual(await onDisk.get('many'), value);
+  });
+
   it('receives to disk when the receiving store is above its target', async () => {
     const { source, server } = await pair();
     const target = await fx.store({ memoryLimit: 10 * MiB, target: 0.1 });

@@ -1,3 +1,5 @@
+import { isArrayBuffer, isSharedArrayBuffer } from 'node:util/types';
+
 /**
  * Binary payloads travel as raw frames. Each kind has a stable tag (part of the format)
  * and is rebuilt as a view over the bytes it arrives in, never copied element by element.
@@ -36,18 +38,22 @@ let lastTag = 0;
 
 /** The tag for a binary value, or 0 if `value` is not one we carry as a raw frame. */
 export function binaryTag(value: object): number {
+  // `constructor` only tells which kind: any object can carry one of its own
+  // ({ constructor: Buffer } is a plain object), so the kind must also be real.
   const ctor = value.constructor;
-  if (ctor === Buffer) return BinaryTag.Buffer;
-  if (ctor === lastCtor) return lastTag;
-  const tag = tagByConstructor.get(ctor);
-  if (tag !== undefined) {
-    lastCtor = ctor;
-    lastTag = tag;
-    return tag;
+  if (ArrayBuffer.isView(value)) {
+    if (ctor === Buffer) return BinaryTag.Buffer;
+    if (ctor === lastCtor) return lastTag;
+    const tag = tagByConstructor.get(ctor);
+    if (tag !== undefined) {
+      lastCtor = ctor;
+      lastTag = tag;
+      return tag;
+    }
+    return ctor === DataView ? BinaryTag.DataView : 0;
   }
-  if (ctor === DataView) return BinaryTag.DataView;
-  if (ctor === ArrayBuffer) return BinaryTag.ArrayBuffer;
-  if (ctor === SharedArrayBuffer) return BinaryTag.SharedArrayBuffer;
+  if (ctor === ArrayBuffer) return isArrayBuffer(value) ? BinaryTag.ArrayBuffer : 0;
+  if (ctor === SharedArrayBuffer) return isSharedArrayBuffer(value) ? BinaryTag.SharedArrayBuffer : 0;
   return 0;
 }
 

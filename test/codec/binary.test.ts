@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { binaryTag } from '../../src/codec/binary.js';
+import { CodecError, encodeToBuffer } from '../../src/index.js';
 
 class MyBytes extends Uint8Array {}
 
@@ -25,6 +26,13 @@ const KINDS: ReadonlyArray<readonly [string, () => object, number]> = [
   ['a subclass of Uint8Array', () => new MyBytes(8), 0],
   ['a plain object', () => ({ a: 1 }), 0],
   ['an array', () => [1, 2], 0],
+  // Impostors: a `constructor` of their own, or a view's prototype without a view.
+  ['a plain object claiming to be a Buffer', () => ({ constructor: Buffer, data: 'kept' }), 0],
+  ['a plain object claiming to be a Float64Array', () => ({ constructor: Float64Array }), 0],
+  ['a plain object claiming to be a DataView', () => ({ constructor: DataView }), 0],
+  ['a plain object claiming to be an ArrayBuffer', () => ({ constructor: ArrayBuffer }), 0],
+  ['a plain object claiming to be a SharedArrayBuffer', () => ({ constructor: SharedArrayBuffer }), 0],
+  ['an object made from Float64Array.prototype', () => Object.create(Float64Array.prototype) as object, 0],
 ];
 
 describe('binaryTag', () => {
@@ -37,5 +45,11 @@ describe('binaryTag', () => {
         }
       }),
     );
+  });
+});
+
+describe('encode', () => {
+  it('refuses an object that only claims to be a Buffer (its constructor is a function) instead of writing an empty Buffer', async () => {
+    await assert.rejects(encodeToBuffer({ constructor: Buffer, data: 'kept' }), CodecError);
   });
 });

@@ -73,7 +73,11 @@ export function resolveDiskOptions(options: DiskTierOptions): ResolvedDiskOption
   }
   checkPositive('compactDeadFraction', compactDeadFraction);
   if (compactDeadFraction >= 1) throw new InvalidArgumentError(`compactDeadFraction must be below 1, got ${compactDeadFraction}`);
-  checkPositive('readSliceBytes', resolved.readSliceBytes);
-  checkPositive('streamChunkBytes', resolved.streamChunkBytes);
+  // Byte counts reach fs calls as lengths and positions: a fraction there aborts the
+  // process (readSliceBytes) or reads the wrong bytes (streamChunkBytes).
+  for (const label of ['segmentBytes', 'readSliceBytes', 'streamChunkBytes'] as const) {
+    checkPositive(label, resolved[label]);
+    if (!Number.isSafeInteger(resolved[label])) throw new InvalidArgumentError(`${label} must be an integer, got ${resolved[label]}`);
+  }
   return resolved;
 }

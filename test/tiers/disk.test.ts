@@ -68,6 +68,13 @@ describe('DiskTier', () => {
       { compactDeadFraction: 1 },
       { compactDeadFraction: 0 },
       { compression: 'gzip' as CompressionMode },
+      // Byte counts reach fs calls as lengths and positions: a fraction once aborted the
+      // process on the first read (readSliceBytes) or streamed wrong bytes (streamChunkBytes).
+      { segmentBytes: 1000.5 },
+      { readSliceBytes: 1000.5 },
+      { readSliceBytes: 0 },
+      { streamChunkBytes: 1000.5 },
+      { streamChunkBytes: -1 },
     ];
     for (const options of bad) assert.throws(() => new DiskTier(options), InvalidArgumentError, JSON.stringify(options));
     assert.equal(new DiskTier().capacity, Infinity);

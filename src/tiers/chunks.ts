@@ -1,6 +1,6 @@
 import { compress, compressSync, uncompress, uncompressSync } from 'lz4-napi';
 import { Readable } from 'node:stream';
-import { InvalidArgumentError, SpillwayError, TierCorruptError, TierLengthError } from '../errors.js';
+import { InvalidArgumentError, SpillwayError, TierCorruptError, TierLengthError, errorMessage } from '../errors.js';
 import { yieldToLoop } from '../loop.js';
 import type { ByteRange, WriteSource } from './tier.js';
 
@@ -141,7 +141,13 @@ export async function compressChunk(raw: Buffer, mode: CompressionMode): Promise
 
 /** Decompresses a stored chunk, checking it yields the expected length. */
 export async function decompressChunk(stored: Uint8Array, rawLength: number): Promise<Buffer> {
-  const raw = rawLength <= SYNC_BYTES ? uncompressSync(stored) : await uncompress(stored);
+  let raw: Buffer;
+  try {
+    raw = rawLength <= SYNC_BYTES ? uncompressSync(stored) : await uncompress(stored);
+  } catch (err) {
+    // lz4 refuses bytes that are not a block it wrote: the stored copy is corrupt.
+    throw new TierCorruptError(`compressed chunk does not decompress: ${errorMessage(err)}`);
+  }
   if (raw.byteLength !== rawLength) {
     throw new TierCorruptError(`compressed chunk gave ${raw.byteLength} bytes, expected ${rawLength}`);
   }

@@ -118,9 +118,15 @@ export class DiskTier implements Tier {
   async open(): Promise<void> {
     if (this.closed) throw new ClosedError(`tier "${this.name}"`);
     const dirs: string[] = [];
-    for (const parent of this.parents) {
-      await fsp.mkdir(parent, { recursive: true });
-      dirs.push(await fsp.mkdtemp(path.join(parent, 'spillway-')));
+    try {
+      for (const parent of this.parents) {
+        await fsp.mkdir(parent, { recursive: true });
+        dirs.push(await fsp.mkdtemp(path.join(parent, 'spillway-')));
+      }
+    } catch (err) {
+      // A later parent failed: the folders already made are ours, and nothing else removes them.
+      await Promise.all(dirs.map((dir) => fsp.rm(dir, { recursive: true, force: true })));
+      throw err;
     }
     this.dirs = dirs;
     this.segments = new SegmentStore(
@@ -334,13 +340,15 @@ export class DiskTier implements Tier {
   /** writeMany (see disk-batch.ts), tracked so that delete() and close() can wait for it. */
   private writeBatch(items: readonly WriteItem[]): Promise<WriteResults> {
     if (this.closed) return Promise.reject(new ClosedError(`tier "${this.name}"`));
-    return this.trackBatch(writeFusedBatch(this.batchHost, items, this.openSegments()));
+    if (this.segments === undefined) return Promise.reject(new TierNotOpenError(this.name));
+    return this.trackBatch(writeFusedBatch(this.batchHost, items, this.segments));
   }
 
   /** A packed batch (see disk-batch.ts), tracked as writeMany is. */
   private writePackedBatch(batch: PackedBatch): Promise<WriteResults> {
     if (this.closed) return Promise.reject(new ClosedError(`tier "${this.name}"`));
-    return this.trackBatch(writePackedBatch(this.batchHost, batch, this.openSegments(), this.segmentBytes));
+    if (this.segments === undefined) return Promise.reject(new TierNotOpenError(this.name));
+    return this.trackBatch(writePackedBatch(this.batchHost, batch, this.segments, this.segmentBytes));
   }
 
   private trackBatch(run: Promise<WriteResults>): Promise<WriteResults> {

@@ -140,18 +140,28 @@ export class CompressedMemoryTier implements Tier {
       const { id, bytes, byteLength } = items[index];
       const elapsed = TierCounters.timer();
       try {
-        if (slicer.due()) await slicer.turn();
-        // A copy of our own: the pieces are only lent until this call settles.
-        const raw = Buffer.allocUnsafeSlow(byteLength);
-        let at = 0;
-        for (const piece of bytes) {
-          raw.set(piece, at);
-          at += piece.byteLength;
-        }
         const held: Held = { size: byteLength, stored: 0, table: [], parts: [] };
+        // Chunk by chunk, with a loop turn when a slice is used up: a copy of a large item
+        // at once (first touch of fresh memory) held the loop for tens of milliseconds.
+        let piece = 0;
+        let inPiece = 0;
         for (let offset = 0; offset < byteLength; offset += this.chunkBytes) {
-          const chunk = await compressChunk(raw.subarray(offset, offset + this.chunkBytes), this.mode);
-          pushChunk(held.table, Math.min(this.chunkBytes, byteLength - offset), chunk.bytes.byteLength, chunk.compressed);
+          if (slicer.due()) await slicer.turn();
+          // A copy of our own: the pieces are only lent until this call settles.
+          const raw = Buffer.allocUnsafeSlow(Math.min(this.chunkBytes, byteLength - offset));
+          for (let at = 0; at < raw.byteLength; ) {
+            const from = bytes[piece];
+            const take = Math.min(from.byteLength - inPiece, raw.byteLength - at);
+            raw.set(from.subarray(inPiece, inPiece + take), at);
+            at += take;
+            inPiece += take;
+            if (inPiece === from.byteLength) {
+              piece++;
+              inPiece = 0;
+            }
+          }
+          const chunk = await compressChunk(raw, this.mode);
+          pushChunk(held.table, raw.byteLength, chunk.bytes.byteLength, chunk.compressed);
           held.parts.push(chunk.bytes);
           held.stored += chunk.bytes.byteLength;
         }

@@ -1,3 +1,4 @@
+import { Slicer } from '../loop.js';
 import { InvalidArgumentError, TierDuplicateIdError, type SpillwayError } from '../errors.js';
 import { lengthError, oneBatch, packSmall, type CompressionMode, type Packed, type StoredChunk } from './chunks.js';
 import { compressedOnly, type DiskCatalog } from './disk-catalog.js';
@@ -11,6 +12,9 @@ import { checkId, checkNonNegativeInteger } from './validate.js';
 const FULFILLED: PromiseSettledResult<void> = Object.freeze({ status: 'fulfilled', value: undefined });
 const fulfilled = (): PromiseSettledResult<void> => FULFILLED;
 const rejected = (reason: unknown): PromiseSettledResult<void> => ({ status: 'rejected', reason });
+/** Compressing a batch gives the loop a turn every SLICE_MS, reading the clock every CLOCK_EVERY values. */
+const SLICE_MS = 2;
+const CLOCK_EVERY = 8;
 
 /** What a DiskTier lends its writeMany. */
 export interface BatchHost {
@@ -99,10 +103,14 @@ async function packBatch(
 ): Promise<StoredChunk[][]> {
   const { fused } = host.catalog;
   const tables: StoredChunk[][] = [];
+  // Small chunks compress synchronously: unsliced, a batch of 1,024 values of 4 KiB held
+  // the loop for 20-38 ms, 1,024 of 60 KiB for 245 ms.
+  const slicer = new Slicer(SLICE_MS, CLOCK_EVERY);
   let kept = 0;
   for (let k = 0; k < ids.length; k++) {
     const i = indexes[k];
     try {
+      if (slicer.due()) await slicer.turn();
       const packed: Packed = await packSmall(pieces[k], items[i].byteLength, host.compression, host.chunkBytes);
       fused.setStored(slots[k], packed.stored);
       indexes[kept] = i;

@@ -310,21 +310,20 @@ export class Spiller {
 
   /**
    * Checks maxSpill and finds a tier. The bytes count as used from the check on (while a
-   * tier makes room), then are reserved on the tier found, in the same turn, so concurrent
-   * writes cannot all pass the same check. The caller releases the reservation.
+   * tier makes room), then are reserved on the tier found in the very step that found room
+   * (#room), so concurrent writes cannot all pass the same check. The caller releases the
+   * reservation.
    */
   async #capAndRoom(key: string, bytes: number): Promise<number> {
     this.#checkCap(key, bytes);
     const { chain } = this.state;
     chain.unplaced += bytes;
-    let t: number;
     try {
-      t = await this.#room(key, bytes);
-    } finally {
+      return await this.#room(key, bytes);
+    } catch (err) {
       chain.unplaced -= bytes;
+      throw err;
     }
-    chain.reserved[t] += bytes;
-    return t;
   }
 
   #checkCap(key: string, bytes: number): void {
@@ -343,11 +342,18 @@ export class Spiller {
    */
   async #room(key: string, bytes: number): Promise<number> {
     const { chain } = this.state;
+    // Reserved in the same synchronous step as the check: reserving after `await #room()`
+    // left a gap of a few microtasks in which a concurrent write passed the same check.
+    const place = (t: number): number => {
+      chain.unplaced -= bytes;
+      chain.reserved[t] += bytes;
+      return t;
+    };
     for (let t = 0; t < chain.tiers.length; t++) {
-      if (chain.pick(bytes, t) === t) return t;
+      if (chain.pick(bytes, t) === t) return place(t);
       if (t + 1 < chain.tiers.length && bytes <= chain.tiers[t].capacity * DEMOTE_AT) {
         await this.#demoter.demote(t, bytes);
-        if (chain.pick(bytes, t) === t) return t;
+        if (chain.pick(bytes, t) === t) return place(t);
       }
     }
     throw new TiersFullError(key, bytes);

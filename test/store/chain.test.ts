@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { CompressedMemoryTier } from '../../src/tiers/compressed-memory.js';
-import { DiskTier, InvalidArgumentError, SpillStore, type Tier } from '../../src/index.js';
+import { DiskTier, InvalidArgumentError, SpillStore, TiersFullError, type Tier } from '../../src/index.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
-import { KiB, MiB, tempDir, waitFor } from '../helpers/store.js';
+import { KiB, MiB, f64, tempDir, waitFor } from '../helpers/store.js';
 
 /** Compressible data: a rounded random walk. */
 function walk(n: number, seed: number): Float64Array {
@@ -122,4 +122,22 @@ test('a lower tier that fails its writes leaves values in the tier above, and sa
     assert.deepEqual(await store.get(`k${i}`), walk(8 * KiB, i));
   }
   assert.deepEqual(store[checkInvariants](), []);
+});
+
+test('writes in flight at once cannot together pass a tier capacity (the room check and the reservation are one step)', async (t) => {
+  const dir = await tempDir(t);
+  const disk = new DiskTier({ directory: dir, capacity: 200 * KiB });
+  const store = await SpillStore.open({ memoryLimit: 10 * MiB, monitorInterval: 0, tiers: [disk], spillConcurrency: 2 });
+  t.after(() => store.close());
+  const errors: unknown[] = [];
+  store.on('error', (err) => errors.push(err));
+  // Two values of 120 KiB (not batched): each fits alone, not both.
+  store.set('a', f64(120 * KiB, 1));
+  store.set('b', f64(120 * KiB, 2));
+  await store.evict();
+  await store.flush();
+  assert.deepEqual(store[checkInvariants](), []);
+  assert.ok(disk.usage().bytes <= disk.capacity, `the tier holds ${disk.usage().bytes} bytes, capacity ${disk.capacity}`);
+  assert.ok(errors.some((e) => e instanceof TiersFullError));
+  assert.deepEqual([store.where('a'), store.where('b')].sort(), ['disk', 'memory']);
 });

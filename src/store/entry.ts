@@ -148,17 +148,21 @@ export interface CountBytes {
 export class Accounting {
   readonly counts = new Float64Array(5);
   readonly bytes = new Float64Array(5);
+  /** Of the Memory bucket's bytes, those of values the codec cannot encode: no spill can free them. */
+  unencodableBytes = 0;
 
   add(entry: Entry): void {
     const b = bucketOf(entry);
     this.counts[b]++;
     this.bytes[b] += entry.size;
+    if (b === Bucket.Memory && entry.unspillable) this.unencodableBytes += entry.size;
   }
 
   remove(entry: Entry): void {
     const b = bucketOf(entry);
     this.counts[b]--;
     this.bytes[b] -= entry.size;
+    if (b === Bucket.Memory && entry.unspillable) this.unencodableBytes -= entry.size;
   }
 
   get(bucket: Bucket): CountBytes {

@@ -67,10 +67,10 @@ export class Pressure {
     return Math.min(this.state.opts.targetBytes, this.state.opts.pauseBytes);
   }
 
-  /** Resident bytes that spilling could still free. */
+  /** Resident bytes that spilling could still free (a value the codec cannot encode never goes). */
   #spillable(): number {
     const { acct } = this.state;
-    return acct.bytes[Bucket.Memory] + acct.bytes[Bucket.Spilling];
+    return acct.bytes[Bucket.Memory] - acct.unencodableBytes + acct.bytes[Bucket.Spilling];
   }
 
   /** One reading of process RSS (the monitor calls it; tests may too). */

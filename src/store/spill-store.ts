@@ -329,6 +329,9 @@ export class SpillStore extends EventEmitter {
         problems.push(`bucket ${b}: counted ${state.acct.counts[b]}/${state.acct.bytes[b]}, actual ${fresh.counts[b]}/${fresh.bytes[b]}`);
       }
     }
+    if (Math.abs(fresh.unencodableBytes - state.acct.unencodableBytes) > 1e-6) {
+      problems.push(`unencodable bytes: counted ${state.acct.unencodableBytes}, actual ${fresh.unencodableBytes}`);
+    }
     if (state.lru.size !== [...state.lru.fromOldest()].length) problems.push('memory LRU size does not match its links');
     state.chain.lrus.forEach((lru, t) => {
       if (lru.size !== linked[t]) problems.push(`tier ${t} LRU holds ${lru.size}, entries with copies there: ${linked[t]}`);

@@ -81,6 +81,8 @@ export class Spiller {
       const retryAfter = entry?.retryAfter ?? 0;
       if (entry === undefined || (retryAfter > 0 && retryAfter > performance.now())) {
         this.#reportStuck(entry);
+        // Values dropped above may have brought memory back under the resume level.
+        this.state.onShrink();
         return;
       }
       if (entry.copy !== undefined) {
@@ -92,6 +94,7 @@ export class Spiller {
         // for free. Without this, reads that bring values back (weak hits, loads) would
         // grow memory past target until a write finishes.
         this.#dropCopied();
+        this.state.onShrink();
         return;
       }
       this.#start(entry, false);
@@ -294,7 +297,10 @@ export class Spiller {
     const { counters, opts } = this.state;
     if (err instanceof CodecError) {
       counters.codecErrors++;
+      // Counted apart from here on (Accounting.unencodableBytes): no spill can free it.
+      this.state.acct.remove(entry);
       entry.unspillable = true;
+      this.state.acct.add(entry);
       this.state.report(new CodecError(`key ${JSON.stringify(entry.key.slice(0, 80))} stays in memory: ${err.message}`, { cause: err, key: entry.key }));
     } else {
       entry.retryAfter = performance.now() + opts.retryDelay;

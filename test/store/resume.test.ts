@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { InvalidArgumentError, TierWrapper, type Tier, type WriteSource } from '../../src/index.js';
+import { FaultyTier, InvalidArgumentError, TierWrapper, type Tier, type WriteSource } from '../../src/index.js';
+import { checkInvariants, sampleMemory } from '../../src/store/spill-store.js';
 import { resolveOptions } from '../../src/store/options.js';
 import { resumeAtTarget } from '../../src/worker/options.js';
 import { KiB, MiB, f64, openStore, waitFor } from '../helpers/store.js';
@@ -117,4 +118,69 @@ test('a worker keeps resuming at its target', () => {
   assert.equal(resumeAtTarget(0.9, 0.8), 0.8, 'never over pause');
   assert.equal(resumeAtTarget(false, 0.8), undefined);
   assert.equal(resumeAtTarget(0.6, false), undefined);
+});
+
+/** Resolves true once the store resumes, false if it is still paused after `ms`. */
+function resumesWithin(store: { whenResumed(): Promise<void> }, ms: number): Promise<boolean> {
+  return Promise.race([store.whenResumed().then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), ms))]);
+}
+
+test('a paused store resumes when the pump drops values that have a copy and then stops at a write that failed', async (t) => {
+  let failing = false;
+  const { store } = await openStore(t, {
+    memoryLimit: 100 * KiB,
+    retryDelay: 60_000,
+    wrap: (disk) => new FaultyTier(disk, { failWrite: () => (failing ? 'ENOSPC' : undefined) }),
+  });
+  store.on('error', () => undefined);
+  // k1: on disk, then read back (in memory with a copy below: free to drop).
+  store.set('k1', f64(8 * KiB, 1), { size: 20 * KiB });
+  await store.evict();
+  store.set('d1', f64(8 * KiB, 2), { size: 30 * KiB });
+  await store.get('k1');
+  // d1's write fails: it stays in memory and waits a minute for its retry.
+  failing = true;
+  assert.equal(await store.evict(1), 0);
+  assert.equal(store.where('d1'), 'memory');
+  // Over pause: the pump drops k1 (free), then finds nothing it may write now.
+  store.set('d2', f64(8 * KiB, 3), { size: 35 * KiB });
+  assert.deepEqual(store[checkInvariants](), []);
+  assert.equal(store.where('k1'), 'disk');
+  assert.ok(store.residentBytes <= store.resumeBytes, `${store.residentBytes} <= ${store.resumeBytes}`);
+  assert.equal(await resumesWithin(store, 300), true, 'still paused with the resident values under resume');
+});
+
+test('a paused store resumes when the pump drops values that have a copy and then meets only a value it cannot encode', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 1024 * KiB });
+  store.on('error', () => undefined);
+  store.set('k1', f64(8 * KiB, 1), { size: 200 * KiB });
+  await store.evict();
+  await store.get('k1');
+  // Over pause (819 KiB): the pump drops k1, then tries fn, which holds a function.
+  store.set('fn', { f: () => 1, data: f64(8 * KiB, 2) }, { size: 650 * KiB });
+  await store.flush();
+  assert.deepEqual(store[checkInvariants](), []);
+  assert.equal(store.where('k1'), 'disk');
+  assert.ok(store.residentBytes <= store.resumeBytes, `${store.residentBytes} <= ${store.resumeBytes}`);
+  assert.equal(await resumesWithin(store, 300), true, 'still paused with the resident values under resume');
+});
+
+test('a store paused on RSS resumes when only values it cannot encode are left (spilling cannot lower RSS)', async (t) => {
+  // The monitor is on (so RSS counts) but its timer never fires: the test feeds readings.
+  const { store } = await openStore(t, { memoryLimit: 100 * MiB, monitorInterval: 2_000_000_000 });
+  store.on('error', () => undefined);
+  const reasons: string[] = [];
+  store.on('unspillable', (event: { reason: string }) => reasons.push(event.reason));
+  store.set('fn', { callback: () => 1 }, { size: 1 * MiB });
+  await store.evict(); // CodecError: it stays in memory for good
+  assert.equal(store.where('fn'), 'memory');
+  assert.deepEqual(store[checkInvariants](), []);
+  // Memory the store does not manage holds RSS over pause (80 MiB).
+  for (let i = 0; i < 5; i++) {
+    store[sampleMemory](85 * MiB);
+    await store.flush();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  assert.equal(store.paused, false, 'paused for good: nothing it holds can be spilled');
+  assert.ok(reasons.includes('unmanaged'), `and it says why: ${reasons.join(', ')}`);
 });

@@ -316,7 +316,7 @@ export class SpillStore extends EventEmitter {
       fresh.add(entry);
       const name = JSON.stringify(key.slice(0, 40));
       if (entry.key !== key || entry.removed) problems.push(`${name}: stale entry in the map`);
-      const evictable = entry.resident && entry.pins === 0 && entry.write === undefined && !entry.unspillable;
+      const evictable = entry.resident && entry.pins === 0 && entry.write === undefined && !entry.unspillable && !state.waiting.has(entry);
       if (evictable !== entry.slot >= 0) problems.push(`${name}: LRU link ${entry.slot} but evictable=${evictable}`);
       if (!entry.resident && entry.copy === undefined) problems.push(`${name}: neither in memory nor below`);
       if (entry.resident && entry.detached) problems.push(`${name}: resident and detached`);

@@ -304,6 +304,9 @@ export class Spiller {
       this.state.report(new CodecError(`key ${JSON.stringify(entry.key.slice(0, 80))} stays in memory: ${err.message}`, { cause: err, key: entry.key }));
     } else {
       entry.retryAfter = performance.now() + opts.retryDelay;
+      // Out of the LRU until its retry is due: the values behind it keep spilling meanwhile.
+      this.state.waiting.add(entry);
+      this.#scheduleRetry();
       if (err instanceof SpillCapError || err instanceof TiersFullError) {
         this.state.report(err);
       } else {
@@ -368,7 +371,7 @@ export class Spiller {
   /** Memory is over target and nothing more can be spilled now: say exactly why. */
   #reportStuck(next: Entry | undefined): void {
     const { acct, opts } = this.state;
-    if (next !== undefined) this.#scheduleRetry(next.retryAfter - performance.now());
+    if (next !== undefined) this.#scheduleRetry();
     if (this.#stuckReported || acct.bytes[Bucket.Spilling] > 0) return;
     this.#stuckReported = true;
     const event: UnspillableEvent = {
@@ -376,18 +379,28 @@ export class Spiller {
       targetBytes: opts.targetBytes,
       pinned: acct.get(Bucket.Pinned),
       memory: acct.get(Bucket.Memory),
-      reason: next !== undefined ? 'write-failures' : acct.bytes[Bucket.Memory] > 0 ? 'unencodable' : 'all-pinned',
+      reason: next !== undefined || this.state.waiting.size > 0 ? 'write-failures' : acct.bytes[Bucket.Memory] > 0 ? 'unencodable' : 'all-pinned',
     };
     this.state.events.emit('unspillable', event);
   }
 
-  #scheduleRetry(delay: number): void {
-    if (this.#retryTimer !== undefined || this.state.closed) return;
+  /** A timer for the first waiting value's retry: then it, and every other one due, go back in the LRU. */
+  #scheduleRetry(): void {
+    const { waiting } = this.state;
+    if (this.#retryTimer !== undefined || this.state.closed || waiting.size === 0) return;
+    const first = waiting.values().next().value as Entry;
     this.#retryTimer = setTimeout(() => {
       this.#retryTimer = undefined;
+      const now = performance.now();
+      for (const entry of waiting) {
+        if (entry.retryAfter > now) break;
+        waiting.delete(entry);
+        this.state.relink(entry);
+      }
+      this.#scheduleRetry();
       this.#stuckReported = false;
       this.pump();
-    }, Math.max(1, delay));
+    }, Math.max(1, first.retryAfter - performance.now()));
     this.#retryTimer.unref();
   }
 

@@ -25,6 +25,12 @@ export class StoreState {
   readonly lru = new MemoryLru();
   readonly acct = new Accounting();
   readonly counters = newCounters();
+  /**
+   * Values whose write failed, in failure order (so in `retryAfter` order: the delay is one
+   * per store), kept out of the memory LRU until their retry is due, so that one of them
+   * at the LRU's head never holds up the values behind it.
+   */
+  readonly waiting = new Set<Entry>();
   readonly chain: TierChain;
   closed = false;
   /** Hooks set by the store: memory may have grown (spill?) or shrunk (resume?). */
@@ -82,7 +88,15 @@ export class StoreState {
 
   /** Puts an entry back in the memory LRU if it may be evicted now. */
   relink(entry: Entry): void {
-    if (entry.slot < 0 && entry.resident && !entry.removed && entry.pins === 0 && entry.write === undefined && !entry.unspillable) {
+    if (
+      entry.slot < 0 &&
+      entry.resident &&
+      !entry.removed &&
+      entry.pins === 0 &&
+      entry.write === undefined &&
+      !entry.unspillable &&
+      !(entry.retryAfter > 0 && this.waiting.has(entry))
+    ) {
       this.lru.link(entry);
     }
   }
@@ -116,6 +130,7 @@ export class StoreState {
     if (entry.resident) this.#released(entry);
     this.acct.remove(entry);
     entry.removed = true;
+    if (entry.retryAfter > 0) this.waiting.delete(entry);
     if (this.entries.get(entry.key) === entry) this.entries.delete(entry.key);
     this.#unlinkMemory(entry);
     this.chain.unlink(entry);

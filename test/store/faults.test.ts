@@ -10,9 +10,13 @@ import {
   SpillCapError,
   TierReadError,
   TierWriteError,
+  TiersFullError,
+  DiskTier,
+  SpillStore,
   type FaultPlan,
 } from '../../src/index.js';
-import { KiB, MiB, f64, filesUnder, openStore, waitFor } from '../helpers/store.js';
+import { checkInvariants } from '../../src/store/spill-store.js';
+import { KiB, MiB, f64, filesUnder, openStore, tempDir, waitFor } from '../helpers/store.js';
 
 test('a failing write (ENOSPC) keeps the value in memory, reports it, and is retried later', async (t) => {
   let failing = true;
@@ -47,6 +51,30 @@ test('background spilling with a full disk never loses data and retries after th
   await waitFor(() => store.residentBytes <= store.targetBytes && store.stats().spilling.count === 0, 5000, 'spilling');
   for (let i = 0; i < 8; i++) assert.deepEqual(await store.get(`k${i}`), f64(64 * KiB, i));
   assert.equal(store.stats().counters.writeErrors, 3);
+});
+
+test('a value whose write failed waits for its retry outside the LRU: the values behind it keep spilling meanwhile', async (t) => {
+  const dir = await tempDir(t);
+  const disk = new DiskTier({ directory: dir, capacity: 400 * KiB });
+  const store = await SpillStore.open({ memoryLimit: 1 * MiB, monitorInterval: 0, tiers: [disk], retryDelay: 60_000 });
+  t.after(() => store.close());
+  const errors: unknown[] = [];
+  store.on('error', (err) => errors.push(err));
+  store.set('a', f64(200 * KiB, 1));
+  await store.evict();
+  assert.equal(store.where('a'), 'disk');
+  // x cannot fit next to a: it waits a minute for its retry, oldest in memory.
+  store.set('x', f64(300 * KiB, 2));
+  assert.equal(await store.evict(), 0);
+  assert.ok(errors.some((e) => e instanceof TiersFullError));
+  // Values set after it fit on the tier; memory goes over target (614 KiB) and pause (819 KiB).
+  for (let i = 0; i < 6; i++) store.set(`s${i}`, f64(80 * KiB, i));
+  await store.flush();
+  assert.equal(store.where('s0'), 'disk', 's0 fits on the tier but waited behind x');
+  assert.ok(store.residentBytes <= store.targetBytes + 300 * KiB, `${store.residentBytes}`);
+  assert.deepEqual(store[checkInvariants](), []);
+  for (let i = 0; i < 6; i++) assert.deepEqual(await store.get(`s${i}`), f64(80 * KiB, i));
+  assert.deepEqual(await store.get('x'), f64(300 * KiB, 2));
 });
 
 test('without an error listener, failures become process warnings, never crashes', async (t) => {

@@ -124,7 +124,9 @@ export function resolveOptions(options: SpillStoreOptions): ResolvedOptions {
   const bytesOf = (f: number | false): number => (f === false ? Infinity : Math.floor(f * memoryLimit));
   return {
     memoryLimit,
-    targetBytes: bytesOf(target),
+    // Spilling starts by the pause level at the latest: a store paused under its target
+    // would never spill back under its resume level.
+    targetBytes: Math.min(bytesOf(target), bytesOf(pause)),
     spillBytes: bytesOf(spill),
     pauseBytes: bytesOf(pause),
     resumeBytes: bytesOf(resume),

@@ -184,3 +184,13 @@ test('a store paused on RSS resumes when only values it cannot encode are left (
   assert.equal(store.paused, false, 'paused for good: nothing it holds can be spilled');
   assert.ok(reasons.includes('unmanaged'), `and it says why: ${reasons.join(', ')}`);
 });
+
+test('with pause under target, spilling starts at pause: a store paused there resumes once it has spilled', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 1000 * KiB, target: 0.9, pause: 0.5 });
+  assert.equal(store.targetBytes, store.pauseBytes);
+  for (let i = 0; i < 8; i++) store.set(`k${i}`, f64(80 * KiB, i)); // 640 KiB: over pause (500), under target (900)
+  assert.equal(store.paused, true);
+  await store.flush();
+  assert.equal(await resumesWithin(store, 1000), true, `paused for good: resident ${store.residentBytes}, resume ${store.resumeBytes}`);
+  for (let i = 0; i < 8; i++) assert.deepEqual(await store.get(`k${i}`), f64(80 * KiB, i));
+});

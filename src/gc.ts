@@ -64,3 +64,8 @@ export function watchMajorCollections(listener: MajorCollectionListener): () => 
     }
   };
 }
+
+/** How many watchers of major collections are active (for tests: a closed or failed store leaves none). */
+export function majorCollectionWatchers(): number {
+  return majorListeners.size;
+}

@@ -35,6 +35,7 @@ export class SpillStore extends EventEmitter {
   readonly #spiller: Spiller;
   readonly #loader: Loader;
   readonly #pressure: Pressure;
+  #closing: Promise<void> | undefined;
 
   private constructor(options: SpillStoreOptions) {
     super();
@@ -61,6 +62,8 @@ export class SpillStore extends EventEmitter {
         opened.push(tier);
       }
     } catch (err) {
+      // The state may already watch V8's collections (collectGarbage): stop, or it never will.
+      store.#state.dispose();
       await Promise.allSettled(opened.map((t) => t.close()));
       throw err;
     }
@@ -289,9 +292,13 @@ export class SpillStore extends EventEmitter {
   }
 
   /** Stops the monitor, waits for writes in flight, removes every file the store wrote. */
-  async close(): Promise<void> {
+  close(): Promise<void> {
+    // A second caller waits for the same close, not for nothing.
+    return (this.#closing ??= this.#close());
+  }
+
+  async #close(): Promise<void> {
     const state = this.#state;
-    if (state.closed) return;
     state.closed = true;
     this.#spiller.stop();
     this.#pressure.stop();

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ClosedError, InvalidArgumentError, KeyNotFoundError, SpillStore } from '../../src/index.js';
-import { MiB, openStore, tempDir } from '../helpers/store.js';
+import { ClosedError, DiskTier, InvalidArgumentError, KeyNotFoundError, SlowTier, SpillStore } from '../../src/index.js';
+import { majorCollectionWatchers } from '../../src/gc.js';
+import { KiB, MiB, f64, filesUnder, openStore, tempDir } from '../helpers/store.js';
 
 test('set, get, peek, has, where, delete on in-memory values', async (t) => {
   const { store } = await openStore(t);
@@ -90,6 +91,30 @@ test('memoryLimit accepts units', async (t) => {
   const { store } = await openStore(t, { memoryLimit: '512 MiB' });
   assert.equal(store.memoryLimit, 512 * MiB);
   assert.equal(store.targetBytes, Math.floor(0.6 * 512 * MiB));
+});
+
+test('a second close() waits for the first: both resolve once every file is removed', async (t) => {
+  const { store, dir } = await openStore(t, { memoryLimit: 10 * MiB, wrap: (disk) => new SlowTier(disk, 50) });
+  store.set('a', f64(128 * KiB, 1));
+  store.set('b', f64(128 * KiB, 2));
+  await store.evict();
+  store.set('c', f64(128 * KiB, 3));
+  void store.evict();
+  const first = store.close();
+  await store.close();
+  assert.deepEqual(await filesUnder(dir), [], 'the second close resolved before the store was closed');
+  await first;
+});
+
+test('an open() whose tier fails leaves no watcher of V8 collections behind (collectGarbage)', async (t) => {
+  const before = majorCollectionWatchers();
+  const dir = await tempDir(t);
+  const good = new DiskTier({ directory: dir });
+  const failing = new DiskTier({ directory: dir, name: 'failing' });
+  failing.open = () => Promise.reject(new Error('cannot open'));
+  await assert.rejects(SpillStore.open({ collectGarbage: true, monitorInterval: 0, tiers: [good, failing] }), /cannot open/);
+  assert.equal(majorCollectionWatchers(), before);
+  assert.deepEqual(await filesUnder(dir), [], 'the tier that opened is closed again');
 });
 
 test('after close every call fails with ClosedError and close is idempotent', async (t) => {

@@ -68,10 +68,13 @@ export class Channel extends EventEmitter {
     const connection = new Connection(socket, { maxFrameBytes: options.maxFrameBytes ?? 64 * 1024 * 1024 });
     const reader = new HandshakeReader();
     // Messages go to the handshake until the channel exists, then to the channel.
-    const ready: { channel?: Channel } = {};
+    // Messages read with the handshake's last one wait in `backlog` for a loop turn, so the
+    // caller's handlers (registered after connect/accept resolves) see them, in order.
+    const ready: { channel?: Channel; backlog?: Message[] } = {};
     connection.listen((event) => {
       if (event.kind !== 'message') throw new ProtocolError('value bytes on a control channel');
       if (ready.channel === undefined) reader.push(event.message);
+      else if (ready.backlog !== undefined) ready.backlog.push(event.message);
       else ready.channel.#onMessage(event.message);
     });
     try {
@@ -80,8 +83,22 @@ export class Channel extends EventEmitter {
       connection.fail(err instanceof Error ? err : new TransferError(errorMessage(err)));
       throw err;
     }
-    ready.channel = new Channel(connection);
-    return ready.channel;
+    const channel = new Channel(connection);
+    ready.channel = channel;
+    const early = reader.drain();
+    if (early.length > 0) {
+      ready.backlog = early;
+      setImmediate(() => {
+        const backlog = ready.backlog ?? [];
+        ready.backlog = undefined;
+        try {
+          for (const message of backlog) if (!channel.#closed) channel.#onMessage(message);
+        } catch (err) {
+          connection.fail(err instanceof Error ? err : new ProtocolError(errorMessage(err)));
+        }
+      });
+    }
+    return channel;
   }
 
   get closed(): boolean {
@@ -138,7 +155,7 @@ export class Channel extends EventEmitter {
         return this.#onRequest(message.requestId, message.body);
       case MessageType.Response: {
         const pending = this.#take(message.requestId);
-        pending.resolve(packr.unpack(message.body));
+        pending?.resolve(packr.unpack(message.body));
         return;
       }
       case MessageType.Error: {
@@ -146,7 +163,7 @@ export class Channel extends EventEmitter {
           this.#connection.fail(new RemoteError(message.code, message.message));
           return;
         }
-        this.#take(message.requestId).reject(new RemoteError(message.code, message.message));
+        this.#take(message.requestId)?.reject(new RemoteError(message.code, message.message));
         return;
       }
       default:
@@ -154,9 +171,13 @@ export class Channel extends EventEmitter {
     }
   }
 
-  #take(id: number): Pending {
+  #take(id: number): Pending | undefined {
     const pending = this.#pending.get(id);
-    if (pending === undefined) throw new ProtocolError(`answer to unknown request ${id}`);
+    if (pending === undefined) {
+      // A request that timed out may still be answered: ignored. An id never sent is a bad frame.
+      if (id > 0 && id < this.#nextId) return undefined;
+      throw new ProtocolError(`answer to unknown request ${id}`);
+    }
     this.#pending.delete(id);
     clearTimeout(pending.timer);
     return pending;
@@ -175,11 +196,13 @@ export class Channel extends EventEmitter {
       return;
     }
     Promise.resolve()
-      .then(() => handler(decoded.p, this))
+      .then(async () => {
+        const result = await handler(decoded.p, this);
+        // Packed here: a result msgpack cannot pack is the handler's error, not an unhandled rejection.
+        if (id !== 0) this.#send(serializeResponse(id, packr.pack(result)));
+      })
       .then(
-        (result) => {
-          if (id !== 0) this.#send(serializeResponse(id, packr.pack(result)));
-        },
+        () => undefined,
         (err: unknown) => {
           if (id !== 0) {
             const code = err instanceof SpillwayError ? err.code : 'SPW_ERR_HANDLER';

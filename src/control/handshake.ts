@@ -22,6 +22,11 @@ export class HandshakeReader {
     }
   }
 
+  /** Takes the messages that came after the handshake's last one (in the same read). */
+  drain(): Message[] {
+    return this.queue.splice(0);
+  }
+
   next(connection: Connection, timeoutMs: number): Promise<Message> {
     const queued = this.queue.shift();
     if (queued !== undefined) return Promise.resolve(queued);

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { test } from 'node:test';
 import { Channel, ControlServer } from '../../src/control/index.js';
-import { AuthError, RemoteError } from '../../src/index.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { AuthError, RemoteError, TransferTimeoutError } from '../../src/index.js';
 
 async function pair(t: import('node:test').TestContext, token?: string): Promise<{ server: ControlServer; client: Channel; remote: Channel }> {
   const server = await ControlServer.listen({ token });
@@ -65,4 +66,40 @@ test('garbage from a raw socket closes that connection only', async (t) => {
   const ok = await Channel.connect(server.address);
   t.after(() => ok.close());
   assert.equal(ok.closed, false);
+});
+
+test('a late answer to a request that timed out is ignored: the channel stays open', async (t) => {
+  const { client, remote } = await pair(t);
+  remote.handle('slow', () => sleep(150).then(() => 'late'));
+  remote.handle('fast', () => 'ok');
+  await assert.rejects(client.request('slow', undefined, 30), TransferTimeoutError);
+  await sleep(300); // the late answer arrives
+  assert.equal(client.closed, false, 'a late answer closed the channel');
+  assert.equal(await client.request('fast', undefined, 2000), 'ok');
+});
+
+test('messages sent right after the handshake reach the handlers set once connect() resolves', async (t) => {
+  const got: unknown[] = [];
+  const server = await ControlServer.listen();
+  t.after(() => server.close());
+  // Sent in the 'channel' event: often in the same read as the handshake's last frame.
+  server.on('channel', (c: Channel) => {
+    c.notify('hello', { n: 1 });
+    c.notify('hello', { n: 2 });
+  });
+  for (let i = 0; i < 20; i++) {
+    const client = await Channel.connect(server.address);
+    t.after(() => client.close());
+    client.handle('hello', (p) => void got.push((p as { n: number }).n));
+    client.on('unhandled', (m) => got.push(`unhandled ${String(m)}`));
+  }
+  await sleep(300);
+  assert.deepEqual(got, Array.from({ length: 20 }, () => [1, 2]).flat(), 'lost, or out of order');
+});
+
+test('a handler result that msgpack cannot pack rejects the request (RemoteError), not an unhandled rejection', async (t) => {
+  const { client, remote } = await pair(t);
+  remote.handle('odd', () => ({ s: Symbol('x') }));
+  await assert.rejects(client.request('odd', undefined, 2000), RemoteError);
+  assert.equal(await client.request('odd', undefined, 2000).catch(() => 'again'), 'again');
 });

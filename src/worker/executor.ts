@@ -46,7 +46,13 @@ export class Executor {
       atomics: 'disabled',
       workerData: { nice: options.nice ?? 0 } satisfies ThreadData,
     });
+    // A thread that dies with no task on it (a task's timer threw after it returned) is
+    // replaced by the pool, which reports it as 'error': unheard, that would crash the worker.
+    this.#pool.on('error', (err: unknown) => this.onThreadError(err));
   }
+
+  /** Told of each thread that died between tasks (the pool has replaced it). */
+  onThreadError: (err: unknown) => void = () => undefined;
 
   async run(fn: FunctionRef, args: unknown[]): Promise<ExecutionResult> {
     const started = performance.now();

@@ -75,6 +75,8 @@ export class Worker extends EventEmitter {
     this.server = server;
     this.channel = channel;
     this.#executor = parts.executor;
+    // The pool has replaced the thread; the tasks and the data are unaffected.
+    this.#executor.onThreadError = (err) => this.emit('thread-error', err);
     this.workerId = parts.registration.workerId;
     this.name = parts.name;
     this.nthreads = options.nthreads;
@@ -122,13 +124,20 @@ export class Worker extends EventEmitter {
       const channel = await Channel.connect(opts.scheduler, { token: opts.token });
       cleanup.unshift(async () => channel.close());
       // Handlers first: a compute-task may follow the registration answer at once.
+      // The channel picks a message's handler when it reads it and calls it a microtask later:
+      // one read with the registration answer still lands here after the worker exists.
       const early: ComputeTaskParams[] = [];
-      channel.handle(Methods.computeTask, (params) => void early.push(params as ComputeTaskParams));
+      const started: { worker?: Worker } = {};
+      channel.handle(Methods.computeTask, (params) => {
+        if (started.worker === undefined) early.push(params as ComputeTaskParams);
+        else started.worker.#onComputeTask(params as ComputeTaskParams);
+      });
       const name = opts.name ?? `worker-${process.pid}-${server.address.port}`;
       const params: RegisterWorkerParams = { name, data: server.address, memoryLimit: opts.memoryLimit, nthreads: opts.nthreads, pid: process.pid };
       const registration = await channel.request<RegisterWorkerResult>(Methods.registerWorker, params, 30_000);
       const worker = new Worker({ options: opts, directory, store, server, channel, executor, registration, name });
       worker.#listen();
+      started.worker = worker;
       for (const task of early) worker.#onComputeTask(task);
       return worker;
     } catch (err) {
@@ -167,9 +176,15 @@ export class Worker extends EventEmitter {
 
   #onComputeTask(params: ComputeTaskParams): void {
     if (this.closed) return;
-    if (typeof params?.key !== 'string' || typeof params.spec?.fn?.module !== 'string' || typeof params.spec.fn.name !== 'string') {
+    if (
+      typeof params?.key !== 'string' ||
+      typeof params.spec?.fn?.module !== 'string' ||
+      typeof params.spec.fn.name !== 'string' ||
+      (params.spec.args !== undefined && !Array.isArray(params.spec.args)) ||
+      (params.deps !== undefined && (typeof params.deps !== 'object' || params.deps === null || !Object.values(params.deps).every(Array.isArray)))
+    ) {
       const key = typeof params?.key === 'string' ? params.key : '';
-      this.#erred(key, toErrorInfo(new InvalidArgumentError('compute-task needs a key and spec.fn { module, name }')));
+      this.#erred(key, toErrorInfo(new InvalidArgumentError('compute-task needs a key, spec.fn { module, name }, spec.args an array and deps { key: addresses[] }')));
       return;
     }
     if (this.#running.has(params.key)) return; // already running: its result is on its way
@@ -179,7 +194,10 @@ export class Worker extends EventEmitter {
 
   #onReleaseKeys(params: ReleaseKeysParams): void {
     // A running task keeps the version its lease pinned; the store frees it when the lease ends.
-    for (const key of params?.keys ?? []) {
+    const keys: unknown = params?.keys;
+    if (!Array.isArray(keys)) return; // a string would release its characters
+    for (const key of keys) {
+      if (typeof key !== 'string') continue;
       this.store.delete(key);
       this.#fetcher.replicas.delete(key);
     }
@@ -283,6 +301,7 @@ export class Worker extends EventEmitter {
         this.#queue.add(task); // an input was released meanwhile: fetch it again
       } else if (!this.closed) {
         this.#erred(task.key, toErrorInfo(err));
+        this.#dropReplicas(task.inputs);
       }
       this.#pump();
       return;
@@ -307,6 +326,8 @@ export class Worker extends EventEmitter {
       const size = sizeof(result.value);
       this.#outputBytes.set(fnKey, size);
       this.store.set(task.key, result.value, { size });
+      // Computed here and reported: no longer a copy the scheduler does not know of.
+      this.#fetcher.replicas.delete(task.key);
       const finished = {
         workerId: this.workerId,
         key: task.key,

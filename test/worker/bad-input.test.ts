@@ -1,0 +1,75 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, readdir, rm, truncate } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Methods, ref } from '../../src/cluster/protocol.js';
+import { collectGarbage } from '../../src/gc.js';
+import { Worker } from '../../src/worker/index.js';
+import { FakeScheduler, TASKS, fn } from './helpers.js';
+
+const gc = collectGarbage ?? ((): void => assert.fail('no way to collect garbage here'));
+
+let scheduler: FakeScheduler;
+let a: Worker;
+let b: Worker;
+let dir: string;
+
+before(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'spillway-bad-input-'));
+  scheduler = await FakeScheduler.start({ token: 't' });
+  const options = { scheduler: scheduler.address, token: 't', memoryLimit: '128 MiB', nthreads: 1, monitorInterval: false as const };
+  a = await Worker.start({ ...options, name: 'a', localDirectory: dir });
+  b = await Worker.start({ ...options, name: 'b' });
+});
+after(async () => {
+  await Promise.all([a.close(), b.close()]);
+  await scheduler.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+test('a compute-task whose args are not an array is answered with a typed task-erred', async () => {
+  scheduler.channelOf(a.workerId).notify(Methods.computeTask, { key: 'bad-args', spec: { fn: { module: TASKS, name: 'add' }, args: 5 }, deps: {}, priority: 0 });
+  await scheduler.until(() => scheduler.erred.some((e) => e.key === 'bad-args'), 3000, 'task-erred bad-args');
+  const erred = scheduler.erred.find((e) => e.key === 'bad-args') ?? assert.fail();
+  assert.equal(erred.error.code, 'SPW_ERR_INVALID_ARG');
+  // the worker goes on
+  scheduler.compute(a.workerId, 'ok', fn('add', 1, 2));
+  await scheduler.finishedKey('ok');
+});
+
+async function files(root: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const entry of await readdir(root, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) out.push(path.join(entry.parentPath ?? (entry as unknown as { path: string }).path, entry.name));
+  }
+  return out;
+}
+
+test('a task whose local input cannot be read back drops the copies it fetched', async () => {
+  scheduler.compute(b.workerId, 'r', fn('make', 2, 1024));
+  scheduler.compute(a.workerId, 'k', fn('make', 1, 64 * 1024));
+  await Promise.all([scheduler.finishedKey('r'), scheduler.finishedKey('k')]);
+  await a.store.evict();
+  for (let i = 0; i < 5; i++) {
+    gc();
+    await sleep(20);
+  }
+  assert.equal(a.store.where('k') === 'memory', false);
+  for (const file of await files(dir)) await truncate(file, 10);
+  scheduler.compute(a.workerId, 'use', fn('dot', ref('r'), ref('k')), { deps: { r: [b.server.address] } });
+  await scheduler.until(() => scheduler.erred.some((e) => e.key === 'use') || scheduler.finished.some((f) => f.key === 'use'), 5000, 'use');
+  const useErr = scheduler.erred.find((e) => e.key === 'use') ?? assert.fail('the read should fail');
+  assert.match(String(useErr.error.code), /SPW_ERR_(TIER_READ|CHECKSUM|CODEC)/, JSON.stringify(useErr.error));
+  await sleep(50);
+  assert.equal(a.store.has('r'), false, 'the fetched copy of r stays forever: the scheduler does not know of it');
+});
+
+test('a release-keys whose keys are a string, not an array, deletes nothing', async () => {
+  scheduler.compute(a.workerId, 'q', fn('add', 1, 1));
+  await scheduler.finishedKey('q');
+  scheduler.channelOf(a.workerId).notify(Methods.releaseKeys, { keys: 'queue' });
+  await sleep(100);
+  assert.equal(a.store.has('q'), true, "release-keys { keys: 'queue' } deleted the key 'q'");
+});

@@ -105,9 +105,13 @@ export class Engine {
   }
 
   taskFinished(worker: WorkerRecord, params: TaskFinishedParams): void {
-    worker.processing.delete(params.key);
+    // Only the answer to a compute-task still outstanding on this worker is news: any other
+    // result may have crossed a release-keys for the same key (the worker no longer has it).
+    const assigned = worker.processing.delete(params.key);
     const record = this.tasks.get(params.key);
-    if (record === undefined || record.state === 'erred' || (record.state !== 'memory' && !this.tasks.needed(record))) {
+    if (record?.state === 'memory' && record.holders.has(worker.id)) {
+      // Already recorded here.
+    } else if (record === undefined || record.state === 'erred' || !assigned || (record.state !== 'memory' && !this.tasks.needed(record))) {
       // Cancelled or forgotten meanwhile: nobody needs this copy.
       if (record?.worker === worker.id) record.worker = undefined;
       this.#release(worker, params.key);

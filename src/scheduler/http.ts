@@ -1,4 +1,5 @@
 import http from 'node:http';
+import { errorMessage } from '../errors.js';
 
 export interface HttpRoutes {
   metrics: () => Promise<string>;
@@ -24,7 +25,14 @@ export class HttpEndpoint {
           (err: unknown) => reply(res, 500, 'text/plain', `${err instanceof Error ? err.message : String(err)}\n`),
         );
       } else if (path === '/api/state') {
-        reply(res, 200, 'application/json', JSON.stringify(routes.state()));
+        let body: string;
+        try {
+          // Heartbeats are passed through as sent: a 64-bit integer arrives as a BigInt.
+          body = JSON.stringify(routes.state(), (_key, value: unknown) => (typeof value === 'bigint' ? Number(value) : value)) ?? 'null';
+        } catch (err) {
+          return reply(res, 500, 'text/plain', `${errorMessage(err)}\n`);
+        }
+        reply(res, 200, 'application/json', body);
       } else {
         reply(res, 404, 'text/plain', 'not found\n');
       }

@@ -190,7 +190,11 @@ export class Scheduler {
     if (session.role !== 'none' && registering) throw new AlreadyRegisteredError(`this channel is already registered as a ${session.role}`);
     if (session.role !== 'worker' && WORKER_METHODS.has(method)) throw new WrongRoleError(`${method} is for workers`);
     if (session.role !== 'client' && CLIENT_METHODS.has(method)) throw new WrongRoleError(`${method} is for clients`);
-    if (session.role === 'worker') session.worker.lastSeen = Date.now();
+    if (session.role === 'worker') {
+      // Removed (missed heartbeats) while its channel drains: what it still says is stale.
+      if (this.#engine.workers.get(session.worker.id) !== session.worker) throw new NotRegisteredError(`worker ${session.worker.id} was removed`);
+      session.worker.lastSeen = Date.now();
+    }
     return run();
   }
 
@@ -214,7 +218,8 @@ export class Scheduler {
       if (now - worker.lastSeen <= this.#workerTimeoutMs) continue;
       this.#log.warn({ worker: worker.id, silentMs: now - worker.lastSeen }, 'worker missed its heartbeats; removing it');
       this.#engine.removeWorker(worker);
-      this.#channels.get(worker.id)?.close();
+      // Destroyed, not ended: a hung worker might never close its side (and never free the channel).
+      this.#channels.get(worker.id)?.close(new NotRegisteredError(`worker ${worker.id} missed its heartbeats`));
       this.#channels.delete(worker.id);
     }
   }

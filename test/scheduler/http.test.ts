@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { Methods } from '../../src/cluster/protocol.js';
 import { FakeClient, FakeWorker, startScheduler, task, until } from './helpers.js';
 
 async function get(address: { host: string; port: number } | undefined, path: string): Promise<{ status: number; type: string; body: string }> {
@@ -77,4 +78,15 @@ test('without httpPort there is no HTTP endpoint', async (t) => {
   const scheduler = await startScheduler(t);
   assert.equal(scheduler.httpAddress, undefined);
   assert.equal(scheduler.state().httpAddress, null);
+});
+
+test('a heartbeat carrying a 64-bit integer (a BigInt once decoded) does not take /api/state, or the scheduler, down', async (t) => {
+  const scheduler = await startScheduler(t, { httpPort: 0, heartbeatIntervalMs: 60_000 });
+  const w = await FakeWorker.connect(t, scheduler, { heartbeats: false });
+  w.channel.notify(Methods.heartbeat, { ...w.heartbeatPayload(), rss: 2n ** 63n });
+  await until(() => scheduler.state().workers[0]?.lastHeartbeat !== null, 'heartbeat in');
+  const state = await get(scheduler.httpAddress, '/api/state');
+  assert.equal(state.status, 200);
+  JSON.parse(state.body);
+  assert.equal((await get(scheduler.httpAddress, '/metrics')).status, 200);
 });

@@ -71,6 +71,10 @@ export class Client {
   readonly #waiters = new Map<string, Set<Waiter>>();
   readonly #computations = new Set<Computation>();
   readonly #functionChecks = new Map<string, Promise<string | undefined>>();
+  /** Wanted keys of the computations in progress (how many use each). */
+  readonly #inUse = new Map<string, number>();
+  /** Keys a computation kept (`keep: true`) and `release` has not released yet. */
+  readonly #kept = new Set<string>();
   #lost: Error | undefined;
 
   private constructor(channel: Channel, store: SpillStore, data: DataClient, address: string, clientId: string, options: ClientOptions) {
@@ -157,24 +161,42 @@ export class Client {
       this.#wait(key, waiter);
     }
     this.#computations.add(computation);
+    // The scheduler knows one "wanted" per client and key: count the computations using each key.
+    for (const key of keys) this.#inUse.set(key, (this.#inUse.get(key) ?? 0) + 1);
+    let held = true;
+    const unhold = (): string[] => {
+      if (!held) return [];
+      held = false;
+      for (const key of keys) {
+        const n = (this.#inUse.get(key) ?? 1) - 1;
+        if (n > 0) this.#inUse.set(key, n);
+        else this.#inUse.delete(key);
+        if (options.keep === true) this.#kept.add(key);
+      }
+      // Another computation (or an earlier `keep`) still needs the rest.
+      return keys.filter((key) => !this.#inUse.has(key) && !this.#kept.has(key));
+    };
     try {
       // Waiters first: a key already computed may be announced before submit answers.
       await Promise.race([this.#submit({ graph, wanted: keys }), failed]);
       await Promise.race([done, failed]);
     } catch (err) {
-      if (this.#lost === undefined && !(err instanceof GraphError)) await this.#releaseQuietly(keys, options.keep);
+      const releasable = unhold();
+      if (this.#lost === undefined && !(err instanceof GraphError) && releasable.length > 0) await this.#releaseQuietly(releasable, options.keep);
       throw err;
     } finally {
       this.#computations.delete(computation);
       for (const [key, waiter] of waiters) this.#unwait(key, waiter);
     }
-    if (options.keep !== true) await this.release(keys);
+    const releasable = unhold();
+    if (options.keep !== true && releasable.length > 0) await this.release(releasable);
     return wanted.map((key) => values.get(key) as T);
   }
 
   /** Tells the scheduler this client no longer needs `keys` (kept with `keep: true`). */
   async release(keys: readonly string[]): Promise<void> {
     if (this.#lost !== undefined) throw this.#lost;
+    for (const key of keys) this.#kept.delete(key);
     await this.#channel.request(Methods.release, { keys: [...keys] });
   }
 

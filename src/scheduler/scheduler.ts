@@ -43,6 +43,7 @@ export class Scheduler {
   readonly #monitor: NodeJS.Timeout;
   #nextId = 1;
   #closed = false;
+  #closing: Promise<void> | undefined;
 
   private constructor(server: ControlServer, options: SchedulerOptions, log: Logger, http: HttpEndpoint | undefined, engine: Engine) {
     this.#server = server;
@@ -98,12 +99,15 @@ export class Scheduler {
     return snapshot(this.#engine, this.address, this.httpAddress);
   }
 
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    clearInterval(this.#monitor);
-    await Promise.all([this.#server.close(), this.#http?.close()]);
-    this.#log.info({}, 'scheduler closed');
+  /** Stops accepting work and closes every connection; a second caller waits for the same close. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      this.#closed = true;
+      clearInterval(this.#monitor);
+      await Promise.all([this.#server.close(), this.#http?.close()]);
+      this.#log.info({}, 'scheduler closed');
+    })();
+    return this.#closing;
   }
 
   /** @internal The channel of a worker or client (for the outbox). */

@@ -20,6 +20,7 @@ import { InvalidArgumentError, KeyNotFoundError, SpillwayError } from '../errors
 import { SpillStore } from '../store/spill-store.js';
 import type { Lease } from '../store/lease.js';
 import { DataClient } from '../transfer/client.js';
+import { ProtocolError } from '../transfer/errors.js';
 import { DataServer } from '../transfer/server.js';
 import { builtinFunction } from './builtins.js';
 import { type ExecutionResult, Executor } from './executor.js';
@@ -135,6 +136,7 @@ export class Worker extends EventEmitter {
       const name = opts.name ?? `worker-${process.pid}-${server.address.port}`;
       const params: RegisterWorkerParams = { name, data: server.address, memoryLimit: opts.memoryLimit, nthreads: opts.nthreads, pid: process.pid };
       const registration = await channel.request<RegisterWorkerResult>(Methods.registerWorker, params, 30_000);
+      checkRegistration(registration, opts.heartbeatIntervalMs);
       const worker = new Worker({ options: opts, directory, store, server, channel, executor, registration, name });
       worker.#listen();
       started.worker = worker;
@@ -372,8 +374,12 @@ export class Worker extends EventEmitter {
   }
 
   async #shutdown(err?: Error): Promise<void> {
-    await this.close();
-    this.emit('close', err);
+    // Nobody awaits this (the channel's 'close' handler): a failed close is reported, not an unhandled rejection.
+    const failure = await this.close().then(
+      () => undefined,
+      (closeErr: unknown) => closeErr,
+    );
+    this.emit('close', err ?? (failure instanceof Error ? failure : undefined));
   }
 
   /** Stops everything: tasks in flight are abandoned, the spill folder is removed. */
@@ -406,4 +412,12 @@ function toErrorInfo(err: unknown): TaskErrorInfo {
     return { name: err.name, message: err.message, stack: err.stack, code: err instanceof SpillwayError ? err.code : undefined };
   }
   return { name: 'Error', message: String(err) };
+}
+
+/** A registration answer the worker can run on: a workerId, and heartbeats at a sane interval (its own, if set). */
+function checkRegistration(registration: RegisterWorkerResult, ownIntervalMs: number | undefined): void {
+  const interval = ownIntervalMs ?? registration?.heartbeatIntervalMs;
+  if (typeof registration?.workerId !== 'string' || typeof interval !== 'number' || !Number.isFinite(interval) || interval < 1) {
+    throw new ProtocolError(`the scheduler's registration answer is malformed: ${JSON.stringify(registration)?.slice(0, 200)}`);
+  }
 }

@@ -71,3 +71,14 @@ test('a task-finished that crossed a release-keys is not taken as a copy the wor
     assert.ok(worker.store.has('k'), `the scheduler says ${holder.port === w.data.port ? 'w' : 'x'} holds k, which it released; x cancelled: ${x.cancels.includes('k')}`);
   }
 });
+
+test('a second close() waits for the first', async (t) => {
+  const logged: string[] = [];
+  const logger: Logger = { debug: () => undefined, warn: () => undefined, error: () => undefined, info: (_obj, msg) => void logged.push(msg ?? '') };
+  const scheduler = await startScheduler(t, { logger });
+  await FakeWorker.connect(t, scheduler);
+  const first = scheduler.close();
+  await scheduler.close();
+  assert.ok(logged.includes('scheduler closed'), 'the second close resolved before the scheduler had closed');
+  await first;
+});

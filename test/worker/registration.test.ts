@@ -4,7 +4,8 @@ import { type ComputeTaskParams, Methods, type TaskFinishedParams } from '../../
 import type { Channel } from '../../src/control/channel.js';
 import { ControlServer } from '../../src/control/server.js';
 import { Worker } from '../../src/worker/index.js';
-import { fn } from './helpers.js';
+import { FakeScheduler, fn } from './helpers.js';
+import { ProtocolError } from '../../src/transfer/errors.js';
 
 test('a compute-task read together with the registration answer is run, not lost', async (t) => {
   const server = await ControlServer.listen();
@@ -31,4 +32,31 @@ test('a compute-task read together with the registration answer is run, not lost
     ['first'],
     `the task was lost (queued ${worker.queued}, executing ${worker.executing})`,
   );
+});
+
+test('a registration answer without a sane heartbeat interval fails start() with ProtocolError', async (t) => {
+  for (const answer of [{ workerId: 'w0', heartbeatIntervalMs: 0 }, { workerId: 'w0' }, { heartbeatIntervalMs: 1000 }]) {
+    const server = await ControlServer.listen();
+    t.after(() => server.close());
+    server.on('channel', (channel: Channel) => channel.handle(Methods.registerWorker, () => answer));
+    await assert.rejects(Worker.start({ scheduler: server.address, memoryLimit: '64 MiB', nthreads: 1, monitorInterval: false }), ProtocolError);
+  }
+});
+
+test('a worker whose close fails when it loses its scheduler still emits close, with no unhandled rejection', { timeout: 10_000 }, async (t) => {
+  const scheduler = await FakeScheduler.start();
+  const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, monitorInterval: false });
+  const rejections: unknown[] = [];
+  const onRejection = (reason: unknown): void => void rejections.push(reason);
+  process.on('unhandledRejection', onRejection);
+  t.after(() => process.off('unhandledRejection', onRejection));
+  const realClose = worker.store.close.bind(worker.store);
+  t.after(() => realClose());
+  worker.store.close = () => Promise.reject(new Error('the disk went away'));
+  const closed = new Promise<unknown>((resolve) => worker.once('close', resolve));
+  await scheduler.close();
+  const reason = await closed;
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.deepEqual(rejections, []);
+  assert.ok(reason === undefined || reason instanceof Error);
 });

@@ -45,6 +45,11 @@ export class Placements {
     return this.#slots.size;
   }
 
+  /** One past the highest slot in use since the tier was last empty (slots are below it). */
+  get slotCount(): number {
+    return this.#used;
+  }
+
   has(id: number): boolean {
     return this.slotOf(id) >= 0;
   }

@@ -27,6 +27,8 @@ export class Segment {
    * ones, so a segment of many tiny values that come and go does not list every dead one.
    */
   members: number[] = [];
+  /** A prune of `members` is under way (segment-members.ts): it runs across loop turns. */
+  pruning = false;
   queue: QueuedAppend[] = [];
   /**
    * The queued appends' bytes, in order, as the lists of pieces they came in (not copied
@@ -95,27 +97,31 @@ export interface CompactWindow {
 /**
  * Cuts a segment's live values into windows of at most `windowBytes` (one value bigger
  * than that gets a window of its own). Sorts `live` by offset, and by length among equal
- * offsets: an empty value shares its offset with the value appended after it. A window
- * ends at the furthest end of its values, not at the end of its last one: ending at an
- * empty value sorted after a real one at the same offset cut that value's bytes short,
- * and compaction then placed it over its new neighbour's bytes.
+ * offsets: an empty value shares its offset with the value appended after it.
  */
 export function compactWindows(live: LiveValue[], windowBytes: number): CompactWindow[] {
   live.sort((a, b) => a.offset - b.offset || a.stored - b.stored);
   const windows: CompactWindow[] = [];
-  for (let from = 0; from < live.length; ) {
-    const base = live[from].offset;
-    let end = base + live[from].stored;
-    let to = from + 1;
-    for (; to < live.length; to++) {
-      const next = Math.max(end, live[to].offset + live[to].stored);
-      if (next - base > windowBytes) break;
-      end = next;
-    }
-    windows.push({ from, to, base, span: end - base });
-    from = to;
-  }
+  for (let from = 0; from < live.length; from = windows[windows.length - 1].to) windows.push(nextWindow(live, from, windowBytes));
   return windows;
+}
+
+/**
+ * The window of sorted `live` values that starts at `from`: at most `windowBytes` (one
+ * value bigger than that alone). It ends at the furthest end of its values, not at the end
+ * of its last one: ending at an empty value sorted after a real one at the same offset cut
+ * that value's bytes short, and compaction then placed it over its new neighbour's bytes.
+ */
+export function nextWindow(live: readonly LiveValue[], from: number, windowBytes: number): CompactWindow {
+  const base = live[from].offset;
+  let end = base + live[from].stored;
+  let to = from + 1;
+  for (; to < live.length; to++) {
+    const next = Math.max(end, live[to].offset + live[to].stored);
+    if (next - base > windowBytes) break;
+    end = next;
+  }
+  return { from, to, base, span: end - base };
 }
 
 /** Where an append landed. */

@@ -4,6 +4,7 @@ import { ClosedError } from '../errors.js';
 import { Compactor } from './compaction.js';
 import { ignoreMissing, writeFully } from './file-io.js';
 import { NO_SEGMENT, type Placements } from './placements.js';
+import { pruneMembers } from './segment-members.js';
 import { Segment, type Landing, type PinnedPlacement, type SegmentFile } from './segment.js';
 
 export type { PinnedPlacement, SegmentFile } from './segment.js';
@@ -58,7 +59,6 @@ export class SegmentStore {
       placements,
       counters: this.counters,
       closed: () => this.closed,
-      liveIds: (seg) => this.liveIds(seg),
       append: (pieces, length) => this.append(pieces, length),
       place: (id, slot, seg, offset) => this.place(id, slot, seg, offset),
       unplace: (slot, seg) => this.unplace(slot, seg),
@@ -232,18 +232,10 @@ export class SegmentStore {
     this.placements.unplace(slot);
     segment.liveCount--;
     segment.liveBytes -= this.placements.stored(slot);
-    // Amortized O(1): a prune halves the array at least, and waits for PRUNE_FROM dead records.
+    // Amortized O(1): a prune halves the array at least, and waits for PRUNE_FROM dead
+    // records. Sliced: its first slice runs now, the rest in later loop turns.
     const dead = segment.members.length - segment.liveCount;
-    if (dead >= PRUNE_FROM && dead > segment.liveCount) segment.members = this.liveIds(segment);
-  }
-
-  /** The ids placed in a segment now, once each (a caller may reuse an id after deleting it). */
-  private liveIds(segment: Segment): number[] {
-    const { placements } = this;
-    return [...new Set(segment.members)].filter((id) => {
-      const slot = placements.slotOf(id);
-      return slot >= 0 && placements.segment(slot) === segment.no;
-    });
+    if (!segment.pruning && dead >= PRUNE_FROM && dead > segment.liveCount) void pruneMembers(segment, this.placements, () => this.closed);
   }
 
   /** Reserves space in the next directory's active segment and queues the bytes for it. */

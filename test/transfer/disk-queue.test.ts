@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import { encodeToBuffer } from '../../src/index.js';
-import { DataClient, type ReceivingStore } from '../../src/transfer/index.js';
+import { DataClient } from '../../src/transfer/index.js';
 import { serializeDataDone, serializeValue } from '../../src/transfer/serializer.js';
-import { Fixture, fakeServer, pattern, requestIdOf } from './helpers.js';
+import { Fixture, fakeServer, pattern, requestIdOf, watchIncoming } from './helpers.js';
 
 describe('receiving to disk: the queue bound (diskQueueBytes)', () => {
   const fx = new Fixture();
@@ -19,30 +19,12 @@ describe('receiving to disk: the queue bound (diskQueueBytes)', () => {
     });
     const target = await fx.store();
     let firstBatchOfB = -1;
-    const store: ReceivingStore = {
-      get memoryLimit() {
-        return target.memoryLimit;
-      },
-      get paused() {
-        return target.paused;
-      },
-      isAboveTarget: () => target.isAboveTarget(),
-      has: (key) => target.has(key),
-      set: (key, value, options) => target.set(key, value, options),
-      delete: (key) => target.delete(key),
-      putEncoded: (key, source, byteLength) => {
-        if (key !== 'b') return target.putEncoded(key, source, byteLength);
-        // b's disk is slow: it starts reading 500 ms late, while a's is done at once.
-        async function* slow(): AsyncGenerator<readonly Uint8Array[]> {
-          await new Promise((r) => setTimeout(r, 500));
-          for await (const batch of source as AsyncIterable<readonly Uint8Array[]>) {
-            if (firstBatchOfB < 0) firstBatchOfB = batch.reduce((n, p) => n + p.byteLength, 0);
-            yield batch;
-          }
-        }
-        return target.putEncoded(key, slow(), byteLength);
-      },
-    };
+    const store = watchIncoming(target, async (key, received) => {
+      if (key !== 'b') return;
+      // b's disk is slow: it starts reading 500 ms late, while a's is done at once.
+      if (received === 0) await new Promise((r) => setTimeout(r, 500));
+      else if (firstBatchOfB < 0) firstBatchOfB = received;
+    });
     const diskQueueBytes = 16 * 1024;
     await new DataClient({ diskThresholdBytes: 0, diskQueueBytes }).fetch(address, ['a', 'b'], store);
     assert.deepEqual(await target.get('a'), pattern(40 * 1024, 1));

@@ -105,11 +105,13 @@ export async function waitFor(predicate: () => boolean, timeoutMs = 5000): Promi
 
 /**
  * The store as the client sees it, with a hook on the bytes of each incoming disk value
- * (to act mid-transfer: kill the peer, delete the key on the server...).
+ * (to act mid-transfer: kill the peer, delete the key on the server...): called before the
+ * value's first batch is read (`received` 0) and after each batch. A promise it returns
+ * holds the reading back until it settles (a slow disk).
  */
 export function watchIncoming(
   store: SpillStore,
-  onBatch: (key: string, received: number) => void,
+  onBatch: (key: string, received: number) => void | Promise<void>,
 ): import('../../src/transfer/index.js').ReceivingStore {
   return {
     get memoryLimit() {
@@ -126,9 +128,10 @@ export function watchIncoming(
       if (source instanceof Uint8Array) return store.putEncoded(key, source, byteLength);
       async function* watched(): AsyncGenerator<readonly Uint8Array[]> {
         let received = 0;
+        await onBatch(key, received);
         for await (const batch of source as AsyncIterable<readonly Uint8Array[]>) {
           for (const piece of batch) received += piece.byteLength;
-          onBatch(key, received);
+          await onBatch(key, received);
           yield batch;
         }
       }

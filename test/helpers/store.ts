@@ -22,11 +22,11 @@ export async function tempDir(t: TestContext): Promise<string> {
  */
 export async function openStore(
   t: TestContext,
-  options: SpillStoreOptions & { wrap?: (disk: DiskTier) => Tier } = {},
+  options: SpillStoreOptions & { wrap?: (disk: DiskTier) => Tier; diskCapacity?: number } = {},
 ): Promise<{ store: SpillStore; dir: string; disk: DiskTier }> {
   const dir = await tempDir(t);
-  const disk = new DiskTier({ directory: dir });
-  const { wrap, ...rest } = options;
+  const { wrap, diskCapacity, ...rest } = options;
+  const disk = new DiskTier({ directory: dir, capacity: diskCapacity });
   const store = await SpillStore.open({
     memoryLimit: 1 * MiB,
     monitorInterval: 0,

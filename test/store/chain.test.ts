@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { CompressedMemoryTier } from '../../src/tiers/compressed-memory.js';
 import { DiskTier, InvalidArgumentError, SpillStore, TiersFullError, type Tier } from '../../src/index.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
-import { KiB, MiB, f64, tempDir, waitFor } from '../helpers/store.js';
+import { KiB, MiB, f64, openStore, tempDir, waitFor } from '../helpers/store.js';
 
 /** Compressible data: a rounded random walk. */
 function walk(n: number, seed: number): Float64Array {
@@ -125,10 +125,7 @@ test('a lower tier that fails its writes leaves values in the tier above, and sa
 });
 
 test('writes in flight at once cannot together pass a tier capacity (the room check and the reservation are one step)', async (t) => {
-  const dir = await tempDir(t);
-  const disk = new DiskTier({ directory: dir, capacity: 200 * KiB });
-  const store = await SpillStore.open({ memoryLimit: 10 * MiB, monitorInterval: 0, tiers: [disk], spillConcurrency: 2 });
-  t.after(() => store.close());
+  const { store, disk } = await openStore(t, { memoryLimit: 10 * MiB, diskCapacity: 200 * KiB, spillConcurrency: 2 });
   const errors: unknown[] = [];
   store.on('error', (err) => errors.push(err));
   // Two values of 120 KiB (not batched): each fits alone, not both.

@@ -11,12 +11,10 @@ import {
   TierReadError,
   TierWriteError,
   TiersFullError,
-  DiskTier,
-  SpillStore,
   type FaultPlan,
 } from '../../src/index.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
-import { KiB, MiB, f64, filesUnder, openStore, tempDir, waitFor } from '../helpers/store.js';
+import { KiB, MiB, f64, filesUnder, openStore, waitFor } from '../helpers/store.js';
 
 test('a failing write (ENOSPC) keeps the value in memory, reports it, and is retried later', async (t) => {
   let failing = true;
@@ -54,10 +52,7 @@ test('background spilling with a full disk never loses data and retries after th
 });
 
 test('a value whose write failed waits for its retry outside the LRU: the values behind it keep spilling meanwhile', async (t) => {
-  const dir = await tempDir(t);
-  const disk = new DiskTier({ directory: dir, capacity: 400 * KiB });
-  const store = await SpillStore.open({ memoryLimit: 1 * MiB, monitorInterval: 0, tiers: [disk], retryDelay: 60_000 });
-  t.after(() => store.close());
+  const { store } = await openStore(t, { memoryLimit: 1 * MiB, diskCapacity: 400 * KiB, retryDelay: 60_000 });
   const errors: unknown[] = [];
   store.on('error', (err) => errors.push(err));
   store.set('a', f64(200 * KiB, 1));

@@ -76,11 +76,10 @@ export class Spiller {
     const { acct, lru, opts } = this.state;
     if (this.state.closed) return;
     while (acct.residentBytes - acct.bytes[Bucket.Spilling] > opts.targetBytes) {
+      // Values whose write failed wait outside the LRU until their retry is due (#failed).
       const entry = lru.oldest();
-      // The clock only for an entry whose write failed (pump runs on every set() under pressure).
-      const retryAfter = entry?.retryAfter ?? 0;
-      if (entry === undefined || (retryAfter > 0 && retryAfter > performance.now())) {
-        this.#reportStuck(entry);
+      if (entry === undefined) {
+        this.#reportStuck();
         // Values dropped above may have brought memory back under the resume level.
         this.state.onShrink();
         return;
@@ -118,10 +117,8 @@ export class Spiller {
   async evict(bytes: number): Promise<number> {
     const chosen: Entry[] = [];
     let planned = 0;
-    const now = performance.now();
     for (const entry of this.state.lru.fromOldest()) {
       if (planned >= bytes) break;
-      if (entry.retryAfter > now) continue;
       chosen.push(entry);
       planned += entry.size;
     }
@@ -369,9 +366,8 @@ export class Spiller {
   }
 
   /** Memory is over target and nothing more can be spilled now: say exactly why. */
-  #reportStuck(next: Entry | undefined): void {
+  #reportStuck(): void {
     const { acct, opts } = this.state;
-    if (next !== undefined) this.#scheduleRetry();
     if (this.#stuckReported || acct.bytes[Bucket.Spilling] > 0) return;
     this.#stuckReported = true;
     const event: UnspillableEvent = {
@@ -379,7 +375,7 @@ export class Spiller {
       targetBytes: opts.targetBytes,
       pinned: acct.get(Bucket.Pinned),
       memory: acct.get(Bucket.Memory),
-      reason: next !== undefined || this.state.waiting.size > 0 ? 'write-failures' : acct.bytes[Bucket.Memory] > 0 ? 'unencodable' : 'all-pinned',
+      reason: this.state.waiting.size > 0 ? 'write-failures' : acct.bytes[Bucket.Memory] > 0 ? 'unencodable' : 'all-pinned',
     };
     this.state.events.emit('unspillable', event);
   }

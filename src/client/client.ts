@@ -75,6 +75,8 @@ export class Client {
   readonly #inUse = new Map<string, number>();
   /** Keys a computation kept (`keep: true`) and `release` has not released yet. */
   readonly #kept = new Set<string>();
+  /** Keys an accepted submit made wanted on the scheduler and no release has released yet. */
+  readonly #submitted = new Set<string>();
   #lost: Error | undefined;
 
   private constructor(channel: Channel, store: SpillStore, data: DataClient, address: string, clientId: string, options: ClientOptions) {
@@ -179,10 +181,13 @@ export class Client {
     try {
       // Waiters first: a key already computed may be announced before submit answers.
       await Promise.race([this.#submit({ graph, wanted: keys }), failed]);
+      for (const key of keys) this.#submitted.add(key);
       await Promise.race([done, failed]);
     } catch (err) {
-      const releasable = unhold();
-      if (this.#lost === undefined && !(err instanceof GraphError) && releasable.length > 0) await this.#releaseQuietly(releasable, options.keep);
+      // A refused graph made nothing wanted, but a key another computation submitted and
+      // left to this one (it was still in use here) must still be released.
+      const releasable = unhold().filter((key) => !(err instanceof GraphError) || this.#submitted.has(key));
+      if (this.#lost === undefined && releasable.length > 0) await this.#releaseQuietly(releasable, options.keep);
       throw err;
     } finally {
       this.#computations.delete(computation);
@@ -196,7 +201,10 @@ export class Client {
   /** Tells the scheduler this client no longer needs `keys` (kept with `keep: true`). */
   async release(keys: readonly string[]): Promise<void> {
     if (this.#lost !== undefined) throw this.#lost;
-    for (const key of keys) this.#kept.delete(key);
+    for (const key of keys) {
+      this.#kept.delete(key);
+      this.#submitted.delete(key);
+    }
     await this.#channel.request(Methods.release, { keys: [...keys] });
   }
 

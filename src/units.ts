@@ -22,7 +22,9 @@ const UNITS: ReadonlyMap<string, number> = new Map(Object.entries({
 export function parseBytes(input: number | string, what = 'size'): number {
   if (typeof input === 'number') {
     if (!Number.isFinite(input) || input < 0) throw new InvalidArgumentError(`${what} must be a non-negative number of bytes, got ${input}`);
-    return Math.floor(input);
+    const bytes = Math.floor(input);
+    if (!Number.isSafeInteger(bytes)) throw new InvalidArgumentError(`${what}: ${input} bytes is too large`);
+    return bytes;
   }
   if (typeof input !== 'string') throw new InvalidArgumentError(`${what} must be a number or a string like '512 MiB'`);
   const match = /^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$/.exec(input);
@@ -31,8 +33,9 @@ export function parseBytes(input: number | string, what = 'size'): number {
     throw new InvalidArgumentError(`${what}: cannot read ${JSON.stringify(input)} as a size (examples: 4096, '512 MiB', '2GB')`);
   }
   const bytes = Math.floor(Number(match[1]) * factor);
-  // '9999…9' (hundreds of digits) overflows to Infinity; reject it as the number path does.
-  if (!Number.isFinite(bytes)) throw new InvalidArgumentError(`${what}: ${JSON.stringify(input)} is too large`);
+  // '9999…9' overflows to Infinity, and above 2^53 bytes are no longer exact (and print as
+  // '1e+21', which a child process cannot read back): reject them as the number path does.
+  if (!Number.isSafeInteger(bytes)) throw new InvalidArgumentError(`${what}: ${JSON.stringify(input)} is too large`);
   return bytes;
 }
 

@@ -1,3 +1,6 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { formatBytes } from '../units.js';
 import { type DemoSummary, runDemo } from './demo.js';
 import { EXIT_FAILED } from './options.js';
@@ -31,6 +34,14 @@ function printSummary(s: DemoSummary): void {
 }
 
 export async function demoCommand(flags: DemoFlags): Promise<void> {
+  // The store spills into a folder of our own, so that Ctrl-C (which skips store.close())
+  // can remove the gigabytes it holds instead of leaving them in the temp directory.
+  const scratch = await mkdtemp(path.join(flags.directory ?? os.tmpdir(), 'spillway-demo-'));
+  const onSignal = (signal: NodeJS.Signals): void => {
+    void rm(scratch, { recursive: true, force: true, maxRetries: 3 }).finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
   const progress = createProgress(!flags.json);
   let summary: DemoSummary;
   try {
@@ -38,13 +49,16 @@ export async function demoCommand(flags: DemoFlags): Promise<void> {
       memoryLimit: flags.memoryLimit,
       valueSize: flags.valueSize,
       dataSize: flags.data,
-      directory: flags.directory,
+      directory: scratch,
       monitorInterval: flags.monitorInterval,
       seed: flags.seed,
       onProgress: (phase, done, total) => progress.update(phase, done, total),
     });
   } finally {
     progress.stop();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await rm(scratch, { recursive: true, force: true });
   }
   if (flags.json) process.stdout.write(JSON.stringify(summary) + '\n');
   else printSummary(summary);

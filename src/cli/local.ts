@@ -65,7 +65,9 @@ export async function runLocal(options: LocalOptions): Promise<LocalSummary> {
   let verifySeconds = 0;
   let client: Client | undefined;
   try {
-    client = await Client.connect(cluster.address, { token: cluster.token, localDirectory: options.localDirectory });
+    // The client's spill folder goes in the cluster's scratch folder, which a signal handler
+    // (killLocalClusters) removes: one under localDirectory would outlive a Ctrl-C.
+    client = await Client.connect(cluster.address, { token: cluster.token, localDirectory: cluster.directory });
     // With every worker gone nothing can finish: fail instead of waiting forever.
     let abort!: (err: Error) => void;
     const aborted = new Promise<never>((_, reject) => (abort = reject));

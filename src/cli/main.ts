@@ -5,23 +5,24 @@
  */
 import { Command, CommanderError, InvalidArgumentError as BadOption, Option } from 'commander';
 import { InvalidArgumentError } from '../errors.js';
+import { AuthError } from '../transfer/errors.js';
 import { WORKLOADS } from '../workloads/index.js';
 import { demoCommand } from './demo-command.js';
-import { EXIT_FAILED, EXIT_USAGE, hostPort, niceIncrement, port, positive, size, wholeNumber } from './options.js';
+import { EXIT_FAILED, EXIT_USAGE, hostPort, milliseconds, niceIncrement, port, positive, positiveMilliseconds, size, wholeNumber } from './options.js';
 import type { LocalFlags } from './local-command.js';
 import type { SchedulerFlags } from './scheduler-command.js';
 import type { WorkerFlags } from './worker-command.js';
 
-const milliseconds = wholeNumber;
 // The cluster commands are loaded on use: `demo` does not pay for the scheduler, the worker or piscina.
 
-/** Runs a command's action; a bad argument found late (InvalidArgumentError) exits with 2, anything else with 1. */
+/** Runs a command's action; a bad argument found late (InvalidArgumentError, AuthError) exits with 2, anything else with 1. */
 function action<T>(name: string, run: (flags: T) => Promise<void>): (flags: T) => Promise<void> {
   return async (flags) => {
     try {
       await run(flags);
     } catch (err) {
-      const usage = err instanceof InvalidArgumentError || err instanceof BadOption;
+      // A missing or wrong token is the command line's fault too: restarting will not fix it.
+      const usage = err instanceof InvalidArgumentError || err instanceof BadOption || err instanceof AuthError;
       process.stderr.write(`spillway ${name}: ${usage ? 'error: ' : ''}${err instanceof Error ? err.message : String(err)}\n`);
       process.exitCode = usage ? EXIT_USAGE : EXIT_FAILED;
     }
@@ -43,7 +44,7 @@ program
   .option('--data <size>', 'bytes to push through (default: 4 × the memory limit)', size)
   .option('--directory <path>', 'parent directory for spill files (default: the OS temp directory)')
   .option('--monitor-interval <ms>', 'RSS monitor interval in ms; 0 = off, pausing then follows the bytes the store holds', milliseconds, 100)
-  .option('--seed <n>', 'seed of the generated content', milliseconds, 0x5eed)
+  .option('--seed <n>', 'seed of the generated content', wholeNumber, 0x5eed)
   .option('--json', 'print a one-line JSON summary instead of text (no progress bar)', false)
   .action(action('demo', demoCommand));
 
@@ -54,7 +55,7 @@ program
   .option('--port <port>', 'control port (0: any free port)', port, 8786)
   .option('--http-port <port>', 'port of GET /metrics and /api/state (0: any free port)', port)
   .option('--token <token>', 'shared secret of the cluster (default: $SPILLWAY_TOKEN; prefer it, a flag shows in ps)')
-  .option('--heartbeat-interval <ms>', 'how often workers send heartbeats', positive)
+  .option('--heartbeat-interval <ms>', 'how often workers send heartbeats', positiveMilliseconds)
   .action(action('scheduler', async (f: SchedulerFlags) => (await import('./scheduler-command.js')).schedulerCommand(f)));
 
 program

@@ -23,6 +23,19 @@ export function wholeNumber(value: string): number {
   return n;
 }
 
+/** A timer's delay: Node turns anything above 2^31 - 1 ms into 1 ms (TimeoutOverflowWarning). */
+export function milliseconds(value: string): number {
+  const n = wholeNumber(value);
+  if (n > 2 ** 31 - 1) throw new BadOption(`expected at most ${2 ** 31 - 1} ms, got ${n}`);
+  return n;
+}
+
+export function positiveMilliseconds(value: string): number {
+  const n = milliseconds(value);
+  if (n < 1) throw new BadOption(`expected at least 1, got ${n}`);
+  return n;
+}
+
 /** A nice increment: 0 to 19. */
 export function niceIncrement(value: string): number {
   const n = wholeNumber(value);
@@ -44,7 +57,8 @@ export function port(value: string): number {
 
 export function hostPort(value: string): { host: string; port: number } {
   const match = /^\[?([^\]]+?)\]?:(\d+)$/.exec(value.trim());
-  if (match === null || Number(match[2]) > 65535) throw new BadOption(`expected HOST:PORT, got ${JSON.stringify(value)}`);
+  // Port 0 means "any free port" to a listener, but names no server to connect to.
+  if (match === null || Number(match[2]) < 1 || Number(match[2]) > 65535) throw new BadOption(`expected HOST:PORT with a port from 1 to 65535, got ${JSON.stringify(value)}`);
   return { host: match[1], port: Number(match[2]) };
 }
 

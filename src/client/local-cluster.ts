@@ -201,6 +201,11 @@ export class LocalCluster {
     return fetchClusterState(this.httpAddress as string);
   }
 
+  /** Whether each worker process is still running, in start order. */
+  get workersRunning(): boolean[] {
+    return this.#workers.map((w) => w.running);
+  }
+
   /** Peak and current RSS of each worker process (Linux /proc; undefined elsewhere or once exited). */
   workerMemory(): Promise<Array<{ peakRss: number; rss: number } | undefined>> {
     return Promise.all(this.#workers.map((w) => (w.running ? w.memory() : undefined)));

@@ -95,12 +95,12 @@ export class ClusterMonitor {
       this.#cluster.state().catch(() => undefined),
       this.#cluster.workerMemory(),
     ]);
+    // Alive from the process itself: memory() is undefined off Linux (no /proc) or when a read fails.
+    const running = this.#cluster.workersRunning;
     memory.forEach((m, i) => {
       const w = this.#workers[i];
-      if (m === undefined) {
-        w.alive = false;
-        return;
-      }
+      if (!running[i]) w.alive = false;
+      if (m === undefined) return;
       if (m.peakRss >= w.peakRss) {
         w.peakRss = m.peakRss;
         w.peakRssSource = 'proc';

@@ -44,10 +44,26 @@ export function defaultPartitions(bytes: number, memoryLimit: number, workers: n
   return Math.min(256, Math.max(2 * workers, Math.ceil(bytes / (memoryLimit / PARTITIONS_PER_WORKER_MEMORY))));
 }
 
+/** A shuffle's graph grows with P²: more than this does not fit one submit frame. */
+export const MAX_SHUFFLE_PARTITIONS = 512;
+
+/** One partition is one value: at most 2 GiB. */
+export const MAX_PARTITION_BYTES = 2 ** 31;
+
 export function planWorkload(name: WorkloadName, options: WorkloadOptions): WorkloadPlan {
   const { bytes, partitions } = options;
   if (!Number.isSafeInteger(partitions) || partitions < 1 || partitions > 4096) {
     throw new InvalidArgumentError(`partitions must be an integer from 1 to 4096, got ${partitions}`);
+  }
+  // A shuffle is P² + 5P tasks submitted in one control frame (64 MiB at most): 512
+  // partitions make ~30 MiB of graph, 800 already overflow it and the scheduler drops the client.
+  if (name === 'shuffle' && partitions > MAX_SHUFFLE_PARTITIONS) {
+    throw new InvalidArgumentError(`a shuffle of ${partitions} partitions is ${partitions * (partitions + 5)} tasks, too many to submit; use at most ${MAX_SHUFFLE_PARTITIONS}`);
+  }
+  // A 5 GiB partition came back from the worker as 1 GiB (its length mod 2^32 bytes) and the
+  // run failed verification after minutes: refuse partitions a value cannot hold, as the demo does.
+  if (bytes / partitions > MAX_PARTITION_BYTES) {
+    throw new InvalidArgumentError(`partitions of ${Math.ceil(bytes / partitions)} bytes are too large (at most ${MAX_PARTITION_BYTES}): use more partitions`);
   }
   if (!(bytes >= 16 * partitions)) throw new InvalidArgumentError(`size ${bytes} is too small for ${partitions} partitions`);
   const plan = name === 'shuffle' ? shuffleGraph(options) : mapReduceGraph(options);

@@ -25,8 +25,11 @@ test('a compute-task read together with the registration answer is run, not lost
   });
   const worker = await Worker.start({ scheduler: server.address, memoryLimit: '64 MiB', nthreads: 1, monitorInterval: false });
   t.after(() => worker.close());
-  const deadline = Date.now() + 3000;
-  while (finished.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  // A thread starting on a loaded host takes seconds: wait while the task is queued or
+  // running (the bug left it neither), up to a generous deadline.
+  const start = Date.now();
+  const pending = (): boolean => worker.queued > 0 || worker.executing > 0 || Date.now() - start < 1000;
+  while (finished.length === 0 && pending() && Date.now() - start < 30_000) await new Promise((r) => setTimeout(r, 20));
   assert.deepEqual(
     finished.map((f) => f.key),
     ['first'],

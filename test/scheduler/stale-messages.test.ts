@@ -34,7 +34,7 @@ test('a task-finished already on its way when the scheduler times the worker out
       return ready !== undefined && ready.holders.some((h) => h.port === healthy.data.port);
     },
     'a ready on a live worker',
-    2000,
+    10_000,
   ).catch((err) => {
     assert.fail(`${(err as Error).message}; key-ready seen: ${JSON.stringify(client.ready.get('a'))}; state: ${JSON.stringify(scheduler.state().tasks)}; who-has via healthy computes: ${healthy.computes.map((c) => c.key)}`);
   });

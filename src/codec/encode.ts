@@ -1,3 +1,4 @@
+import { constants as bufferConstants } from 'node:buffer';
 import v8 from 'node:v8';
 import { CodecError, errorMessage } from '../errors.js';
 import { binaryBytes, binaryTag, type BinaryValue } from './binary.js';
@@ -88,15 +89,34 @@ let lastBinaryLayout: Layout | undefined;
 function encodeBinary(value: BinaryValue, tag: number): BinaryEncoded {
   let header = binaryHeaders.get(tag);
   if (header === undefined) binaryHeaders.set(tag, (header = Uint8Array.of(tag)));
-  const frame = binaryBytes(value);
+  // The length first: the bytes of a value too long to encode cannot even be viewed.
+  const length = value.byteLength;
   let layout = lastBinaryLayout;
-  if (layout === undefined || layout.frameLengths[0] !== frame.byteLength) {
-    layout = lastBinaryLayout = layoutOf(HeaderKind.Binary, 1, [frame.byteLength]);
+  if (layout === undefined || layout.frameLengths[0] !== length) {
+    layout = layoutOf(HeaderKind.Binary, 1, [length]);
+    checkEncodedLength(layout, value);
     Object.freeze(layout.frameOffsets);
     Object.freeze(layout.frameLengths);
-    Object.freeze(layout);
+    lastBinaryLayout = Object.freeze(layout);
   }
-  return new BinaryEncoded(layout, header, frame);
+  return new BinaryEncoded(layout, header, binaryBytes(value));
+}
+
+/**
+ * The longest encoded value: what one Buffer holds (buffer.constants.MAX_LENGTH, 4 GiB on
+ * Node 20). A tier reads a value back into one buffer, and the codec views each frame as
+ * one Uint8Array (at most 2^32 bytes on Node 20): a longer value could be written but
+ * never read back. Refused instead, with a CodecError: the value stays in memory.
+ */
+export const MAX_ENCODED_BYTES = bufferConstants.MAX_LENGTH;
+
+function checkEncodedLength(layout: Layout, value: unknown, limit = MAX_ENCODED_BYTES): void {
+  if (layout.totalLength > limit) {
+    const what = typeof value === 'object' && value !== null ? (value.constructor?.name ?? 'value') : typeof value;
+    throw new CodecError(
+      `cannot encode a ${what}: encoded, it would take ${layout.totalLength} bytes, over the limit of ${limit} (buffer.constants.MAX_LENGTH: the most one buffer can hold to read it back)`,
+    );
+  }
 }
 
 /** Lays a value out in the format. Throws CodecError for what cannot be encoded. */
@@ -118,6 +138,8 @@ export function encode(value: unknown): Encoded {
       case 'msgpack':
         kind = HeaderKind.Msgpack;
         header = packHeader(plan.template);
+        // The lengths first: the bytes of a value too long to encode cannot even be viewed.
+        checkEncodedLength(layoutOf(kind, header.byteLength, plan.frames.map((f) => f.byteLength)), value);
         frames = plan.frames.map(binaryBytes);
         break;
       case 'v8':
@@ -131,6 +153,7 @@ export function encode(value: unknown): Encoded {
     throw new CodecError(`cannot encode value: ${errorMessage(err)}`, { cause: err });
   }
   const layout = layoutOf(kind, header.byteLength, frames.map((f) => f.byteLength));
+  checkEncodedLength(layout, value);
   return new EncodedValue(layout, header, frames);
 }
 

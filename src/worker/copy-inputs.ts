@@ -14,6 +14,7 @@
  * never mutated.
  */
 import { Slicer } from '../loop.js';
+import { needsLift } from './large-views.js';
 
 /** Smaller binary inputs are cloned: Node's pooled Buffer slabs cannot move, and tiny copies cost nothing. */
 export const MOVE_MIN_BYTES = 64 * 1024;
@@ -27,12 +28,18 @@ export interface ThreadInputs {
   transfer: ArrayBuffer[];
   /** Bytes copied for the transfer. */
   copiedBytes: number;
+  /** Some view ends past 4 GiB: it must be lifted out of the message (large-views.ts). */
+  largeViews: boolean;
 }
 
 type TypedArrayConstructor = new (length: number) => ArrayBufferView & { set(source: ArrayLike<number> | ArrayLike<bigint>): void };
 
-/** Bytes to copy: from a value into the buffer that will be transferred. */
-type CopyJob = readonly [from: Uint8Array, to: Uint8Array];
+/**
+ * Bytes to copy: from a value into the buffer that will be transferred. Kept as buffer and
+ * offset, viewed one step at a time: a Uint8Array holds at most 2^32 bytes on Node 20, and
+ * a value may be larger (a Float64Array of 5 GiB is fine).
+ */
+type CopyJob = readonly [from: ArrayBufferLike, fromOffset: number, to: ArrayBuffer, byteLength: number];
 
 /**
  * Copies large typed arrays and ArrayBuffers inside arrays, plain objects and Maps into
@@ -42,6 +49,7 @@ export async function threadInputs(args: readonly unknown[]): Promise<ThreadInpu
   const jobs: CopyJob[] = [];
   const transfer: ArrayBuffer[] = [];
   let copiedBytes = 0;
+  let largeViews = false;
   const seen = new Map<object, unknown>();
   const visit = (value: unknown): unknown => {
     if (typeof value !== 'object' || value === null) return value;
@@ -55,10 +63,12 @@ export async function threadInputs(args: readonly unknown[]): Promise<ThreadInpu
         copiedBytes += value.byteLength;
         out = copy;
       }
+      // Known here, in the walk this needs anyway: lifting walks the value again only then.
+      if (needsLift(out as ArrayBufferView)) largeViews = true;
     } else if (value instanceof ArrayBuffer) {
       if (value.byteLength >= MOVE_MIN_BYTES) {
         const copy = new ArrayBuffer(value.byteLength);
-        jobs.push([new Uint8Array(value), new Uint8Array(copy)]);
+        jobs.push([value, 0, copy, value.byteLength]);
         transfer.push(copy);
         copiedBytes += value.byteLength;
         out = copy;
@@ -71,8 +81,15 @@ export async function threadInputs(args: readonly unknown[]): Promise<ThreadInpu
     } else if (value instanceof Map) {
       const copy = new Map<unknown, unknown>();
       seen.set(value, copy);
-      for (const [k, v] of value) copy.set(k, visit(v));
+      for (const [k, v] of value) {
+        // Keys are not walked here: lifting's own walk looks at those that are objects.
+        if (typeof k === 'object' && k !== null) largeViews = true;
+        copy.set(k, visit(v));
+      }
       return copy;
+    } else if (value instanceof Set || Object.getPrototypeOf(value) === null) {
+      // Not walked here (posted as they are): lifting's own walk looks inside.
+      largeViews = true;
     } else if (Object.getPrototypeOf(value) === Object.prototype) {
       const copy: Record<string, unknown> = {};
       seen.set(value, copy);
@@ -84,15 +101,16 @@ export async function threadInputs(args: readonly unknown[]): Promise<ThreadInpu
   };
   const copied = args.map(visit);
   await copyInSteps(jobs);
-  return { args: copied, transfer, copiedBytes };
+  return { args: copied, transfer, copiedBytes, largeViews };
 }
 
 async function copyInSteps(jobs: readonly CopyJob[]): Promise<void> {
   const slicer = new Slicer(COPY_SLICE_MS);
-  for (const [from, to] of jobs) {
-    for (let at = 0; at < from.byteLength; at += COPY_STEP_BYTES) {
+  for (const [from, fromOffset, to, byteLength] of jobs) {
+    for (let at = 0; at < byteLength; at += COPY_STEP_BYTES) {
       if (slicer.due()) await slicer.turn();
-      to.set(from.subarray(at, at + COPY_STEP_BYTES), at);
+      const n = Math.min(COPY_STEP_BYTES, byteLength - at);
+      new Uint8Array(to, at, n).set(new Uint8Array(from, fromOffset + at, n));
     }
   }
 }
@@ -102,16 +120,15 @@ async function copyInSteps(jobs: readonly CopyJob[]): Promise<void> {
  * are queued in `jobs`, to be copied.
  */
 function emptyCopyOf(view: ArrayBufferView, jobs: CopyJob[]): ArrayBufferView {
-  const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
   if (view instanceof DataView) {
     const buffer = new ArrayBuffer(view.byteLength);
-    jobs.push([bytes, new Uint8Array(buffer)]);
+    jobs.push([view.buffer, view.byteOffset, buffer, view.byteLength]);
     return new DataView(buffer);
   }
   // A Buffer arrives in a thread as a Uint8Array either way.
   const ctor = (Buffer.isBuffer(view) ? Uint8Array : view.constructor) as TypedArrayConstructor;
   const bytesPerElement = (view as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT;
   const copy = new ctor(view.byteLength / bytesPerElement);
-  jobs.push([bytes, new Uint8Array(copy.buffer, 0, view.byteLength)]);
+  jobs.push([view.buffer, view.byteOffset, copy.buffer as ArrayBuffer, view.byteLength]);
   return copy;
 }

@@ -2,6 +2,7 @@ import { Piscina } from 'piscina';
 import type { FunctionRef, TaskErrorInfo } from '../cluster/protocol.js';
 import { errorMessage } from '../errors.js';
 import { threadInputs } from './copy-inputs.js';
+import { liftLargeViews, restoreLargeViews } from './large-views.js';
 import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.js';
 
 export type ExecutionResult =
@@ -57,9 +58,14 @@ export class Executor {
   async run(fn: FunctionRef, args: unknown[]): Promise<ExecutionResult> {
     const started = performance.now();
     try {
-      const inputs = this.#moveInputs ? await threadInputs(args) : { args, transfer: [] };
-      const response = await this.#pool.run({ module: fn.module, name: fn.name, args: inputs.args }, { transferList: inputs.transfer });
-      if (response.ok) return { ok: true, value: response.value, computeSeconds: response.seconds };
+      const inputs = this.#moveInputs ? await threadInputs(args) : { args, transfer: [], largeViews: true };
+      // Views ending past 4 GiB would arrive cut modulo 2^32 (large-views.ts); threadInputs
+      // saw every view already, so the walk that lifts them runs only when one does.
+      const lifted = inputs.largeViews ? liftLargeViews(inputs.args) : { value: inputs.args, views: [] };
+      const request: ThreadRequest = { module: fn.module, name: fn.name, args: lifted.value as unknown[] };
+      if (lifted.views.length > 0) request.views = lifted.views;
+      const response = await this.#pool.run(request, { transferList: inputs.transfer });
+      if (response.ok) return { ok: true, value: restoreLargeViews(response.value, response.views), computeSeconds: response.seconds };
       return { ok: false, error: response.error, computeSeconds: response.seconds };
     } catch (err) {
       // The pool itself failed: arguments or result not cloneable, thread crashed.

@@ -1,4 +1,5 @@
 import type { TaskErrorInfo } from '../cluster/protocol.js';
+import type { LiftedView } from './large-views.js';
 
 /** What every executor thread is started with (piscina's workerData). */
 export interface ThreadData {
@@ -11,9 +12,11 @@ export interface ThreadRequest {
   module: string;
   name: string;
   args: unknown[];
+  /** Views of the args a message cannot carry, lifted out (large-views.ts). */
+  views?: LiftedView[];
 }
 
-/** What comes back: the value, or the error as plain data. `seconds`: time inside the thread. */
+/** What comes back: the value (`views`: as in ThreadRequest), or the error as plain data. `seconds`: time inside the thread. */
 export type ThreadResponse =
-  | { ok: true; value: unknown; seconds: number }
+  | { ok: true; value: unknown; seconds: number; views?: LiftedView[] }
   | { ok: false; error: TaskErrorInfo; seconds: number };

@@ -11,6 +11,7 @@ import { TaskFunctionError, TaskImportError } from './errors.js';
 import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.js';
 import { collectGarbage } from '../gc.js';
 import { ThreadCollector } from './thread-gc.js';
+import { liftLargeViews, restoreLargeViews } from './large-views.js';
 
 const modules = new Map<string, Promise<Record<string, unknown>>>();
 
@@ -84,8 +85,12 @@ export default async function runTask(request: ThreadRequest): Promise<unknown> 
       throw new TaskFunctionError(request.module, request.name, fn === undefined ? 'nothing' : typeof fn);
     }
     started = performance.now(); // compute time is the call's, not the first import's
-    const value: unknown = await (fn as (...args: unknown[]) => unknown)(...request.args);
-    const response: ThreadResponse = { ok: true, value, seconds: (performance.now() - started) / 1000 };
+    const args = restoreLargeViews(request.args, request.views) as unknown[];
+    const value: unknown = await (fn as (...args: unknown[]) => unknown)(...args);
+    const seconds = (performance.now() - started) / 1000;
+    // Views ending past 4 GiB would arrive cut modulo 2^32 (large-views.ts): their buffers move, they are rebuilt.
+    const lifted = liftLargeViews(value);
+    const response: ThreadResponse = lifted.views.length === 0 ? { ok: true, value, seconds } : { ok: true, value: lifted.value, seconds, views: lifted.views };
     const transfers = collectTransfers(value);
     if (transfers.length === 0) return response;
     return move({

@@ -3,6 +3,7 @@ import net from 'node:net';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { FORMAT_VERSION, decodeVerified, encode, encodeToBuffer, layoutOfBytes, parseLayout } from '../../src/codec/index.js';
+import { MAX_ENCODED_BYTES } from '../../src/codec/encode.js';
 import { referenceChecksum } from './checksum-reference.js';
 import { ChecksumError, CodecError, FormatError, SpillwayError } from '../../src/errors.js';
 import { binaryArb } from './arbitraries.js';
@@ -102,6 +103,23 @@ describe('values that cannot be encoded give CodecError', () => {
     await assertCodecError(() => encode(value), /value\.a\.b\[2\]\.c\.fn/);
     await assertCodecError(() => encode(new Map([['k', { deep: [Symbol.iterator] }]])), /symbol.*deep\[0\]/);
     await assertCodecError(() => encode(new Set([1, () => 1])), /function.*<item>/);
+  });
+
+  it('a value too long to read back (over MAX_ENCODED_BYTES encoded), at the top or inside, before a byte of it is read', async (t) => {
+    if (MAX_ENCODED_BYTES > 2 ** 32) {
+      t.skip(`this runtime's buffers hold ${MAX_ENCODED_BYTES} bytes`);
+      return;
+    }
+    // 4 GiB of address space each: their pages are never touched (encode only lays them out).
+    const limit = MAX_ENCODED_BYTES;
+    const over = new Float64Array(limit / 8 + 1);
+    await assertCodecError(() => encode(over), new RegExp(`Float64Array.*${limit + 48} bytes.*limit of ${limit}`));
+    await assertCodecError(() => encode({ part: over }), /limit/);
+    await assertCodecError(() => encode(new ArrayBuffer(limit + 8)), /ArrayBuffer.*limit/);
+    // The largest binary value that fits: 32 bytes of prefix, the frame, 8 of trailer.
+    const largest = encode(new Float64Array((limit - 40) / 8));
+    assert.equal(largest.byteLength, limit);
+    await assertCodecError(() => encode(new Float64Array((limit - 40) / 8 + 1)), /limit/);
   });
 
   it('a function next to a cycle (the v8 path would not save it)', async () => {

@@ -5,15 +5,18 @@ import { dependencies, substitute, type Graph } from '../../src/cluster/protocol
 import { builtinFunction } from '../../src/worker/builtins.js';
 import { planWorkload } from '../../src/workloads/index.js';
 
-/** Evaluates a graph depth first, as a worker would, importing each function by reference. */
-async function runInProcess(graph: Graph, wanted: string[]): Promise<unknown[]> {
+/**
+ * Evaluates a graph depth first, as a worker would, importing each function by reference;
+ * `alter` may change a task's output on its way (to check that verification notices).
+ */
+async function runInProcess(graph: Graph, wanted: string[], alter = (_key: string, value: unknown): unknown => value): Promise<unknown[]> {
   const values = new Map<string, unknown>();
   const evaluate = async (key: string): Promise<unknown> => {
     if (values.has(key)) return values.get(key);
     const spec = graph[key];
     for (const dep of dependencies(spec)) await evaluate(dep);
     const fn = builtinFunction(spec.fn) ?? ((await import(spec.fn.module)) as Record<string, (...args: unknown[]) => unknown>)[spec.fn.name];
-    const value = fn(...substitute(spec.args ?? [], (k) => values.get(k)));
+    const value = alter(key, fn(...substitute(spec.args ?? [], (k) => values.get(k))));
     values.set(key, value);
     return value;
   };
@@ -57,3 +60,20 @@ test('map-reduce: the mean is exact and the deviations are not trivial', async (
   assert.equal(mean, 65536);
   assert.ok(ssd > total.count, 'deviations average more than 1');
 });
+
+const bump = (v: unknown): unknown => {
+  const copy = Float64Array.from(v as Float64Array);
+  copy[copy.length >> 1] += 1;
+  return copy;
+};
+
+for (const [name, keys] of [['shuffle', ['input-1', 'piece-2-1', 'output-3']], ['map-reduce', ['data-1']]] as const) {
+  for (const target of keys) {
+    test(`${name}: one wrong value in ${target} (a task's output, not a summary) fails verification`, async () => {
+      const plan = planWorkload(name, { bytes: 1024 * 1024, partitions: 4, seed: 3 });
+      const results = await runInProcess(plan.graph, plan.wanted, (key, v) => (key === target ? bump(v) : v));
+      const check = await plan.verify(results);
+      assert.equal(check.verified, false, JSON.stringify(check));
+    });
+  }
+}

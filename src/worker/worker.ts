@@ -388,9 +388,11 @@ export class Worker extends EventEmitter {
       this.#heartbeat.stop();
       this.channel.close();
       await this.#executor.close().catch(() => undefined);
-      await this.server.close();
-      await this.store.close();
+      // Each step runs even if one before it failed: the spill folder goes in any case.
+      let failure: unknown;
+      for (const step of [() => this.server.close(), () => this.store.close()]) await step().catch((err: unknown) => (failure ??= err));
       await rm(this.#directory, { recursive: true, force: true });
+      if (failure !== undefined) throw failure;
     })();
     return this.#closing;
   }

@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { test } from 'node:test';
 import { type ComputeTaskParams, Methods, type TaskFinishedParams } from '../../src/cluster/protocol.js';
 import type { Channel } from '../../src/control/channel.js';
@@ -48,7 +51,9 @@ test('a registration answer without a sane heartbeat interval fails start() with
 
 test('a worker whose close fails when it loses its scheduler still emits close, with no unhandled rejection', { timeout: 10_000 }, async (t) => {
   const scheduler = await FakeScheduler.start();
-  const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, monitorInterval: false });
+  const localDirectory = await mkdtemp(path.join(os.tmpdir(), 'spillway-test-worker-'));
+  t.after(() => rm(localDirectory, { recursive: true, force: true }));
+  const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, monitorInterval: false, localDirectory });
   const rejections: unknown[] = [];
   const onRejection = (reason: unknown): void => void rejections.push(reason);
   process.on('unhandledRejection', onRejection);
@@ -62,4 +67,5 @@ test('a worker whose close fails when it loses its scheduler still emits close, 
   await new Promise((resolve) => setTimeout(resolve, 50));
   assert.deepEqual(rejections, []);
   assert.ok(reason === undefined || reason instanceof Error);
+  assert.deepEqual(await readdir(localDirectory), [], 'its spill folder is removed all the same');
 });

@@ -23,17 +23,22 @@ export function wholeNumber(value: string): number {
   return n;
 }
 
-/** A timer's delay: Node turns anything above 2^31 - 1 ms into 1 ms (TimeoutOverflowWarning). */
-export function milliseconds(value: string): number {
-  const n = wholeNumber(value);
-  if (n > 2 ** 31 - 1) throw new BadOption(`expected at most ${2 ** 31 - 1} ms, got ${n}`);
+/** The longest timer delay: Node turns anything above it into 1 ms (TimeoutOverflowWarning). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function timerDelay(n: number): number {
+  if (n > MAX_TIMER_MS) throw new BadOption(`expected at most ${MAX_TIMER_MS} ms, got ${n}`);
   return n;
 }
 
+/** A timer's delay in whole milliseconds (0 allowed). */
+export function milliseconds(value: string): number {
+  return timerDelay(wholeNumber(value));
+}
+
+/** A timer's delay in whole milliseconds, at least 1. */
 export function positiveMilliseconds(value: string): number {
-  const n = milliseconds(value);
-  if (n < 1) throw new BadOption(`expected at least 1, got ${n}`);
-  return n;
+  return timerDelay(positive(value));
 }
 
 /** A nice increment: 0 to 19. */

@@ -9,10 +9,30 @@ import { checkInvariants } from '../../src/store/spill-store.js';
 export const KiB = 1024;
 export const MiB = 1024 * 1024;
 
-/** A fresh parent directory, removed when the test ends. */
+const cleanups = new WeakMap<TestContext, (() => unknown)[]>();
+
+/**
+ * Runs `fn` when the test ends, in reverse order of registration (a store closes before
+ * the folder it writes into is removed). `t.after` hooks run in registration order, so a
+ * folder removed by its own hook went first and raced the store's last background writes.
+ */
+export function onCleanup(t: TestContext, fn: () => unknown): void {
+  let stack = cleanups.get(t);
+  if (!stack) {
+    const created: (() => unknown)[] = [];
+    cleanups.set(t, created);
+    stack = created;
+    t.after(async () => {
+      for (let next = created.pop(); next; next = created.pop()) await next();
+    });
+  }
+  stack.push(fn);
+}
+
+/** A fresh parent directory, removed when the test ends, after what was opened in it closes. */
 export async function tempDir(t: TestContext): Promise<string> {
   const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'spillway-test-'));
-  t.after(() => fsp.rm(dir, { recursive: true, force: true }));
+  onCleanup(t, () => fsp.rm(dir, { recursive: true, force: true }));
   return dir;
 }
 
@@ -33,7 +53,7 @@ export async function openStore(
     tiers: [wrap ? wrap(disk) : disk],
     ...rest,
   });
-  t.after(() => store.close());
+  onCleanup(t, () => store.close());
   return { store, dir, disk };
 }
 

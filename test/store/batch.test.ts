@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { CompressedMemoryTier, DiskTier, FaultyTier, SlowTier, SpillStore, TierWrapper, TierWriteError, type Tier, type TierUsage, type WriteItem, type WriteResults } from '../../src/index.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
-import { KiB, MiB, assertSpillsOnRetry, f64, filesUnder, nextTick, openStore, tempDir, waitFor } from '../helpers/store.js';
+import { KiB, MiB, assertSpillsOnRetry, f64, filesUnder, nextTick, onCleanup, openStore, tempDir, waitFor } from '../helpers/store.js';
 
 test('small values spill in batches: few writeMany calls, every value readable, invariants kept', async (t) => {
   let faulty: FaultyTier | undefined;
@@ -123,7 +123,7 @@ test('a tier without writeMany gets one write per value (one file each on a per-
   const faulty = new FaultyTier(new DiskTier({ directory: dir, smallValueBytes: 0 }));
   assert.equal(faulty.writeMany, undefined, 'the wrapper does not invent a writeMany');
   const store = await SpillStore.open({ memoryLimit: 10 * MiB, monitorInterval: 0, tiers: [faulty] });
-  t.after(() => store.close());
+  onCleanup(t, () => store.close());
   for (let i = 0; i < 30; i++) store.set(`k${i}`, f64(2 * KiB, i));
   await store.evict();
   assert.equal(faulty.batches, 0);
@@ -144,7 +144,7 @@ test('a batch that lands on a tier without writeMany is written there one value 
   const bottom = new FaultyTier(new DiskTier({ directory: dir, name: 'bottom', smallValueBytes: 0 }));
   const tiers: Tier[] = [top, bottom];
   const store = await SpillStore.open({ memoryLimit: 10 * MiB, monitorInterval: 0, tiers });
-  t.after(() => store.close());
+  onCleanup(t, () => store.close());
   for (let i = 0; i < 80; i++) store.set(`k${i}`, f64(2 * KiB, i));
   await store.evict();
   await store.flush();
@@ -197,7 +197,7 @@ test('a chain whose first tier is compressed memory: batches land there and olde
   const dir = await tempDir(t);
   const lz4 = new FaultyTier(new CompressedMemoryTier({ name: 'lz4', capacity: 256 * KiB }));
   const store = await SpillStore.open({ memoryLimit: 128 * KiB, monitorInterval: 0, tiers: [lz4, new DiskTier({ directory: dir })] });
-  t.after(() => store.close());
+  onCleanup(t, () => store.close());
   for (let i = 0; i < 400; i++) {
     store.set(`k${i}`, f64(2 * KiB, i));
     if (store.paused) await store.whenResumed();

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { CompressedMemoryTier } from '../../src/tiers/compressed-memory.js';
 import { DiskTier, InvalidArgumentError, SpillStore, TiersFullError, type Tier } from '../../src/index.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
-import { KiB, MiB, f64, openStore, tempDir, waitFor } from '../helpers/store.js';
+import { KiB, MiB, f64, onCleanup, openStore, tempDir, waitFor } from '../helpers/store.js';
 
 /** Compressible data: a rounded random walk. */
 function walk(n: number, seed: number): Float64Array {
@@ -26,7 +26,7 @@ async function openChain(t: import('node:test').TestContext, compressedCapacity:
     monitorInterval: 0,
     tiers: [compressed, new DiskTier({ directory: dir })],
   });
-  t.after(() => store.close());
+  onCleanup(t, () => store.close());
   return { store, compressed };
 }
 
@@ -105,7 +105,7 @@ test('a lower tier that fails its writes leaves values in the tier above, and sa
     monitorInterval: 0,
     tiers: [new CompressedMemoryTier({ name: 'lz4', capacity: 96 * KiB }), failing],
   });
-  t.after(() => store.close());
+  onCleanup(t, () => store.close());
   const errors: unknown[] = [];
   store.on('error', (err) => errors.push(err));
   for (let i = 0; i < 12; i++) {

@@ -3,7 +3,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { test } from 'node:test';
 import { SpillStore } from '../../src/index.js';
-import { MiB, filesUnder, tempDir } from '../helpers/store.js';
+import { MiB, filesUnder, onCleanup, tempDir } from '../helpers/store.js';
 
 const strangeKeys = ['../../x', 'a/b', '/etc/passwd', '\u0000', '', '.', '..', 'C:\\\\win', 'ключ', '🙂'.repeat(10), 'x'.repeat(1024 * 1024)];
 
@@ -11,7 +11,7 @@ test('any string is a valid key, and no file name comes from a key', async (t) =
   const parent = await tempDir(t);
   const inner = path.join(parent, 'inner');
   const store = await SpillStore.open({ memoryLimit: 64 * MiB, monitorInterval: 0, directory: inner });
-  t.after(() => store.close());
+  onCleanup(t, () => store.close());
   strangeKeys.forEach((key, i) => store.set(key, { i, key: key.slice(0, 10) }));
   await store.evict();
   for (const key of strangeKeys) assert.equal(store.where(key), 'disk');

@@ -2,12 +2,12 @@ import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { DiskTier, type DiskTierOptions, type RecyclingStream } from '../../src/tiers/index.js';
 import { encode, encodedBatches, type Encoded } from '../../src/codec/index.js';
-import { tempDir } from '../helpers/store.js';
+import { onCleanup, tempDir } from '../helpers/store.js';
 
 async function openTier(t: TestContext, options: Omit<DiskTierOptions, 'directory'>): Promise<DiskTier> {
   const tier = new DiskTier({ directory: await tempDir(t), ...options });
   await tier.open();
-  t.after(() => tier.close());
+  onCleanup(t, () => tier.close());
   return tier;
 }
 

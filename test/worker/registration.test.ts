@@ -52,14 +52,17 @@ test('a registration answer without a sane heartbeat interval fails start() with
 test('a worker whose close fails when it loses its scheduler still emits close, with no unhandled rejection', { timeout: 10_000 }, async (t) => {
   const scheduler = await FakeScheduler.start();
   const localDirectory = await mkdtemp(path.join(os.tmpdir(), 'spillway-test-worker-'));
-  t.after(() => rm(localDirectory, { recursive: true, force: true }));
   const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, monitorInterval: false, localDirectory });
   const rejections: unknown[] = [];
   const onRejection = (reason: unknown): void => void rejections.push(reason);
   process.on('unhandledRejection', onRejection);
   t.after(() => process.off('unhandledRejection', onRejection));
   const realClose = worker.store.close.bind(worker.store);
-  t.after(() => realClose());
+  // The store closes before its parent folder is removed (hooks run in registration order).
+  t.after(async () => {
+    await realClose();
+    await rm(localDirectory, { recursive: true, force: true });
+  });
   worker.store.close = () => Promise.reject(new Error('the disk went away'));
   const closed = new Promise<unknown>((resolve) => worker.once('close', resolve));
   await scheduler.close();

@@ -37,9 +37,13 @@ export async function validateSubmission(params: unknown, isKnown: (key: string)
   const tasks = new Map<string, NewTask>();
   const malformed: string[] = [];
   const missing: string[] = [];
-  let checked = 0;
-  for (const [key, spec] of Object.entries(graph)) {
-    if (++checked % CHUNK === 0) await turn();
+  // Keys only: Object.entries of a 100k-key object (a dictionary in V8) builds 100k pairs
+  // in one step, ~3x as long as listing the keys (165-227 ms against 55-70 ms here).
+  const keys = Object.keys(graph);
+  for (let i = 0; i < keys.length; i++) {
+    if (i > 0 && i % CHUNK === 0) await turn();
+    const key = keys[i];
+    const spec = graph[key];
     if (isKnown(key)) continue;
     const problem = specProblem(spec);
     if (problem !== undefined) {

@@ -124,15 +124,18 @@ export class Worker extends EventEmitter {
       cleanup.unshift(() => executor.close());
       const channel = await Channel.connect(opts.scheduler, { token: opts.token });
       cleanup.unshift(async () => channel.close());
-      // Handlers first: a compute-task may follow the registration answer at once.
-      // The channel picks a message's handler when it reads it and calls it a microtask later:
-      // one read with the registration answer still lands here after the worker exists.
-      const early: ComputeTaskParams[] = [];
+      // Handlers first: a compute-task (and a cancel-task of it) may follow the registration
+      // answer at once. The channel picks a message's handler when it reads it and calls it a
+      // microtask later: one read with the registration answer still lands here, and is
+      // replayed in order once the worker exists.
+      const early: { method: string; params: unknown }[] = [];
       const started: { worker?: Worker } = {};
-      channel.handle(Methods.computeTask, (params) => {
-        if (started.worker === undefined) early.push(params as ComputeTaskParams);
-        else started.worker.#onComputeTask(params as ComputeTaskParams);
-      });
+      for (const method of [Methods.computeTask, Methods.cancelTask, Methods.releaseKeys]) {
+        channel.handle(method, (params) => {
+          if (started.worker === undefined) early.push({ method, params });
+          else started.worker.#dispatch(method, params);
+        });
+      }
       const name = opts.name ?? `worker-${process.pid}-${server.address.port}`;
       const params: RegisterWorkerParams = { name, data: server.address, memoryLimit: opts.memoryLimit, nthreads: opts.nthreads, pid: process.pid };
       const registration = await channel.request<RegisterWorkerResult>(Methods.registerWorker, params, 30_000);
@@ -140,7 +143,7 @@ export class Worker extends EventEmitter {
       const worker = new Worker({ options: opts, directory, store, server, channel, executor, registration, name });
       worker.#listen();
       started.worker = worker;
-      for (const task of early) worker.#onComputeTask(task);
+      for (const { method, params: message } of early) worker.#dispatch(method, message);
       return worker;
     } catch (err) {
       for (const step of cleanup) await step().catch(() => undefined);
@@ -169,11 +172,16 @@ export class Worker extends EventEmitter {
 
   #listen(): void {
     const channel = this.channel;
-    channel.handle(Methods.computeTask, (params) => this.#onComputeTask(params as ComputeTaskParams));
-    channel.handle(Methods.releaseKeys, (params) => this.#onReleaseKeys(params as ReleaseKeysParams));
-    channel.handle(Methods.cancelTask, (params) => this.#onCancelTask(params as CancelTaskParams));
+    for (const method of [Methods.computeTask, Methods.cancelTask, Methods.releaseKeys]) channel.handle(method, (params) => this.#dispatch(method, params));
     channel.once('close', (err?: Error) => void this.#shutdown(err));
     this.#heartbeat.beat();
+  }
+
+  /** The scheduler's notifications to a worker. */
+  #dispatch(method: string, params: unknown): void {
+    if (method === Methods.computeTask) this.#onComputeTask(params as ComputeTaskParams);
+    else if (method === Methods.cancelTask) this.#onCancelTask(params as CancelTaskParams);
+    else this.#onReleaseKeys(params as ReleaseKeysParams);
   }
 
   #onComputeTask(params: ComputeTaskParams): void {

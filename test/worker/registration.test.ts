@@ -3,7 +3,7 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { type ComputeTaskParams, Methods, type TaskFinishedParams } from '../../src/cluster/protocol.js';
+import { type ComputeTaskParams, Methods, type MissingDataParams, type TaskErredParams, type TaskFinishedParams } from '../../src/cluster/protocol.js';
 import type { Channel } from '../../src/control/channel.js';
 import { ControlServer } from '../../src/control/server.js';
 import { Worker } from '../../src/worker/index.js';
@@ -38,6 +38,36 @@ test('a compute-task read together with the registration answer is run, not lost
     ['first'],
     `the task was lost (queued ${worker.queued}, executing ${worker.executing})`,
   );
+});
+
+test('a cancel-task read together with the registration answer cancels the task sent before it', async (t) => {
+  const server = await ControlServer.listen();
+  t.after(() => server.close());
+  const reports: string[] = [];
+  server.on('channel', (channel: Channel) => {
+    channel.handle(Methods.heartbeat, () => undefined);
+    channel.handle(Methods.taskFinished, (p) => void reports.push(`finished ${(p as TaskFinishedParams).key}`));
+    channel.handle(Methods.taskErred, (p) => void reports.push(`erred ${(p as TaskErredParams).key}`));
+    channel.handle(Methods.missingData, (p) => void reports.push(`missing ${(p as MissingDataParams).task}`));
+    channel.handle(Methods.registerWorker, () => {
+      setImmediate(() => {
+        // Its input is on a holder that refuses connections: the fetch fails at once.
+        const params: ComputeTaskParams = { key: 'a', spec: fn('sum', { $ref: 'x' }), deps: { x: [{ host: '127.0.0.1', port: 1 }] }, priority: 0 };
+        channel.notify(Methods.computeTask, params);
+        channel.notify(Methods.cancelTask, { key: 'a' });
+        channel.notify(Methods.computeTask, { key: 'b', spec: fn('add', 1, 2), deps: {}, priority: 0 });
+      });
+      return { workerId: 'w0', heartbeatIntervalMs: 1000 };
+    });
+  });
+  const worker = await Worker.start({ scheduler: server.address, memoryLimit: '64 MiB', nthreads: 1, monitorInterval: false });
+  t.after(() => worker.close());
+  const start = Date.now();
+  while (!reports.includes('finished b') && Date.now() - start < 30_000) await new Promise((r) => setTimeout(r, 20));
+  // A cancel that was dropped left 'a' to fetch, fail and report its input missing.
+  await new Promise((r) => setTimeout(r, 300));
+  assert.deepEqual(reports, ['finished b']);
+  assert.equal(worker.queued, 0);
 });
 
 test('a registration answer without a sane heartbeat interval fails start() with ProtocolError', async (t) => {

@@ -66,17 +66,33 @@ test('the first message must be a registration; roles are enforced', async (t) =
   assert.equal(scheduler.state().workers.length, 0);
 });
 
-test('100k-task graphs validate and schedule without blocking the event loop for long', async (t) => {
+test('100k-task graphs validate in many event-loop turns and schedule', async (t) => {
   const n = 100_000;
   const chain: Graph = { k0: task() };
   for (let i = 1; i < n; i++) chain[`k${i}`] = task(`k${i - 1}`);
-  const histogram = monitorEventLoopDelay({ resolution: 5 });
-  histogram.enable();
+  // What is checked is the structure (the walk yields, no step is most of it), not a time:
+  // on a shared 2-core host a fixed bound failed under load (docs/cluster.md#scale has the
+  // figures: ~30-70 ms for the longest step here when idle).
+  let turns = 0;
+  let longest = 0;
+  let last = performance.now();
+  const tick = (): void => {
+    const now = performance.now();
+    longest = Math.max(longest, now - last);
+    last = now;
+    turns++;
+    immediate = setImmediate(tick);
+  };
+  let immediate = setImmediate(tick);
+  const started = performance.now();
   const valid = await validateSubmission({ graph: chain, wanted: [`k${n - 1}`] }, () => false);
-  histogram.disable();
+  const elapsed = performance.now() - started;
+  clearImmediate(immediate);
   assert.equal(valid.order.length, n);
   assert.equal(valid.order[0].key, 'k0');
-  assert.ok(histogram.max / 1e6 < 250, `event loop blocked ${histogram.max / 1e6} ms`);
+  // 100,000 tasks checked, then walked, 4096 a turn: at least 48 turns.
+  assert.ok(turns >= 48, `${turns} event-loop turns during validation`);
+  assert.ok(longest < elapsed / 2, `the longest step took ${longest.toFixed(0)} of ${elapsed.toFixed(0)} ms`);
 
   const cyclic = { ...chain, k0: task(`k${n - 1}`) };
   await assert.rejects(validateSubmission({ graph: cyclic, wanted: ['k5'] }, () => false), (e: unknown) => e instanceof GraphError && /cycle/.test(e.message) && e.message.length < 100_000 * 20);
@@ -93,7 +109,7 @@ test('100k-task graphs validate and schedule without blocking the event loop for
   };
   const first = half(0);
   const second = { ...half(n / 2), sum: task(...Array.from({ length: 1000 }, (_, i) => `r${i * 100}`)) };
-  histogram.reset();
+  const histogram = monitorEventLoopDelay({ resolution: 5 });
   histogram.enable();
   assert.deepEqual(await client.submit(first, Object.keys(first)), { added: n / 2 });
   assert.deepEqual(await client.submit(second, Object.keys(second)), { added: n / 2 + 1 });

@@ -157,13 +157,18 @@ export class GraphError extends SpillwayError {
   }
 }
 
-/** A task's function threw on a worker; `remoteStack` is the stack as the worker saw it. */
+/**
+ * A task's function threw on a worker; `remoteStack` is the stack as the worker saw it.
+ * `code` is always SPW_ERR_TASK; `remoteCode` is the code of the worker's error when it
+ * had one (SPW_ERR_BUILTIN_ARGUMENT, SPW_ERR_TASK_IMPORT, SPW_ERR_LOST_INPUT...).
+ */
 export class TaskError extends SpillwayError {
   readonly key: string;
   readonly failedKey: string;
   readonly remoteName: string;
   readonly remoteStack: string | undefined;
-  constructor(key: string, failedKey: string, info: { name: string; message: string; stack?: string }) {
+  readonly remoteCode: string | undefined;
+  constructor(key: string, failedKey: string, info: { name: string; message: string; stack?: string; code?: string }) {
     super(
       'SPW_ERR_TASK',
       failedKey === key
@@ -174,6 +179,7 @@ export class TaskError extends SpillwayError {
     this.failedKey = failedKey;
     this.remoteName = info.name;
     this.remoteStack = info.stack;
+    this.remoteCode = typeof info.code === 'string' ? info.code : undefined;
   }
 }
 

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Client } from '../../src/client/client.js';
-import { ref, type Graph } from '../../src/cluster/protocol.js';
+import { builtins, ref, type Graph } from '../../src/cluster/protocol.js';
 import { GraphError, TaskError } from '../../src/errors.js';
 import { AuthError } from '../../src/transfer/errors.js';
 import { eventually, fixture, MiB, startCluster } from './helpers.js';
@@ -31,6 +31,21 @@ test('errors and releases on a real cluster', async (t) => {
 
     const [sum] = await client.compute<number>({ a: { fn: fixture('add'), args: [2, 3] }, b: { fn: fixture('add'), args: [ref('a'), 10] } }, ['b']);
     assert.equal(sum, 15);
+  });
+
+  await t.test("a TaskError carries the worker's error code as remoteCode (docs/graphs.md: a bad getitem index)", async () => {
+    const graph: Graph = {
+      parts: { fn: fixture('add'), args: [1, 2] },
+      piece: { fn: builtins.getitem, args: [[ref('parts')], 5] },
+      boom: { fn: fixture('boom'), args: ['no code'] },
+    };
+    const builtin = await client.compute(graph, ['piece']).then(() => assert.fail('compute should reject'), (e: unknown) => e);
+    assert.ok(builtin instanceof TaskError, String(builtin));
+    assert.equal(builtin.code, 'SPW_ERR_TASK');
+    assert.equal(builtin.remoteCode, 'SPW_ERR_BUILTIN_ARGUMENT');
+    const thrown = await client.compute(graph, ['boom']).then(() => assert.fail('compute should reject'), (e: unknown) => e);
+    assert.ok(thrown instanceof TaskError, String(thrown));
+    assert.equal(thrown.remoteCode, undefined, 'a plain Error has no code');
   });
 
   await t.test('bad graphs are refused with GraphError before anything runs', async () => {

@@ -13,3 +13,7 @@ export { Client, type ClientOptions, type ComputeOptions, type ComputeProgress }
 export { LocalCluster, type LocalClusterOptions } from './client/local-cluster.js';
 export * from './cluster/protocol.js';
 export { SchedulerLostError, ResultUnavailableError } from './client/errors.js';
+export { ClusterProcessError } from './client/processes.js';
+export { StateUnavailableError } from './client/state.js';
+// Scheduler and Worker are the entry points 'spillway/scheduler' and 'spillway/worker': here they
+// would load piscina, pino and prom-client into every process that only wants a store.

@@ -26,7 +26,7 @@ export interface ClientOptions {
   memoryLimit?: number | string;
   /** Parent directory for the client's spill files. Default: the OS temp directory. */
   localDirectory?: string;
-  /** Shown by the scheduler. Default: client-<pid>. */
+  /** Shown by the scheduler. Default: client-<pid>-<8 random hex digits>. */
   name?: string;
   /** How long to keep looking for a result whose holders are gone (it is being recomputed). Default 120 s. */
   resultTimeoutMs?: number;

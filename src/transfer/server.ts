@@ -23,7 +23,7 @@ export interface DataServerOptions {
   maxBytesInFlight?: number;
   /** Largest control frame accepted (key lists, requests). Default 16 MiB. */
   maxFrameBytes?: number;
-  /** Requests one connection may queue behind the one being served. Default 16. */
+  /** Requests one connection may have at once, the one being served included; one more closes it (ProtocolError). Default 16. */
   maxPipelined?: number;
   /** A connection must finish its handshake within this. Default 10 s. */
   handshakeTimeoutMs?: number;

@@ -12,7 +12,7 @@ import {
   type SubmitResult,
   type WhoHasResult,
 } from '../cluster/protocol.js';
-import { ClosedError, GraphError, TaskError } from '../errors.js';
+import { ClosedError, GraphError, InvalidArgumentError, TaskError } from '../errors.js';
 import { SpillStore } from '../store/spill-store.js';
 import { DataClient, parseAddress } from '../transfer/client.js';
 import { RemoteError } from '../transfer/errors.js';
@@ -36,12 +36,21 @@ export interface ComputeProgress {
   /** Wanted keys fetched so far, and in all. */
   ready: number;
   wanted: number;
-  /** Tasks of this client's graphs, when the scheduler reports them ('progress'). */
+  /**
+   * Tasks of this client's graphs (every computation of this client), as the scheduler last
+   * reported them; undefined until its first answer.
+   */
   tasks?: ProgressParams;
 }
 
 export interface ComputeOptions {
+  /**
+   * Called when a wanted key has been fetched, and every `progressIntervalMs` with the
+   * scheduler's count of this client's tasks.
+   */
   onProgress?: (progress: ComputeProgress) => void;
+  /** How often to ask the scheduler for task counts while `onProgress` is set. Default 500 ms. */
+  progressIntervalMs?: number;
   /** Keep the results on the workers after fetching them (release them later with `release`). */
   keep?: boolean;
 }
@@ -53,7 +62,6 @@ interface Waiter {
 
 interface Computation {
   fail(err: Error): void;
-  progress(tasks: ProgressParams): void;
 }
 
 /**
@@ -88,9 +96,6 @@ export class Client {
     this.#resultTimeoutMs = options.resultTimeoutMs ?? 120_000;
     channel.handle(Methods.keyReady, (p) => this.#dispatch(p as KeyReadyParams, 'ready'));
     channel.handle(Methods.keyErred, (p) => this.#dispatch(p as KeyErredParams, 'erred'));
-    channel.handle(Methods.progress, (p) => {
-      for (const c of this.#computations) c.progress(p as ProgressParams);
-    });
     channel.on('close', (err?: Error) => this.#onLost(new SchedulerLostError(address, err)));
   }
 
@@ -134,17 +139,29 @@ export class Client {
    */
   async compute<T = unknown>(graph: Graph, wanted: readonly string[], options: ComputeOptions = {}): Promise<T[]> {
     if (this.#lost !== undefined) throw this.#lost;
+    const interval = options.progressIntervalMs ?? 500;
+    if (typeof interval !== 'number' || !(interval >= 1 && interval <= 2 ** 31 - 1)) {
+      throw new InvalidArgumentError(`progressIntervalMs must be a number of milliseconds from 1 to 2^31-1, got ${String(interval)}`);
+    }
     await validateGraph(graph, wanted, this.#functionChecks);
     const keys = [...new Set(wanted)];
     if (keys.length === 0) return [];
     const values = new Map<string, unknown>();
-    const report = (tasks?: ProgressParams): void => options.onProgress?.({ ready: values.size, wanted: keys.length, tasks });
+    let tasks: ProgressParams | undefined;
     let fail!: (err: Error) => void;
+    // A callback that throws fails the computation (not an unhandled rejection).
+    const report = (): void => {
+      try {
+        options.onProgress?.({ ready: values.size, wanted: keys.length, tasks });
+      } catch (err) {
+        fail(err instanceof Error ? err : new Error(String(err)));
+      }
+    };
     let finish!: () => void;
     const failed = new Promise<never>((_, reject) => (fail = reject));
     const done = new Promise<void>((resolve) => (finish = resolve));
     failed.catch(() => undefined);
-    const computation: Computation = { fail: (err) => fail(err), progress: (tasks) => report(tasks) };
+    const computation: Computation = { fail: (err) => fail(err) };
     const waiters = new Map<string, Waiter>();
     for (const key of keys) {
       const waiter: Waiter = {
@@ -178,11 +195,24 @@ export class Client {
       // Another computation (or an earlier `keep`) still needs the rest.
       return keys.filter((key) => !this.#inUse.has(key) && !this.#kept.has(key));
     };
+    let poller: { stop(): void } | undefined;
     try {
       // Waiters first: a key already computed may be announced before submit answers.
       await Promise.race([this.#submit({ graph, wanted: keys }), failed]);
       for (const key of keys) this.#submitted.add(key);
+      if (options.onProgress !== undefined) {
+        poller = this.#pollProgress(interval, (counts) => {
+          tasks = counts;
+          report();
+        });
+      }
       await Promise.race([done, failed]);
+      if (poller !== undefined) {
+        // The last word: every task of this computation done. A throw here rejects compute.
+        poller.stop();
+        tasks = (await this.#progress()) ?? tasks;
+        options.onProgress?.({ ready: values.size, wanted: keys.length, tasks });
+      }
     } catch (err) {
       // A refused graph made nothing wanted, but a key another computation submitted and
       // left to this one (it was still in use here) must still be released.
@@ -190,6 +220,7 @@ export class Client {
       if (this.#lost === undefined && releasable.length > 0) await this.#releaseQuietly(releasable, options.keep);
       throw err;
     } finally {
+      poller?.stop();
       this.#computations.delete(computation);
       for (const [key, waiter] of waiters) this.#unwait(key, waiter);
     }
@@ -218,6 +249,34 @@ export class Client {
     this.#onLost(new ClosedError('client'));
     this.#channel.close();
     await this.#store.close();
+  }
+
+  /** The scheduler's count of this client's tasks; undefined if it could not answer. */
+  async #progress(): Promise<ProgressParams | undefined> {
+    try {
+      return await this.#channel.request<ProgressParams>(Methods.progress, {}, 30_000);
+    } catch {
+      return undefined; // a lost scheduler fails the computation on its own path
+    }
+  }
+
+  /** Asks for the task counts every `intervalMs` (one request at a time) until stopped. */
+  #pollProgress(intervalMs: number, onCounts: (counts: ProgressParams) => void): { stop(): void } {
+    let stopped = false;
+    let timer: NodeJS.Timeout | undefined;
+    const tick = async (): Promise<void> => {
+      const counts = await this.#progress();
+      if (stopped || counts === undefined) return;
+      onCounts(counts);
+      timer = setTimeout(() => void tick(), intervalMs);
+    };
+    timer = setTimeout(() => void tick(), intervalMs);
+    return {
+      stop: () => {
+        stopped = true;
+        clearTimeout(timer);
+      },
+    };
   }
 
   async #submit(params: SubmitParams): Promise<SubmitResult> {

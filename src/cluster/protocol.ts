@@ -213,11 +213,12 @@ export interface KeyErredParams {
 // ---- additions for the client and the CLI (optional: nothing above depends on them) ----
 
 /**
- * Notification 'progress' (scheduler → client, optional): the tasks of this client's
- * graphs. Clients that do not get it count 'key-ready' notifications instead.
+ * Request 'progress' (client → scheduler, no params), answered with the tasks of this
+ * client's graphs that the scheduler still knows (keys it forgot, released by every client,
+ * no longer count).
  */
 export interface ProgressParams {
-  /** Tasks finished (result in memory or on disk somewhere), erred, and in all. */
+  /** Tasks computed at least once (a result released after use still counts), erred, and in all. */
   done: number;
   erred: number;
   total: number;
@@ -264,7 +265,7 @@ export const Methods = {
   release: 'release',
   keyReady: 'key-ready',
   keyErred: 'key-erred',
-  /** Optional (added for the client): scheduler → client progress of its tasks. */
+  /** Request, client → scheduler: ProgressParams of the client's tasks. */
   progress: 'progress',
 } as const;
 

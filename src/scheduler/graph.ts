@@ -11,6 +11,8 @@ export interface NewTask {
 export interface ValidSubmission {
   /** New tasks, every task after the new tasks it depends on (depth-first from the wanted keys). */
   order: NewTask[];
+  /** Keys of the graph the scheduler already knew (their specs were not looked at). */
+  known: string[];
   wanted: string[];
 }
 
@@ -35,6 +37,7 @@ export async function validateSubmission(params: unknown, isKnown: (key: string)
   }
 
   const tasks = new Map<string, NewTask>();
+  const known: string[] = [];
   const malformed: string[] = [];
   const missing: string[] = [];
   // Keys only: Object.entries of a 100k-key object (a dictionary in V8) builds 100k pairs
@@ -44,7 +47,10 @@ export async function validateSubmission(params: unknown, isKnown: (key: string)
     if (i > 0 && i % CHUNK === 0) await turn();
     const key = keys[i];
     const spec = graph[key];
-    if (isKnown(key)) continue;
+    if (isKnown(key)) {
+      known.push(key);
+      continue;
+    }
     const problem = specProblem(spec);
     if (problem !== undefined) {
       malformed.push(`${describeKey(key)} (${problem})`);
@@ -69,7 +75,7 @@ export async function validateSubmission(params: unknown, isKnown: (key: string)
   if (missing.length > 0) {
     throw new GraphError(`reference${plural(missing)} to keys neither in the graph nor known to the scheduler: ${shown(missing)}`);
   }
-  return { order: await topologicalOrder(tasks, wanted), wanted: [...new Set(wanted)] };
+  return { order: await topologicalOrder(tasks, wanted), known, wanted: [...new Set(wanted)] };
 }
 
 /** Post-order of an iterative depth-first walk (wanted keys first): dependencies before dependents. */

@@ -26,7 +26,7 @@ export interface SchedulerOptions {
 type Session = { role: 'none' } | { role: 'worker'; worker: WorkerRecord } | { role: 'client'; id: string };
 
 const WORKER_METHODS = new Set<string>([Methods.heartbeat, Methods.taskFinished, Methods.taskErred, Methods.missingData, Methods.workerClosing]);
-const CLIENT_METHODS = new Set<string>([Methods.submit, Methods.release]);
+const CLIENT_METHODS = new Set<string>([Methods.submit, Methods.release, Methods.progress]);
 
 /**
  * The scheduler: accepts workers and clients on a ControlServer, keeps the task graph and
@@ -175,6 +175,7 @@ export class Scheduler {
       this.#engine.release(clientId(), stringArray(object(params, 'release params').keys, 'release: keys'));
       return null;
     });
+    on(Methods.progress, () => this.#engine.progress(clientId()));
     channel.on('unhandled', (method: string) => {
       this.#log.warn({ method, remote: channel.remoteAddress }, 'unknown notification');
       if (session.current.role === 'none') channel.close();

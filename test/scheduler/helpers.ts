@@ -4,6 +4,7 @@ import {
   type Graph,
   type KeyErredParams,
   type KeyReadyParams,
+  type ProgressParams,
   Methods,
   type RegisterWorkerResult,
   type SubmitResult,
@@ -246,6 +247,10 @@ export class FakeClient {
 
   whoHas(keys: string[]): Promise<Record<string, DataAddress[]>> {
     return this.channel.request(Methods.whoHas, { keys });
+  }
+
+  progress(): Promise<ProgressParams> {
+    return this.channel.request<ProgressParams>(Methods.progress, {});
   }
 
   async waitReady(keys: string[], timeoutMs = 5000): Promise<void> {

@@ -119,6 +119,8 @@ test('100k-task graphs validate in many event-loop turns and schedule', async (t
   assert.ok(histogram.max / 1e6 < 2000, `event loop blocked ${histogram.max / 1e6} ms`);
   await until(() => w.computes.length === 4, 'four sent');
   assert.equal(scheduler.state().tasks.total, n + 1);
+  // The client's progress is counted over several loop turns (4096 tasks a turn).
+  assert.deepEqual(await client.progress(), { done: 0, erred: 0, total: n + 1 });
   client.close();
   await until(() => scheduler.state().tasks.total === 0, 'all forgotten', 10_000);
   await until(() => w.cancels.length === 4, 'the four running tasks cancelled');

@@ -8,6 +8,12 @@ const SAMPLES = 64;
 const OBJECT_OVERHEAD = 32;
 const SLOT = 8;
 const STRING_OVERHEAD = 16;
+/**
+ * Objects nested deeper than this are sized from a work list, not by recursion: a linked
+ * list or a tree a few thousand levels deep overflowed the stack, and `set()` threw a
+ * RangeError. The total is the same either way.
+ */
+const MAX_DEPTH = 256;
 
 /**
  * Estimates the bytes a value holds in memory. Binary payloads are counted exactly (their
@@ -19,11 +25,20 @@ export function sizeof(value: unknown): number {
   if (typeof value === 'object' && value !== null && binaryTag(value) !== 0) {
     return OBJECT_OVERHEAD + (value as ArrayBufferView | ArrayBuffer).byteLength;
   }
-  return new SizeWalker().size(value);
+  return new SizeWalker().total(value);
 }
 
 class SizeWalker {
   private readonly seen = new Set<object>();
+  private depth = 0;
+  /** Objects met deeper than MAX_DEPTH, sized after the walk that met them. */
+  private readonly deferred: object[] = [];
+
+  total(value: unknown): number {
+    let total = this.size(value);
+    for (let next = this.deferred.pop(); next !== undefined; next = this.deferred.pop()) total += this.walkObject(next);
+    return total;
+  }
 
   size(value: unknown): number {
     switch (typeof value) {
@@ -62,6 +77,20 @@ class SizeWalker {
 
   private objectSize(value: object): number {
     if (this.seen.has(value)) return SLOT; // shared or cyclic: counted once
+    if (this.depth >= MAX_DEPTH) {
+      this.deferred.push(value);
+      return 0;
+    }
+    this.depth++;
+    try {
+      return this.walkObject(value);
+    } finally {
+      this.depth--;
+    }
+  }
+
+  private walkObject(value: object): number {
+    if (this.seen.has(value)) return SLOT;
     this.seen.add(value);
     if (binaryTag(value) !== 0) {
       return OBJECT_OVERHEAD + (value as ArrayBufferView | ArrayBuffer).byteLength;

@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import { FIXED_PREFIX_BYTES } from '../codec/format.js';
 import { ValueHasher, encodedBatches, parseLayout, type Encoded } from '../codec/index.js';
-import { ChecksumError, FormatError } from '../errors.js';
+import { ChecksumError, ClosedError, FormatError } from '../errors.js';
 import type { WriteSource } from '../tiers/tier.js';
 
 /** A stream of a value's encoded bytes, as stored and as sent to peers. */
@@ -103,6 +103,47 @@ async function* single(bytes: Uint8Array): WriteSource {
   const slice = 4 * 1024 * 1024;
   for (let offset = 0; offset < bytes.byteLength; offset += slice) yield [bytes.subarray(offset, offset + slice)];
   if (bytes.byteLength === 0) throw new FormatError('empty encoded value');
+}
+
+/**
+ * Passes a caller's source through until `signal` aborts (the store closes): then it
+ * fails with ClosedError at once, even while the source is still waiting for its next
+ * batch, so the tier's write fails (storing nothing) instead of holding close() up.
+ */
+export async function* abortable(source: WriteSource, signal: AbortSignal): WriteSource {
+  const iterator = source[Symbol.asyncIterator]();
+  let finished = false;
+  try {
+    for (;;) {
+      if (signal.aborted) throw new ClosedError();
+      const next = await new Promise<IteratorResult<readonly Uint8Array[]>>((resolve, reject) => {
+        const onAbort = (): void => reject(new ClosedError());
+        signal.addEventListener('abort', onAbort, { once: true });
+        iterator.next().then(
+          (result) => {
+            signal.removeEventListener('abort', onAbort);
+            resolve(result);
+          },
+          (err: unknown) => {
+            signal.removeEventListener('abort', onAbort);
+            reject(err);
+          },
+        );
+      });
+      if (next.done === true) {
+        finished = true;
+        return;
+      }
+      yield next.value;
+    }
+  } finally {
+    // As `for await` would: tell the source it is no longer read. A source stuck in its
+    // next batch cannot answer that before the batch comes, so it is not waited for then.
+    if (!finished) {
+      const ended = Promise.resolve(iterator.return?.()).catch(() => undefined);
+      if (!signal.aborted) await ended;
+    }
+  }
 }
 
 export async function* streamSource(stream: Readable): WriteSource {

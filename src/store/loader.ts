@@ -64,7 +64,11 @@ export class Loader {
       });
     } catch (err) {
       counters.readErrors++;
-      throw err instanceof ClosedError ? err : new TierReadError(tier.name, key, err);
+      if (err instanceof ClosedError) throw err;
+      // Reported as every counted failure is (docs/metrics.md), not only rejected to the reader.
+      const failure = new TierReadError(tier.name, key, err);
+      this.state.report(failure);
+      throw failure;
     }
     counters.readSeconds += secondsSince(start);
     const decodeStart = performance.now();

@@ -146,6 +146,10 @@ export function resolveOptions(options: SpillStoreOptions): ResolvedOptions {
  * resume while still over the pause level.
  */
 function resumeLevel(value: number | undefined, target: number | false, pause: number | false): number | false {
+  // Checked even when `pause` is off (and the level unused): bad input is never accepted silently.
+  if (value !== undefined && (typeof value !== 'number' || !(value > 0 && value <= 1))) {
+    throw new InvalidArgumentError(`resume must be a fraction in (0, 1], got ${String(value)}`);
+  }
   if (pause === false) return false;
   if (value === undefined) return target === false || target >= pause ? pause : pause - (pause - target) * RESUME_MARGIN;
   const given = fraction(value, pause, 'resume');

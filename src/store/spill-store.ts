@@ -3,7 +3,7 @@ import { encode, sizeof } from '../codec/index.js';
 import { ClosedError, InvalidArgumentError, KeyNotFoundError } from '../errors.js';
 import type { Tier, WriteSource } from '../tiers/tier.js';
 import { asEncodedStream, memoryStream, type EncodedReadStream } from './encoded-io.js';
-import { Accounting, Bucket, Entry } from './entry.js';
+import { Accounting, Bucket, Entry, type StoredCopy } from './entry.js';
 import { Lease } from './lease.js';
 import { Loader } from './loader.js';
 import { resolveOptions, type SpillStoreOptions } from './options.js';
@@ -35,6 +35,12 @@ export class SpillStore extends EventEmitter {
   readonly #spiller: Spiller;
   readonly #loader: Loader;
   readonly #pressure: Pressure;
+  /**
+   * The latest putEncoded call of each key still writing. A set, delete or later
+   * putEncoded of the key replaces or removes its token: the earlier write then lands
+   * nowhere (its copy is deleted), as if it had taken effect when it was called.
+   */
+  readonly #puts = new Map<string, object>();
   #closing: Promise<void> | undefined;
 
   private constructor(options: SpillStoreOptions) {
@@ -121,6 +127,7 @@ export class SpillStore extends EventEmitter {
       throw new InvalidArgumentError(`size must be a non-negative number of bytes, got ${String(options?.size)}`);
     }
     const state = this.#state;
+    if (this.#puts.size > 0) this.#puts.delete(key);
     const old = state.entries.get(key);
     if (old !== undefined) state.remove(old);
     const entry = new Entry(key, value, size);
@@ -176,6 +183,8 @@ export class SpillStore extends EventEmitter {
 
   /** Removes a key now; its copy below memory is removed in the background. */
   delete(key: string): boolean {
+    // A putEncoded of the key still writing must not bring it back afterwards.
+    if (this.#puts.size > 0) this.#puts.delete(key);
     const entry = this.#state.entries.get(key);
     if (entry === undefined) return false;
     this.#state.remove(entry);
@@ -187,6 +196,10 @@ export class SpillStore extends EventEmitter {
   async acquire(keys: Iterable<string>): Promise<Lease> {
     this.#assertOpen();
     const state = this.#state;
+    // A string is iterable too: acquire('abc') would lease 'a', 'b' and 'c'.
+    if (typeof keys === 'string' || typeof (keys as Partial<Iterable<string>> | null)?.[Symbol.iterator] !== 'function') {
+      throw new InvalidArgumentError(`acquire takes an iterable of keys, got ${typeof keys === 'string' ? 'a string' : typeof keys}`);
+    }
     const wanted = [...new Set(keys)];
     const entries = wanted.map((key) => state.entries.get(key) ?? fail(new KeyNotFoundError(key)));
     for (const entry of entries) state.pin(entry);
@@ -231,17 +244,30 @@ export class SpillStore extends EventEmitter {
   /**
    * Stores already-encoded bytes (from a peer) straight into the first tier with room,
    * without decoding them; layout and checksum are verified on the way and nothing is
-   * stored on a mismatch (an existing value under the key is then left as it was).
+   * stored on a mismatch (an existing value under the key is then left as it was). It takes
+   * effect as of the call: a `set`, `delete` or `putEncoded` of the key made while it writes
+   * wins, and this one's bytes are discarded.
    */
   async putEncoded(key: string, source: Uint8Array | WriteSource, byteLength: number): Promise<void> {
     this.#assertOpen();
     assertKey(key);
     if (!Number.isSafeInteger(byteLength) || byteLength < 0) throw new InvalidArgumentError('byteLength must be a whole number of bytes');
-    const copy = await this.#spiller.writeEncoded(key, source, byteLength);
+    const token = {};
+    this.#puts.set(key, token);
+    let copy: StoredCopy;
+    let latest: boolean;
+    try {
+      copy = await this.#spiller.writeEncoded(key, source, byteLength);
+    } finally {
+      latest = this.#puts.get(key) === token;
+      if (latest) this.#puts.delete(key);
+    }
     const state = this.#state;
-    if (state.closed) {
+    if (state.closed || !latest) {
+      // Closed, or the key was set, deleted or put again since this call: nothing to keep.
       state.orphan(copy);
-      throw new ClosedError();
+      if (state.closed) throw new ClosedError();
+      return;
     }
     const old = state.entries.get(key);
     if (old !== undefined) state.remove(old);
@@ -255,6 +281,8 @@ export class SpillStore extends EventEmitter {
   /** Spills now, least recently used first, until `bytes` are out of memory (default: all it can). Resolves to the bytes evicted. */
   async evict(bytes = Infinity): Promise<number> {
     this.#assertOpen();
+    // NaN compared false with every total and evicted everything.
+    if (typeof bytes !== 'number' || !(bytes >= 0)) throw new InvalidArgumentError(`evict takes a non-negative number of bytes, got ${String(bytes)}`);
     return this.#spiller.evict(bytes);
   }
 

@@ -4,7 +4,7 @@ import type { WriteSource } from '../tiers/tier.js';
 import { BatchWriter } from './batch-writer.js';
 import { secondsSince } from './counters.js';
 import { Demoter } from './demoter.js';
-import { timed, verifiedSource } from './encoded-io.js';
+import { abortable, timed, verifiedSource } from './encoded-io.js';
 import { oneBatch } from '../tiers/chunks.js';
 import { DEMOTE_AT } from './chain.js';
 import { Slots } from './slots.js';
@@ -38,6 +38,8 @@ export class Spiller {
   readonly #demoter: Demoter;
   #retryTimer: NodeJS.Timeout | undefined;
   #stuckReported = false;
+  /** Aborted when the store closes (see writeEncoded). */
+  readonly #closing = new AbortController();
 
   constructor(private readonly state: StoreState) {
     this.#large = new Slots(state.opts.spillConcurrency);
@@ -182,7 +184,8 @@ export class Spiller {
     const start = performance.now();
     const done = (async () => {
       try {
-        await tier.write(id, verifiedSource(source, byteLength), byteLength);
+        // A caller's source that stalls must not hold close() up: it fails when the store closes.
+        await tier.write(id, verifiedSource(source instanceof Uint8Array ? source : abortable(source, this.#closing.signal), byteLength), byteLength);
       } catch (err) {
         if (err instanceof ChecksumError) counters.checksumErrors++;
         throw err instanceof SpillwayError ? err : new TierWriteError(tier.name, key, err);
@@ -401,6 +404,7 @@ export class Spiller {
   }
 
   stop(): void {
+    this.#closing.abort();
     clearTimeout(this.#retryTimer);
   }
 }

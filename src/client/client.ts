@@ -85,6 +85,8 @@ export class Client {
   readonly #kept = new Set<string>();
   /** Keys an accepted submit made wanted on the scheduler and no release has released yet. */
   readonly #submitted = new Set<string>();
+  /** Keys `release` was asked for while a computation still waited for them: released when the last one ends. */
+  readonly #releaseWhenDone = new Set<string>();
   #lost: Error | undefined;
 
   private constructor(channel: Channel, store: SpillStore, data: DataClient, address: string, clientId: string, options: ClientOptions) {
@@ -183,18 +185,25 @@ export class Client {
     // The scheduler knows one "wanted" per client and key: count the computations using each key.
     for (const key of keys) this.#inUse.set(key, (this.#inUse.get(key) ?? 0) + 1);
     let held = true;
+    /** Keys `release` asked for meanwhile: released even by a computation that keeps its results. */
+    const asked = new Set<string>();
     const unhold = (): string[] => {
       if (!held) return [];
       held = false;
       for (const key of keys) {
         const n = (this.#inUse.get(key) ?? 1) - 1;
+        const released = this.#releaseWhenDone.has(key);
         if (n > 0) this.#inUse.set(key, n);
-        else this.#inUse.delete(key);
-        if (options.keep === true) this.#kept.add(key);
+        else {
+          this.#inUse.delete(key);
+          if (this.#releaseWhenDone.delete(key)) asked.add(key);
+        }
+        if (options.keep === true && !released) this.#kept.add(key);
       }
       // Another computation (or an earlier `keep`) still needs the rest.
       return keys.filter((key) => !this.#inUse.has(key) && !this.#kept.has(key));
     };
+    const toRelease = (releasable: string[]): string[] => (options.keep === true ? releasable.filter((key) => asked.has(key)) : releasable);
     let poller: { stop(): void } | undefined;
     try {
       // Waiters first: a key already computed may be announced before submit answers.
@@ -217,26 +226,35 @@ export class Client {
       // A refused graph made nothing wanted, but a key another computation submitted and
       // left to this one (it was still in use here) must still be released.
       const releasable = unhold().filter((key) => !(err instanceof GraphError) || this.#submitted.has(key));
-      if (this.#lost === undefined && releasable.length > 0) await this.#releaseQuietly(releasable, options.keep);
+      if (this.#lost === undefined && toRelease(releasable).length > 0) await this.release(toRelease(releasable)).catch(() => undefined);
       throw err;
     } finally {
       poller?.stop();
       this.#computations.delete(computation);
       for (const [key, waiter] of waiters) this.#unwait(key, waiter);
     }
-    const releasable = unhold();
-    if (options.keep !== true && releasable.length > 0) await this.release(releasable);
+    const releasable = toRelease(unhold());
+    if (releasable.length > 0) await this.release(releasable);
     return wanted.map((key) => values.get(key) as T);
   }
 
-  /** Tells the scheduler this client no longer needs `keys` (kept with `keep: true`). */
+  /**
+   * Tells the scheduler this client no longer needs `keys` (kept with `keep: true`). A key a
+   * computation of this client still waits for is released when that computation ends.
+   */
   async release(keys: readonly string[]): Promise<void> {
     if (this.#lost !== undefined) throw this.#lost;
+    const now: string[] = [];
     for (const key of keys) {
       this.#kept.delete(key);
+      if (this.#inUse.has(key)) {
+        this.#releaseWhenDone.add(key);
+        continue;
+      }
       this.#submitted.delete(key);
+      now.push(key);
     }
-    await this.#channel.request(Methods.release, { keys: [...keys] });
+    if (now.length > 0) await this.#channel.request(Methods.release, { keys: now });
   }
 
   /** Current holders of keys, from the scheduler. */
@@ -314,11 +332,6 @@ export class Client {
       if (this.#lost !== undefined) throw this.#lost;
       holders = (await this.whoHas([params.key]))[params.key] ?? [];
     }
-  }
-
-  async #releaseQuietly(keys: readonly string[], keep: boolean | undefined): Promise<void> {
-    if (keep === true) return;
-    await this.release(keys).catch(() => undefined);
   }
 
   #wait(key: string, waiter: Waiter): void {

@@ -13,12 +13,16 @@ export async function validateGraph(graph: Graph, wanted: readonly string[], cac
   if (!Array.isArray(wanted) || wanted.some((k) => typeof k !== 'string')) throw new GraphError('wanted must be an array of keys');
   const refs = new Map<string, FunctionRef>();
   for (const [key, spec] of Object.entries(graph)) {
+    // msgpack renames an own "__proto__" property (to "__proto_"): the scheduler would see another key.
+    if (key === '__proto__') throw new GraphError('"__proto__" cannot be a key');
     if (typeof spec !== 'object' || spec === null) throw new GraphError(`task ${describeKey(key)} is not an object`);
     const fn = spec.fn as Partial<FunctionRef> | undefined;
     if (typeof fn?.module !== 'string' || typeof fn.name !== 'string' || fn.module === '' || fn.name === '') {
       throw new GraphError(`task ${describeKey(key)}: fn must be { module, name } (non-empty strings)`);
     }
     if (spec.args !== undefined && !Array.isArray(spec.args)) throw new GraphError(`task ${describeKey(key)}: args must be an array`);
+    const problem = unsendable(spec.args ?? []);
+    if (problem !== undefined) throw new GraphError(`task ${describeKey(key)}: its arguments hold ${problem}, which cannot be sent to a worker (plain data only)`);
     dependencies(spec);
     refs.set(`${fn.module}\0${fn.name}`, { module: fn.module, name: fn.name });
   }
@@ -49,5 +53,34 @@ async function checkFunction(fn: FunctionRef): Promise<string | undefined> {
     return `cannot import module ${fn.module}: ${errorMessage(err)}`;
   }
   if (typeof mod[fn.name] !== 'function') return `module ${fn.module} has no exported function "${fn.name}"`;
+  return undefined;
+}
+
+/** Objects the control channel's msgpack carries as they are; a plain object or array is searched. */
+const SENDABLE: readonly (abstract new (...args: never[]) => unknown)[] = [Date, RegExp, Error, Set, ArrayBuffer, DataView];
+
+/**
+ * The first value in task arguments that would not reach the worker as it is: msgpack
+ * refuses a symbol (an untyped error), turns a function into `undefined`, and a Map or a
+ * class instance into a plain object (a Map's keys into strings).
+ */
+function unsendable(args: readonly unknown[]): string | undefined {
+  const stack: unknown[] = [];
+  for (const arg of args) stack.push(arg);
+  const seen = new Set<object>();
+  while (stack.length > 0) {
+    const value = stack.pop();
+    if (typeof value === 'function') return 'a function';
+    if (typeof value === 'symbol') return 'a symbol';
+    if (typeof value !== 'object' || value === null || seen.has(value)) continue;
+    seen.add(value);
+    // One push per element: a spread of a million elements overflows the call stack.
+    if (Array.isArray(value) || value instanceof Set) for (const item of value) stack.push(item);
+    else if (value instanceof Map) return 'a Map (it would arrive as a plain object)';
+    else if (ArrayBuffer.isView(value) || SENDABLE.some((type) => value instanceof type)) continue;
+    else if (Object.hasOwn(value, '__proto__')) return 'an object with an own "__proto__" property (it would arrive renamed)';
+    else if (Object.getPrototypeOf(value) === Object.prototype || Object.getPrototypeOf(value) === null) for (const item of Object.values(value)) stack.push(item);
+    else return `an instance of ${value.constructor?.name ?? 'a class'} (it would arrive as a plain object)`;
+  }
   return undefined;
 }

@@ -1,6 +1,6 @@
 import { Piscina } from 'piscina';
 import type { FunctionRef, TaskErrorInfo } from '../cluster/protocol.js';
-import { errorMessage } from '../errors.js';
+import { CodecError, errorMessage } from '../errors.js';
 import { threadInputs } from './copy-inputs.js';
 import { liftLargeViews, restoreLargeViews } from './large-views.js';
 import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.js';
@@ -68,8 +68,10 @@ export class Executor {
       if (response.ok) return { ok: true, value: restoreLargeViews(response.value, response.views), computeSeconds: response.seconds };
       return { ok: false, error: response.error, computeSeconds: response.seconds };
     } catch (err) {
-      // The pool itself failed: arguments or result not cloneable, thread crashed.
-      const error = err instanceof Error ? err : new Error(errorMessage(err));
+      // The pool itself failed: arguments or result not cloneable, thread crashed. A result
+      // structured clone refuses kills the thread posting it, and its DataCloneError arrives
+      // here stripped to `{}` (a DOMException does not survive the trip): say what it was.
+      const error = err instanceof Error ? err : isEmptyObject(err) ? uncloneableResult() : new Error(errorMessage(err));
       return {
         ok: false,
         error: { name: error.name, message: error.message, stack: error.stack, code: codeOf(error) },
@@ -81,6 +83,16 @@ export class Executor {
   async close(): Promise<void> {
     await this.#pool.destroy();
   }
+}
+
+function isEmptyObject(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && Object.keys(value).length === 0;
+}
+
+function uncloneableResult(): CodecError {
+  return new CodecError(
+    "the task's result cannot be passed back from its thread: it holds something structured clone cannot copy (a function, a symbol, a WeakMap, a Promise...)",
+  );
 }
 
 function codeOf(err: Error): string | undefined {

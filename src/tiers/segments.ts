@@ -58,6 +58,7 @@ export class SegmentStore {
     this.compactor = new Compactor({
       placements,
       counters: this.counters,
+      segmentBytes: this.options.segmentBytes,
       closed: () => this.closed,
       append: (pieces, length) => this.append(pieces, length),
       place: (id, slot, seg, offset) => this.place(id, slot, seg, offset),

@@ -7,7 +7,7 @@ import { Connection } from '../transfer/connection.js';
 import { ProtocolError, RemoteError, TransferError, TransferTimeoutError } from '../transfer/errors.js';
 import { type Message, MessageType } from '../transfer/messages.js';
 import { serializeError, serializeRequest, serializeResponse } from '../transfer/serializer.js';
-import { HandshakeReader, clientHandshake, serverHandshake } from './handshake.js';
+import { HandshakeReader, type HandshakeSide, clientHandshake, handshakeTypes, serverHandshake } from './handshake.js';
 
 // variableMapSize: graphs of more than 65 535 tasks are one map.
 const packr = new Packr({ useRecords: false, moreTypes: true, variableMapSize: true });
@@ -51,29 +51,37 @@ export class Channel extends EventEmitter {
   static async connect(address: { host: string; port: number }, options: ChannelOptions = {}): Promise<Channel> {
     const timeoutMs = options.timeoutMs ?? 10_000;
     const socket = await openSocket(address, options.tls, timeoutMs);
-    return Channel.#start(socket, options, (connection, reader) => clientHandshake(connection, reader, options.token, timeoutMs));
+    return Channel.#start(socket, options, 'client', (connection, reader) => clientHandshake(connection, reader, options.token, timeoutMs));
   }
 
   /** Accepts a socket on the server side and completes the handshake. */
   static accept(socket: net.Socket, options: ChannelOptions = {}): Promise<Channel> {
     const timeoutMs = options.timeoutMs ?? 10_000;
-    return Channel.#start(socket, options, (connection, reader) => serverHandshake(connection, reader, options.token, timeoutMs));
+    return Channel.#start(socket, options, 'server', (connection, reader) => serverHandshake(connection, reader, options.token, timeoutMs));
   }
 
   static async #start(
     socket: net.Socket,
     options: ChannelOptions,
+    side: HandshakeSide,
     handshake: (connection: Connection, reader: HandshakeReader) => Promise<void>,
   ): Promise<Channel> {
     const connection = new Connection(socket, { maxFrameBytes: options.maxFrameBytes ?? 64 * 1024 * 1024 });
     const reader = new HandshakeReader();
+    // Each handshake step takes only the type it expects, refused on its 5-byte header: an
+    // unauthenticated peer cannot make this side buffer a frame body of up to maxFrameBytes.
+    connection.allowMessages(handshakeTypes(side, options.token, undefined));
     // Messages go to the handshake until the channel exists, then to the channel.
     // Messages read with the handshake's last one wait in `backlog` for a loop turn, so the
     // caller's handlers (registered after connect/accept resolves) see them, in order.
     const ready: { channel?: Channel; backlog?: Message[] } = {};
     connection.listen((event) => {
       if (event.kind !== 'message') throw new ProtocolError('value bytes on a control channel');
-      if (ready.channel === undefined) reader.push(event.message);
+      if (ready.channel === undefined) {
+        // Switched as the message is read: the next frame's header may be in this same chunk.
+        connection.allowMessages(handshakeTypes(side, options.token, event.message.type));
+        reader.push(event.message);
+      }
       else if (ready.backlog !== undefined) ready.backlog.push(event.message);
       else ready.channel.#onMessage(event.message);
     });
@@ -155,7 +163,15 @@ export class Channel extends EventEmitter {
         return this.#onRequest(message.requestId, message.body);
       case MessageType.Response: {
         const pending = this.#take(message.requestId);
-        pending?.resolve(packr.unpack(message.body));
+        let result: unknown;
+        try {
+          result = unpackBody(message.body, 'Response');
+        } catch (err) {
+          // Taken off #pending already: rejected here, or it would wait forever.
+          pending?.reject(err as Error);
+          throw err;
+        }
+        pending?.resolve(result);
         return;
       }
       case MessageType.Error: {
@@ -184,7 +200,7 @@ export class Channel extends EventEmitter {
   }
 
   #onRequest(id: number, body: Uint8Array): void {
-    const decoded = packr.unpack(body) as { m?: unknown; p?: unknown };
+    const decoded = unpackBody(body, 'Request') as { m?: unknown; p?: unknown };
     if (typeof decoded !== 'object' || decoded === null || typeof decoded.m !== 'string') {
       throw new ProtocolError('a control request needs a method name');
     }
@@ -224,6 +240,15 @@ export class Channel extends EventEmitter {
     }
     this.#pending.clear();
     this.emit('close', err);
+  }
+}
+
+/** A frame's msgpack body; bytes that are not msgpack are the peer's fault: a ProtocolError. */
+function unpackBody(body: Uint8Array, what: string): unknown {
+  try {
+    return packr.unpack(body);
+  } catch (err) {
+    throw new ProtocolError(`malformed ${what} body: ${errorMessage(err)}`);
   }
 }
 

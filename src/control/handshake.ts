@@ -45,6 +45,28 @@ export class HandshakeReader {
   }
 }
 
+export type HandshakeSide = 'client' | 'server';
+
+const CHANNEL_TYPES: ReadonlySet<number> = new Set([MessageType.Request, MessageType.Response, MessageType.Error]);
+const SERVER_FIRST: ReadonlySet<number> = new Set([MessageType.Hello]);
+const SERVER_AUTH: ReadonlySet<number> = new Set([MessageType.Auth]);
+const CLIENT_FIRST: ReadonlySet<number> = new Set([MessageType.HelloOk, MessageType.Error]);
+const CLIENT_READY: ReadonlySet<number> = new Set([MessageType.Ready, MessageType.Error]);
+
+/**
+ * The message types one side takes next, given the last handshake message it read
+ * (undefined: none yet). The server takes Hello, then Auth when it has a token; the client
+ * HelloOk, then Ready (or Error either time); after that, only channel messages.
+ */
+export function handshakeTypes(side: HandshakeSide, token: string | undefined, last: MessageType | undefined): ReadonlySet<number> {
+  if (side === 'server') {
+    if (last === undefined) return SERVER_FIRST;
+    return last === MessageType.Hello && token !== undefined ? SERVER_AUTH : CHANNEL_TYPES;
+  }
+  if (last === undefined) return CLIENT_FIRST;
+  return last === MessageType.HelloOk ? CLIENT_READY : CHANNEL_TYPES;
+}
+
 export async function clientHandshake(connection: Connection, reader: HandshakeReader, token: string | undefined, timeoutMs: number): Promise<void> {
   const nonce = newNonce();
   await connection.write(serializeHello(PROTOCOL_VERSION, nonce));

@@ -17,13 +17,23 @@ export class Connection {
   private failure: Error | undefined;
   private readonly closeListeners = new Set<(err: Error | undefined) => void>();
   private isClosed = false;
+  private readonly idleTimeoutMs: number;
+  private readonly stallTimeoutMs: number;
+  private idleHolds = 0;
 
-  constructor(socket: Socket, options: ParserOptions & { idleTimeoutMs?: number } = {}) {
+  /**
+   * `idleTimeoutMs`: a connection silent both ways this long is closed. `stallTimeoutMs`: a
+   * write that waits this long for the peer to read closes it, even while the peer keeps
+   * sending (a slow reader must not hold what the send holds: budget, request slot).
+   */
+  constructor(socket: Socket, options: ParserOptions & { idleTimeoutMs?: number; stallTimeoutMs?: number } = {}) {
     this.socket = socket;
     this.parser = new Parser(options);
     socket.setNoDelay(true);
-    if (options.idleTimeoutMs !== undefined && options.idleTimeoutMs > 0) {
-      const ms = options.idleTimeoutMs;
+    this.idleTimeoutMs = options.idleTimeoutMs ?? 0;
+    this.stallTimeoutMs = options.stallTimeoutMs ?? 0;
+    if (this.idleTimeoutMs > 0) {
+      const ms = this.idleTimeoutMs;
       socket.setTimeout(ms, () => this.fail(new TransferTimeoutError('connection idle', ms)));
     }
     socket.on('data', (chunk: Buffer) => {
@@ -93,6 +103,21 @@ export class Connection {
     this.failure ??= err;
   }
 
+  /**
+   * The connection waits on this side, not on the peer (e.g. for a byte budget): it is not
+   * idle until the returned function is called.
+   */
+  holdIdle(): () => void {
+    if (this.idleTimeoutMs <= 0) return () => undefined;
+    if (this.idleHolds++ === 0) this.socket.setTimeout(0);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      if (--this.idleHolds === 0 && !this.socket.destroyed) this.socket.setTimeout(this.idleTimeoutMs);
+    };
+  }
+
   /** Writes and waits for 'drain' when the socket's buffer is full. */
   async write(bytes: Uint8Array): Promise<void> {
     if (!this.socket.write(bytes)) await this.drained();
@@ -109,11 +134,15 @@ export class Connection {
         resolve();
         return;
       }
+      const ms = this.stallTimeoutMs;
+      const timer = ms > 0 ? setTimeout(() => this.fail(new TransferTimeoutError('peer not reading', ms)), ms) : undefined;
       const onDrain = (): void => {
+        clearTimeout(timer);
         off();
         resolve();
       };
       const off = this.onClose((err) => {
+        clearTimeout(timer);
         this.socket.off('drain', onDrain);
         reject(err ?? new TransferError('connection closed'));
       });

@@ -218,7 +218,14 @@ export class ServerSession {
   /** Streams one value; a failure after its header breaks framing, so it closes the connection. */
   private async sendValue(requestId: number, index: number, source: EncodedSource): Promise<void> {
     const connection = this.connection;
-    const held = await this.ctx.budget.acquire(source.byteLength);
+    // Waiting for room is this server's doing: the peer is not idle meanwhile.
+    const release = connection.holdIdle();
+    let held: number;
+    try {
+      held = await this.ctx.budget.acquire(source.byteLength);
+    } finally {
+      release();
+    }
     let sent = 0;
     try {
       const socket = connection.socket;

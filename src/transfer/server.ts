@@ -27,7 +27,7 @@ export interface DataServerOptions {
   maxPipelined?: number;
   /** A connection must finish its handshake within this. Default 10 s. */
   handshakeTimeoutMs?: number;
-  /** A connection silent for this long is closed. Default 5 min; 0 disables. */
+  /** A connection silent for this long, or not reading what it asked for for this long, is closed. Default 5 min; 0 disables. */
   idleTimeoutMs?: number;
   /** Retry hint sent with "busy". Default 50 ms. */
   busyRetryAfterMs?: number;
@@ -143,9 +143,12 @@ export class DataServer extends EventEmitter {
       return;
     }
     this.connectionsTotal++;
+    const idleTimeoutMs = this.options.idleTimeoutMs ?? 300_000;
     const connection = new Connection(socket, {
       maxFrameBytes: this.options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
-      idleTimeoutMs: this.options.idleTimeoutMs ?? 300_000,
+      idleTimeoutMs,
+      // A peer that stops reading is closed after the same time, even if it keeps sending.
+      stallTimeoutMs: idleTimeoutMs,
     });
     const session = new ServerSession(connection, this.ctx);
     this.sessions.add(session);

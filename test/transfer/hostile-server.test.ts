@@ -103,7 +103,7 @@ describe('a hostile server', () => {
               for (const step of steps) {
                 const rid = 'id' in step && step.id === 'wrong' ? id + 1 : id;
                 if (step.kind === 'value') {
-                  let bytes = Buffer.from(encoded[step.key]);
+                  let bytes: Buffer = Buffer.from(encoded[step.key]);
                   if (step.corrupt !== 'none') {
                     const at = step.at % (bytes.length - 8);
                     bytes[at] ^= 0x5a;

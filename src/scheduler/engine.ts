@@ -292,6 +292,9 @@ export class Engine {
       if (record === undefined) continue;
       if (this.tasks.forgettable(record)) {
         this.tasks.forget(record);
+        // Out of every client's progress too: pruned only by progress requests, the sets of
+        // a client that never asks grew by every key it submitted, for as long as it stayed.
+        for (const client of this.clients.values()) client.tasks.delete(key);
         work.push(...record.deps);
       } else if (this.tasks.needed(record)) {
         if (record.state === 'released') this.#activate(record, work);

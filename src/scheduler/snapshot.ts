@@ -27,7 +27,8 @@ export interface SchedulerState {
   tasks: Record<TaskState, number> & { total: number };
   /** Ready tasks no worker holds inputs of (tasks without inputs). */
   unplaced: number;
-  clients: Array<{ id: string; name: string; wanted: number; connectedSeconds: number }>;
+  /** `tasks`: keys of the client's graphs the scheduler still knows (what its progress counts). */
+  clients: Array<{ id: string; name: string; wanted: number; tasks: number; connectedSeconds: number }>;
   counters: Counters;
 }
 
@@ -53,7 +54,7 @@ export function snapshot(engine: Engine, address: { host: string; port: number }
     })),
     tasks: { ...engine.tasks.counts(), total: engine.tasks.size },
     unplaced: engine.placement.queued(''),
-    clients: [...engine.clients.values()].map((c) => ({ id: c.id, name: c.name, wanted: c.wanted.size, connectedSeconds: (now - c.since) / 1000 })),
+    clients: [...engine.clients.values()].map((c) => ({ id: c.id, name: c.name, wanted: c.wanted.size, tasks: c.tasks.size, connectedSeconds: (now - c.since) / 1000 })),
     counters: { ...engine.counters },
   };
 }

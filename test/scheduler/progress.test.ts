@@ -49,3 +49,18 @@ test('progress is for clients: a worker asking is refused', async (t) => {
   const w = await FakeWorker.connect(t, scheduler, { auto: false });
   await assert.rejects(w.channel.request(Methods.progress, {}), (e: unknown) => e instanceof RemoteError && e.remoteCode === 'SPW_ERR_WRONG_ROLE');
 });
+
+test("a client that never asks for progress does not make the scheduler keep every key it ever submitted", async (t) => {
+  const scheduler = await startScheduler(t);
+  await FakeWorker.connect(t, scheduler);
+  const client = await FakeClient.connect(t, scheduler);
+  for (let i = 0; i < 50; i++) {
+    await client.submit({ [`a${i}`]: task(), [`b${i}`]: task(`a${i}`) }, [`b${i}`]);
+    await client.waitReady([`b${i}`]);
+    await client.release([`b${i}`]);
+  }
+  await until(() => scheduler.state().tasks.total === 0, 'all forgotten');
+  // The client's progress tracked 100 keys; all are forgotten, so none may be kept for it.
+  assert.equal(scheduler.state().clients[0].tasks, 0);
+  assert.deepEqual(await client.progress(), { done: 0, erred: 0, total: 0 });
+});

@@ -151,10 +151,11 @@ export class Client {
     const values = new Map<string, unknown>();
     let tasks: ProgressParams | undefined;
     let fail!: (err: Error) => void;
+    const progress = (): ComputeProgress => ({ ready: values.size, wanted: keys.length, tasks });
     // A callback that throws fails the computation (not an unhandled rejection).
     const report = (): void => {
       try {
-        options.onProgress?.({ ready: values.size, wanted: keys.length, tasks });
+        options.onProgress?.(progress());
       } catch (err) {
         fail(err instanceof Error ? err : new Error(String(err)));
       }
@@ -220,7 +221,7 @@ export class Client {
         // The last word: every task of this computation done. A throw here rejects compute.
         poller.stop();
         tasks = (await this.#progress()) ?? tasks;
-        options.onProgress?.({ ready: values.size, wanted: keys.length, tasks });
+        options.onProgress?.(progress());
       }
     } catch (err) {
       // A refused graph made nothing wanted, but a key another computation submitted and

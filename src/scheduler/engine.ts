@@ -239,7 +239,8 @@ export class Engine {
       if (adding.has(task.key)) this.tasks.add(task.key, task.spec, task.deps, base + i);
     });
     for (const task of submission.order) client.tasks.add(task.key);
-    for (const key of submission.known) client.tasks.add(key);
+    // Validation yields: a known key may have been forgotten meanwhile (and would never leave the set).
+    for (const key of submission.known) if (this.tasks.has(key)) client.tasks.add(key);
     for (const key of submission.wanted) {
       const record = this.tasks.get(key) as TaskRecord;
       client.tasks.add(key);
@@ -267,10 +268,7 @@ export class Engine {
     for (const key of client.tasks) {
       if (++seen % 4096 === 0) await new Promise((resolve) => setImmediate(resolve));
       const record = this.tasks.get(key);
-      if (record === undefined) {
-        client.tasks.delete(key); // forgotten: nobody needs it any more
-        continue;
-      }
+      if (record === undefined) continue; // forgotten while this count yielded
       out.total++;
       if (record.state === 'erred') out.erred++;
       else if (record.computed || record.state === 'memory') out.done++;

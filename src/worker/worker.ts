@@ -30,6 +30,9 @@ import { makeRoom } from './room.js';
 import { type ResolvedWorkerOptions, type WorkerOptions, resolveWorkerOptions, resumeAtTarget } from './options.js';
 import { type QueuedTask, TaskQueue } from './queue.js';
 
+/** What the scheduler tells a worker; handled from before registration (see start). */
+const SCHEDULER_NOTIFICATIONS = [Methods.computeTask, Methods.cancelTask, Methods.releaseKeys];
+
 /**
  * A worker: a SpillStore, a DataServer serving it to peers, a pool of threads running
  * tasks, and a control channel to the scheduler. It runs what the scheduler sends
@@ -130,7 +133,7 @@ export class Worker extends EventEmitter {
       // replayed in order once the worker exists.
       const early: { method: string; params: unknown }[] = [];
       const started: { worker?: Worker } = {};
-      for (const method of [Methods.computeTask, Methods.cancelTask, Methods.releaseKeys]) {
+      for (const method of SCHEDULER_NOTIFICATIONS) {
         channel.handle(method, (params) => {
           if (started.worker === undefined) early.push({ method, params });
           else started.worker.#dispatch(method, params);
@@ -172,7 +175,6 @@ export class Worker extends EventEmitter {
 
   #listen(): void {
     const channel = this.channel;
-    for (const method of [Methods.computeTask, Methods.cancelTask, Methods.releaseKeys]) channel.handle(method, (params) => this.#dispatch(method, params));
     channel.once('close', (err?: Error) => void this.#shutdown(err));
     this.#heartbeat.beat();
   }

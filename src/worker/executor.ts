@@ -70,8 +70,9 @@ export class Executor {
     } catch (err) {
       // The pool itself failed: arguments or result not cloneable, thread crashed. A result
       // structured clone refuses kills the thread posting it, and its DataCloneError arrives
-      // here stripped to `{}` (a DOMException does not survive the trip): say what it was.
-      const error = err instanceof Error ? err : isEmptyObject(err) ? uncloneableResult() : new Error(errorMessage(err));
+      // here stripped (a DOMException does not survive the trip): as `{}` on Node 20, as an
+      // Error with no message but the original stack on Node 22 and 24. Say what it was.
+      const error = isCloneFailure(err) ? uncloneableResult(err) : err instanceof Error ? err : new Error(errorMessage(err));
       return {
         ok: false,
         error: { name: error.name, message: error.message, stack: error.stack, code: codeOf(error) },
@@ -85,13 +86,16 @@ export class Executor {
   }
 }
 
-function isEmptyObject(value: unknown): boolean {
-  return typeof value === 'object' && value !== null && Object.keys(value).length === 0;
+function isCloneFailure(err: unknown): boolean {
+  if (err instanceof Error) return err.name === 'DataCloneError' || (err.message === '' && (err.stack ?? '').startsWith('DataCloneError'));
+  return typeof err === 'object' && err !== null && Object.keys(err).length === 0;
 }
 
-function uncloneableResult(): CodecError {
+function uncloneableResult(err: unknown): CodecError {
+  // "DataCloneError: ()=>1 could not be cloned." where the stack survived.
+  const detail = err instanceof Error ? /^DataCloneError: (.*)/.exec(err.stack ?? '')?.[1] : undefined;
   return new CodecError(
-    "the task's result cannot be passed back from its thread: it holds something structured clone cannot copy (a function, a symbol, a WeakMap, a Promise...)",
+    `the task's result cannot be passed back from its thread: it holds something structured clone cannot copy (a function, a symbol, a WeakMap, a Promise...)${detail ? `: ${detail}` : ''}`,
   );
 }
 

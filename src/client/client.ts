@@ -85,8 +85,13 @@ export class Client {
   readonly #kept = new Set<string>();
   /** Keys an accepted submit made wanted on the scheduler and no release has released yet. */
   readonly #submitted = new Set<string>();
-  /** Keys `release` was asked for while a computation still waited for them: released when the last one ends. */
-  readonly #releaseWhenDone = new Set<string>();
+  /**
+   * Keys `release` was asked for while a computation still waited for them: released when the
+   * last one ends. The value orders the release among compute calls (see #calls).
+   */
+  readonly #releaseWhenDone = new Map<string, number>();
+  /** Counts compute and release calls: a release only overrides a `keep` asked for before it. */
+  #calls = 0;
   #lost: Error | undefined;
 
   private constructor(channel: Channel, store: SpillStore, data: DataClient, address: string, clientId: string, options: ClientOptions) {
@@ -141,6 +146,7 @@ export class Client {
    */
   async compute<T = unknown>(graph: Graph, wanted: readonly string[], options: ComputeOptions = {}): Promise<T[]> {
     if (this.#lost !== undefined) throw this.#lost;
+    const calledAt = ++this.#calls;
     const interval = options.progressIntervalMs ?? 500;
     if (typeof interval !== 'number' || !(interval >= 1 && interval <= 2 ** 31 - 1)) {
       throw new InvalidArgumentError(`progressIntervalMs must be a number of milliseconds from 1 to 2^31-1, got ${String(interval)}`);
@@ -193,7 +199,9 @@ export class Client {
       held = false;
       for (const key of keys) {
         const n = (this.#inUse.get(key) ?? 1) - 1;
-        const released = this.#releaseWhenDone.has(key);
+        // Released since this computation was asked for: its `keep` is overridden. A release
+        // asked before it (deferred by an earlier computation) is overridden by its `keep`.
+        const released = (this.#releaseWhenDone.get(key) ?? 0) > calledAt;
         if (n > 0) this.#inUse.set(key, n);
         else {
           this.#inUse.delete(key);
@@ -249,7 +257,7 @@ export class Client {
     for (const key of keys) {
       this.#kept.delete(key);
       if (this.#inUse.has(key)) {
-        this.#releaseWhenDone.add(key);
+        this.#releaseWhenDone.set(key, ++this.#calls);
         continue;
       }
       this.#submitted.delete(key);

@@ -38,9 +38,10 @@ export class SpillStore extends EventEmitter {
   /**
    * The latest putEncoded call of each key still writing. A set, delete or later
    * putEncoded of the key replaces or removes its token: the earlier write then lands
-   * nowhere (its copy is deleted), as if it had taken effect when it was called.
+   * nowhere (its copy is deleted), as if it had taken effect when it was called. A later
+   * putEncoded that fails changed nothing: it hands the key back to the earlier call.
    */
-  readonly #puts = new Map<string, object>();
+  readonly #puts = new Map<string, PutToken>();
   #closing: Promise<void> | undefined;
 
   private constructor(options: SpillStoreOptions) {
@@ -246,21 +247,40 @@ export class SpillStore extends EventEmitter {
    * without decoding them; layout and checksum are verified on the way and nothing is
    * stored on a mismatch (an existing value under the key is then left as it was). It takes
    * effect as of the call: a `set`, `delete` or `putEncoded` of the key made while it writes
-   * wins, and this one's bytes are discarded.
+   * wins, and this one's bytes are discarded (a later `putEncoded` that fails changes nothing:
+   * this one then resolves once that one has failed, and lands).
    */
   async putEncoded(key: string, source: Uint8Array | WriteSource, byteLength: number): Promise<void> {
     this.#assertOpen();
     assertKey(key);
     if (!Number.isSafeInteger(byteLength) || byteLength < 0) throw new InvalidArgumentError('byteLength must be a whole number of bytes');
-    const token = {};
-    this.#puts.set(key, token);
+    const puts = this.#puts;
+    let settle!: () => void;
+    const token: PutToken = { prev: puts.get(key), live: true, settled: new Promise<void>((resolve) => (settle = resolve)) };
+    puts.set(key, token);
     let copy: StoredCopy;
     let latest: boolean;
     try {
-      copy = await this.#spiller.writeEncoded(key, source, byteLength);
+      try {
+        copy = await this.#spiller.writeEncoded(key, source, byteLength);
+      } catch (err) {
+        // Failed: nothing changed. The latest earlier call still live takes the key back.
+        token.live = false;
+        if (puts.get(key) === token) {
+          let back = token.prev;
+          while (back !== undefined && !back.live) back = back.prev;
+          if (back === undefined) puts.delete(key);
+          else puts.set(key, back);
+        }
+        throw err;
+      }
+      // A later putEncoded still writing may yet fail and hand the key back: wait for it.
+      for (let current = puts.get(key); current !== undefined && current !== token; current = puts.get(key)) await current.settled;
+      latest = puts.get(key) === token;
+      token.live = false;
+      if (latest) puts.delete(key);
     } finally {
-      latest = this.#puts.get(key) === token;
-      if (latest) this.#puts.delete(key);
+      settle();
     }
     const state = this.#state;
     if (state.closed || !latest) {
@@ -385,4 +405,14 @@ function assertKey(key: unknown): asserts key is string {
 
 function fail(err: Error): never {
   throw err;
+}
+
+/** One putEncoded call of a key (see SpillStore.#puts). */
+interface PutToken {
+  /** The call it superseded, if that one was still writing then. */
+  readonly prev: PutToken | undefined;
+  /** Neither failed nor settled: it may still take the key. */
+  live: boolean;
+  /** Resolves once it has failed, landed or been discarded. */
+  readonly settled: Promise<void>;
 }

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { encode, encodedBatches, encodedBytesSync, SMALL_ENCODED_BYTES, type Encoded } from '../codec/index.js';
 import { ChecksumError, ClosedError, CodecError, SpillCapError, SpillwayError, TierWriteError, TiersFullError } from '../errors.js';
 import type { WriteSource } from '../tiers/tier.js';
@@ -42,6 +43,9 @@ export class Spiller {
   readonly #closing = new AbortController();
 
   constructor(private readonly state: StoreState) {
+    // One listener per putEncoded reading a source (removed after each batch): any number of
+    // them at once is expected, not the leak Node warns of past 10.
+    setMaxListeners(0, this.#closing.signal);
     this.#large = new Slots(state.opts.spillConcurrency);
     const track = (work: Promise<unknown>): void => this.#track(work);
     this.#demoter = new Demoter(state, track);

@@ -50,6 +50,14 @@ export interface ServerCounters {
 type State = 'hello' | 'auth' | 'ready' | 'closing';
 
 /** What a client may send in each state: refused on the frame header, so no body is buffered before Ready. */
+/**
+ * Largest piece handed to the socket at once. The stall timeout runs while a write waits for
+ * 'drain', which comes only once the whole piece has left: a piece of a whole value (a large
+ * binary, 100s of MiB) took longer than idleTimeoutMs to reach a peer reading steadily but
+ * slowly, which was then closed as "not reading".
+ */
+const SEND_SLICE_BYTES = 1024 * 1024;
+
 const HELLO_TYPES: ReadonlySet<number> = new Set([MessageType.Hello]);
 const AUTH_TYPES: ReadonlySet<number> = new Set([MessageType.Auth]);
 const READY_TYPES: ReadonlySet<number> = new Set([MessageType.GetData, MessageType.Request]);
@@ -236,13 +244,18 @@ export class ServerSession {
       for await (const chunk of source as AsyncIterable<Uint8Array>) {
         sent += chunk.byteLength;
         if (sent > source.byteLength) throw new TransferError(`value grew past its declared ${source.byteLength} bytes`);
-        // Once the socket has written it, the chunk's memory can be read into again.
-        const more = socket.write(chunk, () => recycleChunk(source, chunk));
-        if (corked) {
-          socket.uncork();
-          corked = false;
+        for (let at = 0; at < chunk.byteLength || at === 0; at += SEND_SLICE_BYTES) {
+          const end = Math.min(at + SEND_SLICE_BYTES, chunk.byteLength);
+          const piece = at === 0 && end === chunk.byteLength ? chunk : chunk.subarray(at, end);
+          // Once the socket has written its last piece, the chunk's memory can be read into again.
+          const more = end === chunk.byteLength ? socket.write(piece, () => recycleChunk(source, chunk)) : socket.write(piece);
+          if (corked) {
+            socket.uncork();
+            corked = false;
+          }
+          if (!more) await connection.drained();
+          if (end === chunk.byteLength) break;
         }
-        if (!more) await connection.drained();
       }
       if (corked) socket.uncork();
       if (sent !== source.byteLength) {

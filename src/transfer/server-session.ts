@@ -49,7 +49,6 @@ export interface ServerCounters {
 
 type State = 'hello' | 'auth' | 'ready' | 'closing';
 
-/** What a client may send in each state: refused on the frame header, so no body is buffered before Ready. */
 /**
  * Largest piece handed to the socket at once. The stall timeout runs while a write waits for
  * 'drain', which comes only once the whole piece has left: a piece of a whole value (a large
@@ -58,6 +57,7 @@ type State = 'hello' | 'auth' | 'ready' | 'closing';
  */
 const SEND_SLICE_BYTES = 1024 * 1024;
 
+/** What a client may send in each state: refused on the frame header, so no body is buffered before Ready. */
 const HELLO_TYPES: ReadonlySet<number> = new Set([MessageType.Hello]);
 const AUTH_TYPES: ReadonlySet<number> = new Set([MessageType.Auth]);
 const READY_TYPES: ReadonlySet<number> = new Set([MessageType.GetData, MessageType.Request]);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
 import { Client } from '../../src/client/client.js';
 import { BUILTINS_MODULE, type Graph, Methods } from '../../src/cluster/protocol.js';
 import { Channel, ControlServer } from '../../src/control/index.js';
@@ -32,11 +32,7 @@ test('one compute failing does not release a key another compute of the same cli
  * x was wanted by the first's (accepted) submit and must still be released.
  */
 test('a key left to a computation whose graph is then refused is still released', async (t) => {
-  const data = await SpillStore.open({ memoryLimit: '64 MiB', monitorInterval: false });
-  t.after(() => data.close());
-  data.set('x', 42);
-  const dataServer = await DataServer.listen(data, { host: '127.0.0.1' });
-  t.after(() => dataServer.close());
+  const dataServer = await holderOfX(t);
 
   const server = await ControlServer.listen({});
   t.after(() => server.close());
@@ -76,3 +72,52 @@ test('a key left to a computation whose graph is then refused is still released'
   await sleep(100);
   assert.deepEqual(released.flat(), ['x'], 'x, wanted by the accepted submit, is released');
 });
+
+/** release() is deferred while a compute waits for the key; a compute with keep: true asked after it wins. */
+test('a compute with keep: true started after release() keeps its key, as it would had no compute been waiting', async (t) => {
+  const dataServer = await holderOfX(t);
+
+  const server = await ControlServer.listen({});
+  t.after(() => server.close());
+  const released: string[] = [];
+  let submits = 0;
+  let remote: Channel | undefined;
+  server.on('channel', (channel: Channel) => {
+    remote = channel;
+    channel.handle(Methods.registerClient, () => ({ clientId: 'c1' }));
+    channel.handle(Methods.submit, () => {
+      submits++;
+      return { added: 1 };
+    });
+    channel.handle(Methods.release, (p) => {
+      released.push(...(p as { keys: string[] }).keys);
+      return null;
+    });
+  });
+
+  const client = await Client.connect(server.address);
+  t.after(() => client.close());
+  const graph = { x: { fn: { module: BUILTINS_MODULE, name: 'getitem' }, args: [[1], 0] } };
+  const a = client.compute(graph, ['x']);
+  while (submits < 1) await sleep(5);
+  // The user is done with x (a still waits for it, so this is deferred)...
+  await client.release(['x']);
+  // ...then asks for it again, to keep it on the cluster.
+  const b = client.compute(graph, ['x'], { keep: true });
+  while (submits < 2) await sleep(5);
+  remote!.notify(Methods.keyReady, { key: 'x', holders: [dataServer.address], size: 8 });
+  assert.deepEqual(await a, [42]);
+  assert.deepEqual(await b, [42]);
+  await sleep(100);
+  assert.deepEqual(released, [], 'x, kept by the later compute, is not released');
+});
+
+/** A data server holding x = 42, as a worker would (no scheduler: the tests play it). */
+async function holderOfX(t: TestContext): Promise<DataServer> {
+  const data = await SpillStore.open({ memoryLimit: '64 MiB', monitorInterval: false });
+  t.after(() => data.close());
+  data.set('x', 42);
+  const dataServer = await DataServer.listen(data, { host: '127.0.0.1' });
+  t.after(() => dataServer.close());
+  return dataServer;
+}

@@ -293,8 +293,9 @@ export class Client {
     let timer: NodeJS.Timeout | undefined;
     const tick = async (): Promise<void> => {
       const counts = await this.#progress();
-      if (stopped || counts === undefined) return;
-      onCounts(counts);
+      if (stopped || this.#lost !== undefined) return;
+      // One failed request (a timeout on a busy scheduler) skips a report, not the rest.
+      if (counts !== undefined) onCounts(counts);
       timer = setTimeout(() => void tick(), intervalMs);
     };
     timer = setTimeout(() => void tick(), intervalMs);

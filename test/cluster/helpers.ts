@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { access } from 'node:fs/promises';
 import type { TestContext } from 'node:test';
 import { LocalCluster, type LocalClusterOptions } from '../../src/client/local-cluster.js';
+import { SpillStore } from '../../src/store/spill-store.js';
+import { DataServer } from '../../src/transfer/server.js';
 
 export const MiB = 1024 * 1024;
 
@@ -43,4 +45,14 @@ export async function eventually(check: () => Promise<boolean> | boolean, timeou
     if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+}
+
+/** A data server holding x = 42, as a worker would (no scheduler: the tests play it). */
+export async function holderOfX(t: TestContext): Promise<DataServer> {
+  const data = await SpillStore.open({ memoryLimit: '64 MiB', monitorInterval: false });
+  t.after(() => data.close());
+  data.set('x', 42);
+  const dataServer = await DataServer.listen(data, { host: '127.0.0.1' });
+  t.after(() => dataServer.close());
+  return dataServer;
 }

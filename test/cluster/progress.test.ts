@@ -1,10 +1,12 @@
 /** compute()'s onProgress on a real cluster: the scheduler's count of the client's tasks. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, type ComputeProgress } from '../../src/client/client.js';
-import { ref, type Graph } from '../../src/cluster/protocol.js';
+import { BUILTINS_MODULE, Methods, ref, type Graph } from '../../src/cluster/protocol.js';
+import { type Channel, ControlServer } from '../../src/control/index.js';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { fixture, startCluster } from './helpers.js';
+import { fixture, holderOfX, startCluster } from './helpers.js';
 
 test('onProgress on a real cluster', async (t) => {
   const cluster = await startCluster(t);
@@ -51,4 +53,34 @@ test('onProgress on a real cluster', async (t) => {
       await assert.rejects(client.compute(graph, ['sum'], { onProgress: () => undefined, progressIntervalMs: bad }), InvalidArgumentError);
     }
   });
+});
+
+test('a progress request that fails skips one report, not the rest of the computation', async (t) => {
+  const dataServer = await holderOfX(t);
+  const server = await ControlServer.listen({});
+  t.after(() => server.close());
+  let asked = 0;
+  let remote: Channel | undefined;
+  server.on('channel', (channel: Channel) => {
+    remote = channel;
+    channel.handle(Methods.registerClient, () => ({ clientId: 'c1' }));
+    channel.handle(Methods.submit, () => ({ added: 1 }));
+    channel.handle(Methods.release, () => null);
+    channel.handle(Methods.progress, () => {
+      // The first answer is an error, as a timed-out request would be.
+      if (++asked === 1) throw new Error('scheduler busy');
+      return { done: 0, erred: 0, total: 1 };
+    });
+  });
+  const client = await Client.connect(server.address);
+  t.after(() => client.close());
+  const counted: ComputeProgress[] = [];
+  const graph = { x: { fn: { module: BUILTINS_MODULE, name: 'getitem' }, args: [[1], 0] } };
+  const computing = client.compute(graph, ['x'], { onProgress: (p) => p.tasks !== undefined && counted.push(structuredClone(p)), progressIntervalMs: 10 });
+  const deadline = Date.now() + 10_000;
+  while (counted.length < 2 && Date.now() < deadline) await sleep(5);
+  assert.ok(counted.length >= 2, `${counted.length} reports with task counts after ${asked} requests`);
+  remote!.notify(Methods.keyReady, { key: 'x', holders: [dataServer.address], size: 8 });
+  assert.deepEqual(await computing, [42]);
+  assert.ok(asked >= 3, `${asked} progress requests`);
 });

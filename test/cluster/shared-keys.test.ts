@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
-import { type TestContext, test } from 'node:test';
+import { test } from 'node:test';
 import { Client } from '../../src/client/client.js';
 import { BUILTINS_MODULE, type Graph, Methods } from '../../src/cluster/protocol.js';
 import { Channel, ControlServer } from '../../src/control/index.js';
 import { GraphError, TaskError } from '../../src/errors.js';
-import { SpillStore } from '../../src/index.js';
-import { DataServer } from '../../src/transfer/server.js';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fixture, startCluster } from './helpers.js';
+import { fixture, holderOfX, startCluster } from './helpers.js';
 
 /** The scheduler knows one 'wanted' per client and key: a client's computations share their keys. */
 test('one compute failing does not release a key another compute of the same client still waits for', async (t) => {
@@ -111,13 +109,3 @@ test('a compute with keep: true started after release() keeps its key, as it wou
   await sleep(100);
   assert.deepEqual(released, [], 'x, kept by the later compute, is not released');
 });
-
-/** A data server holding x = 42, as a worker would (no scheduler: the tests play it). */
-async function holderOfX(t: TestContext): Promise<DataServer> {
-  const data = await SpillStore.open({ memoryLimit: '64 MiB', monitorInterval: false });
-  t.after(() => data.close());
-  data.set('x', 42);
-  const dataServer = await DataServer.listen(data, { host: '127.0.0.1' });
-  t.after(() => dataServer.close());
-  return dataServer;
-}

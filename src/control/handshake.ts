@@ -1,7 +1,7 @@
 import { answerHelloOk, clientProof, newNonce, proofMatches, serverProof, ZERO_PROOF } from '../transfer/auth.js';
 import type { Connection } from '../transfer/connection.js';
 import { AuthError, ProtocolError, ProtocolVersionError, TransferTimeoutError } from '../transfer/errors.js';
-import { type Message, MessageType, PROTOCOL_VERSION } from '../transfer/messages.js';
+import { type Message, MessageType, PROTOCOL_VERSION, SERVER_AUTH_TYPES, SERVER_HELLO_TYPES } from '../transfer/messages.js';
 import { serializeAuth, serializeError, serializeHello, serializeHelloOk, serializeReady } from '../transfer/serializer.js';
 
 /**
@@ -48,8 +48,6 @@ export class HandshakeReader {
 export type HandshakeSide = 'client' | 'server';
 
 const CHANNEL_TYPES: ReadonlySet<number> = new Set([MessageType.Request, MessageType.Response, MessageType.Error]);
-const SERVER_FIRST: ReadonlySet<number> = new Set([MessageType.Hello]);
-const SERVER_AUTH: ReadonlySet<number> = new Set([MessageType.Auth]);
 const CLIENT_FIRST: ReadonlySet<number> = new Set([MessageType.HelloOk, MessageType.Error]);
 const CLIENT_READY: ReadonlySet<number> = new Set([MessageType.Ready, MessageType.Error]);
 
@@ -60,8 +58,8 @@ const CLIENT_READY: ReadonlySet<number> = new Set([MessageType.Ready, MessageTyp
  */
 export function handshakeTypes(side: HandshakeSide, token: string | undefined, last: MessageType | undefined): ReadonlySet<number> {
   if (side === 'server') {
-    if (last === undefined) return SERVER_FIRST;
-    return last === MessageType.Hello && token !== undefined ? SERVER_AUTH : CHANNEL_TYPES;
+    if (last === undefined) return SERVER_HELLO_TYPES;
+    return last === MessageType.Hello && token !== undefined ? SERVER_AUTH_TYPES : CHANNEL_TYPES;
   }
   if (last === undefined) return CLIENT_FIRST;
   return last === MessageType.HelloOk ? CLIENT_READY : CHANNEL_TYPES;

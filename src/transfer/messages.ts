@@ -31,6 +31,13 @@ export const enum MessageType {
   Error = 0x7f,
 }
 
+/**
+ * What a server of either plane (data or control) takes first, and next when it asks for a
+ * token: refused on the frame header otherwise, so no body is buffered before the proof.
+ */
+export const SERVER_HELLO_TYPES: ReadonlySet<number> = new Set([MessageType.Hello]);
+export const SERVER_AUTH_TYPES: ReadonlySet<number> = new Set([MessageType.Auth]);
+
 /** Client → server, first frame: magic, version, the client's nonce. */
 export interface HelloMessage {
   readonly type: MessageType.Hello;

@@ -5,7 +5,7 @@ import { clientProof, newNonce, proofMatches, serverProof, ZERO_PROOF } from './
 import { Connection } from './connection.js';
 import { AuthError, ProtocolError, ProtocolVersionError, TransferError, TransferTimeoutError } from './errors.js';
 import type { ByteBudget } from './limits.js';
-import { type GetDataMessage, type Message, MESSAGE_NAMES, MessageType, PROTOCOL_VERSION, type RequestMessage } from './messages.js';
+import { type GetDataMessage, type Message, MESSAGE_NAMES, MessageType, PROTOCOL_VERSION, type RequestMessage, SERVER_AUTH_TYPES, SERVER_HELLO_TYPES } from './messages.js';
 import {
   serializeBusy,
   serializeDataDone,
@@ -57,9 +57,7 @@ type State = 'hello' | 'auth' | 'ready' | 'closing';
  */
 const SEND_SLICE_BYTES = 1024 * 1024;
 
-/** What a client may send in each state: refused on the frame header, so no body is buffered before Ready. */
-const HELLO_TYPES: ReadonlySet<number> = new Set([MessageType.Hello]);
-const AUTH_TYPES: ReadonlySet<number> = new Set([MessageType.Auth]);
+/** What a client may send once Ready (before it: SERVER_HELLO_TYPES, then SERVER_AUTH_TYPES). */
 const READY_TYPES: ReadonlySet<number> = new Set([MessageType.GetData, MessageType.Request]);
 
 /**
@@ -87,7 +85,7 @@ export class ServerSession {
       }
       this.onMessage(event.message);
     }, (err) => this.fatal(err));
-    connection.allowMessages(HELLO_TYPES);
+    connection.allowMessages(SERVER_HELLO_TYPES);
     this.handshakeTimer = setTimeout(() => {
       if (this.state === 'hello' || this.state === 'auth') {
         this.fatal(new TransferTimeoutError('handshake', ctx.handshakeTimeoutMs));
@@ -153,7 +151,7 @@ export class ServerSession {
       return;
     }
     this.state = 'auth';
-    this.connection.allowMessages(AUTH_TYPES);
+    this.connection.allowMessages(SERVER_AUTH_TYPES);
     const proof = serverProof(token, nonce, this.nonce);
     this.connection.socket.write(serializeHelloOk(PROTOCOL_VERSION, true, this.nonce, proof));
   }

@@ -1,15 +1,11 @@
 /** Ctrl-C on `spillway demo` must not leave its spill files behind. */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import fsp from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
+import { scratch, spawnCli } from './helpers.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const main = path.join(root, 'src/cli/main.ts');
 
 async function du(dir: string): Promise<number> {
   let n = 0;
@@ -20,12 +16,8 @@ async function du(dir: string): Promise<number> {
 }
 
 test('SIGINT to `spillway demo` removes its spill folder', async (t) => {
-  const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'spillway-test-demo-'));
-  t.after(() => fsp.rm(dir, { recursive: true, force: true }));
-  const child = spawn(process.execPath, ['--import', 'tsx', main, 'demo', '--directory', dir, '--memory-limit', '32MiB', '--data', '1GiB', '--json'], {
-    cwd: root,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const dir = await scratch(t, 'spillway-test-demo-');
+  const child = spawnCli(['demo', '--directory', dir, '--memory-limit', '32MiB', '--data', '1GiB', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = once(child, 'exit');
   const deadline = Date.now() + 30_000;
   while ((await du(dir)) < 32 * 2 ** 20 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));

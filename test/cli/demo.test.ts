@@ -1,31 +1,13 @@
-import { execFile } from 'node:child_process';
 import fsp from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { fileURLToPath } from 'node:url';
 import { runDemo, type DemoSummary } from '../../src/cli/demo.js';
 import { InvalidArgumentError } from '../../src/errors.js';
+import { cli, scratch } from './helpers.js';
 
 const MiB = 1024 * 1024;
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const main = path.join(root, 'src/cli/main.ts');
 
-async function tempDir(t: TestContext): Promise<string> {
-  const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'spillway-cli-test-'));
-  t.after(() => fsp.rm(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', main, ...args], { cwd: root, timeout: 60_000 }, (err, stdout, stderr) => {
-      const code = err === null ? 0 : typeof err.code === 'number' ? err.code : -1;
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+const tempDir = (t: TestContext): Promise<string> => scratch(t, 'spillway-cli-test-');
 
 function assertSpilledAndVerified(s: DemoSummary, limit: number): void {
   assert.equal(s.verified, true);

@@ -1,22 +1,11 @@
 /** sizes and intervals the CLI accepts but cannot honour. */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import path from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { parseBytes } from '../../src/units.js';
+import { cli } from './helpers.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const main = path.join(root, 'src/cli/main.ts');
 
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', main, ...args], { cwd: root, timeout: 60_000 }, (err, stdout, stderr) => {
-      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr });
-    });
-  });
-}
 
 test('parseBytes rejects sizes beyond exact integers instead of rounding them', () => {
   assert.throws(() => parseBytes('9007199254740993'), InvalidArgumentError);

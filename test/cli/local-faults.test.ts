@@ -1,17 +1,12 @@
 /** `spillway local` where /proc is not readable, and its scratch folders on SIGINT. */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import fsp from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { CliProcess } from '../../src/client/processes.js';
 import { runLocal } from '../../src/cli/local.js';
+import { scratch, spawnCli } from './helpers.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const main = path.join(root, 'src/cli/main.ts');
 const MiB = 1024 * 1024;
 
 test('runLocal completes where a process\'s memory cannot be read (macOS: no /proc)', async () => {
@@ -29,12 +24,8 @@ test('runLocal completes where a process\'s memory cannot be read (macOS: no /pr
 });
 
 test('SIGINT to `spillway local` leaves no scratch folder behind', async (t) => {
-  const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'spillway-test-local-'));
-  t.after(() => fsp.rm(dir, { recursive: true, force: true }));
-  const child = spawn(process.execPath, ['--import', 'tsx', main, 'local', '--local-directory', dir, '--memory-limit', '64MiB', '--size', '400MiB', '--json'], {
-    cwd: root,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const dir = await scratch(t, 'spillway-test-local-');
+  const child = spawnCli(['local', '--local-directory', dir, '--memory-limit', '64MiB', '--size', '400MiB', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = once(child, 'exit');
   // Wait until the cluster is up and the client connected (its folder exists, or the run is on).
   const deadline = Date.now() + 30_000;

@@ -1,24 +1,15 @@
 /** `spillway local`, `scheduler` and `worker` as a user runs them: exit codes, JSON summary, clean shutdown. */
 import assert from 'node:assert/strict';
 import os from 'node:os';
-import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import path from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { Client } from '../../src/client/client.js';
 import type { LocalSummary } from '../../src/cli/local.js';
+import type { ChildProcess } from 'node:child_process';
+import { cli as runCli, firstJsonLine, spawnCli } from './helpers.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const main = path.join(root, 'src/cli/main.ts');
 
-function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', main, ...args], { cwd: root, timeout: 120_000, env: { ...process.env, ...env } }, (err, stdout, stderr) => {
-      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr });
-    });
-  });
-}
+const cli = (args: string[]): ReturnType<typeof runCli> => runCli(args, { timeoutMs: 120_000 });
 
 test('local --json runs a shuffle larger than the cluster and prints one verified JSON summary', async () => {
   const { code, stdout, stderr } = await cli(['local', '--workload', 'shuffle', '--memory-limit', '64MiB', '--size', '160MiB', '--partitions', '16', '--json']);
@@ -56,17 +47,9 @@ test('bad arguments exit with code 2 and say why', async () => {
 
 test('scheduler and worker commands take the token from SPILLWAY_TOKEN, serve a client, and stop cleanly on SIGTERM', async () => {
   const env = { ...process.env, SPILLWAY_TOKEN: 'env-secret' };
-  const start = (args: string[]): { child: ReturnType<typeof spawn>; line: Promise<Record<string, unknown>> } => {
-    const child = spawn(process.execPath, ['--import', 'tsx', main, ...args], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] });
-    const line = new Promise<Record<string, unknown>>((resolve) => {
-      let text = '';
-      child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-        text += chunk;
-        const first = text.split('\n').find((l) => l.startsWith('{'));
-        if (first !== undefined && text.includes('\n')) resolve(JSON.parse(first) as Record<string, unknown>);
-      });
-    });
-    return { child, line };
+  const start = (args: string[]): { child: ChildProcess; line: Promise<Record<string, unknown>> } => {
+    const child = spawnCli(args, { env });
+    return { child, line: firstJsonLine(child) };
   };
   const scheduler = start(['scheduler', '--port', '0', '--http-port', '0']);
   try {
@@ -98,25 +81,12 @@ test('scheduler and worker commands take the token from SPILLWAY_TOKEN, serve a 
 
 test('a worker whose scheduler goes away closes cleanly and exits 1, so a supervisor restarts it', async () => {
   const env = { ...process.env, SPILLWAY_TOKEN: 'env-secret' };
-  const firstLine = (child: ReturnType<typeof spawn>): Promise<Record<string, unknown>> =>
-    new Promise((resolve) => {
-      let text = '';
-      child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-        text += chunk;
-        const first = text.split('\n').find((l) => l.startsWith('{'));
-        if (first !== undefined && text.includes('\n')) resolve(JSON.parse(first) as Record<string, unknown>);
-      });
-    });
-  const scheduler = spawn(process.execPath, ['--import', 'tsx', main, 'scheduler', '--port', '0'], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] });
-  const listening = await firstLine(scheduler);
+  const scheduler = spawnCli(['scheduler', '--port', '0'], { env });
+  const listening = await firstJsonLine(scheduler);
   const address = listening.address as { host: string; port: number };
-  const worker = spawn(
-    process.execPath,
-    ['--import', 'tsx', main, 'worker', '--scheduler', `${address.host}:${address.port}`, '--memory-limit', '64MiB', '--nthreads', '1'],
-    { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] },
-  );
+  const worker = spawnCli(['worker', '--scheduler', `${address.host}:${address.port}`, '--memory-limit', '64MiB', '--nthreads', '1'], { env });
   try {
-    assert.equal((await firstLine(worker)).event, 'ready');
+    assert.equal((await firstJsonLine(worker)).event, 'ready');
     const exited = once(worker, 'exit');
     scheduler.kill('SIGKILL');
     const [code] = (await exited) as [number | null];

@@ -1,0 +1,43 @@
+/** Running the CLI from source in the CLI tests: one process per command, real signals. */
+import { type ChildProcess, type StdioOptions, execFile, spawn } from 'node:child_process';
+import fsp from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { TestContext } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const main = path.join(root, 'src/cli/main.ts');
+
+/** Runs `spillway <args>` to its end; `env` is the whole environment (default: this one). */
+export function cli(args: string[], options: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['--import', 'tsx', main, ...args], { cwd: root, timeout: options.timeoutMs ?? 60_000, env: options.env ?? process.env }, (err, stdout, stderr) => {
+      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr });
+    });
+  });
+}
+
+/** Starts `spillway <args>` (stdout piped, for its JSON lines); the caller stops it. */
+export function spawnCli(args: string[], options: { env?: NodeJS.ProcessEnv; stdio?: StdioOptions } = {}): ChildProcess {
+  return spawn(process.execPath, ['--import', 'tsx', main, ...args], { cwd: root, env: options.env ?? process.env, stdio: options.stdio ?? ['ignore', 'pipe', 'inherit'] });
+}
+
+/** The first JSON line a command prints (commands announce themselves that way). */
+export function firstJsonLine(child: ChildProcess): Promise<Record<string, unknown>> {
+  return new Promise((resolve) => {
+    let text = '';
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+      text += chunk;
+      const first = text.split('\n').find((l) => l.startsWith('{'));
+      if (first !== undefined && text.includes('\n')) resolve(JSON.parse(first) as Record<string, unknown>);
+    });
+  });
+}
+
+/** A fresh folder for one test, removed when it ends. */
+export async function scratch(t: TestContext, prefix: string): Promise<string> {
+  const dir = await fsp.mkdtemp(path.join(os.tmpdir(), prefix));
+  t.after(() => fsp.rm(dir, { recursive: true, force: true }));
+  return dir;
+}

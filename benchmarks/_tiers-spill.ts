@@ -22,64 +22,47 @@ interface SpillRun {
 }
 
 /**
- * Where the values come from. `made aside`: each value is a fresh `slice()`, made in chunks
- * of 1,024 with the clock stopped, so that the clock measures the store taking and spilling
- * them (the issue's measure: spill throughput). `made in the loop`: the same values made one
- * by one inside the timed loop, as earlier sessions measured; the clock then also pays for
- * the producer (~3 us and a new ArrayBuffer per value, a third of a fused round), none of
- * which is the store's. (Making all 100,000 before the first set() was tried: 400 MiB of
- * live ArrayBuffers made every run slower, the bare loop 2-3x, from the collector's side.)
+ * Where the values come from; the clock runs throughout either way.
+ * - `pooled`: each value is a new Float64Array over one of up to 16,384 ArrayBuffers made
+ *   before the clock starts (64 MiB of 4 KiB values), taken round-robin. A buffer comes back
+ *   16,384 values later, long after the store spilled and dropped the value it backed (its
+ *   limit holds ~8,000), and no one writes to them. A new view costs ~0.1 us; the clock
+ *   measures the store (the issue's measure: spill throughput).
+ * - `slice()`: each value is a fresh `slice()` of one of 64 sources, as earlier sessions
+ *   measured: ~3 us and a new ArrayBuffer per value (malloc, the collector's scavenges it
+ *   forces, fresh pages), a third of a fused round, none of it the store's.
+ * (Two other ways were tried and dropped: making all 100,000 before the first set() kept
+ * 400 MiB of ArrayBuffers alive and made every run slower, the bare loop 2-3x; making them
+ * in chunks with the clock stopped let the store's writes go on uncounted meanwhile.)
  */
-export type Producer = 'made aside' | 'made in the loop';
+export type Producer = 'pooled' | 'slice()';
 
-/** Values are made this many at a time when the clock is stopped for it. */
-const CHUNK = 1024;
+/** The most ArrayBuffers a pooled producer makes: 64 MiB of 4 KiB values, twice the store's limit. */
+const POOL = 16_384;
 
-/**
- * Hands out `count` fresh copies of `sources` (round-robin) and reports how long making them
- * took, so that a timed loop can take it out of its clock.
- */
-function makeValues(sources: readonly Float64Array[], count: number, producer: Producer): { next(i: number): Float64Array; madeMs(): number } {
-  let chunk: Float64Array[] = [];
-  let madeMs = 0;
-  return {
-    next(i) {
-      if (producer === 'made in the loop') return sources[i % sources.length].slice();
-      const at = i % CHUNK;
-      if (at === 0) {
-        const t = performance.now();
-        chunk = Array.from({ length: Math.min(CHUNK, count - i) }, (_, k) => sources[(i + k) % sources.length].slice());
-        madeMs += performance.now() - t;
-      }
-      const value = chunk[at];
-      // The store holds the only reference from here on.
-      chunk[at] = EMPTY;
-      return value;
-    },
-    madeMs: () => madeMs,
-  };
+/** Hands out `count` values of `bytes` for a timed loop (see Producer). */
+function makeValues(count: number, bytes: number, producer: Producer): (i: number) => Float64Array {
+  const sources = Array.from({ length: Math.min(count, 64) }, (_, i) => new Float64Array(bytes / 8).fill(i));
+  if (producer === 'slice()') return (i) => sources[i % sources.length].slice();
+  const pool = Array.from({ length: Math.min(count, POOL) }, (_, i) => sources[i % sources.length].slice().buffer);
+  return (i) => new Float64Array(pool[i % pool.length]);
 }
-const EMPTY = new Float64Array(0);
 
 /** Sets `count` values of `bytes` into a store on `tier` and waits until all are spilled. */
 async function spillOnce(tier: Tier, count: number, bytes: number, producer: Producer): Promise<SpillRun> {
   const store = await SpillStore.open({ memoryLimit: 32 * MiB, monitorInterval: 0, tiers: [tier] });
   try {
-    const values = makeValues(
-      Array.from({ length: Math.min(count, 64) }, (_, i) => new Float64Array(bytes / 8).fill(i)),
-      count,
-      producer,
-    );
+    const value = makeValues(count, bytes, producer);
     gc();
     const heapBefore = process.memoryUsage().heapUsed;
     const start = performance.now();
     for (let i = 0; i < count; i++) {
-      store.set(`k${i}`, values.next(i));
+      store.set(`k${i}`, value(i));
       if (store.paused) await store.whenResumed();
     }
     await store.evict();
     await store.flush();
-    const ms = performance.now() - start - values.madeMs();
+    const ms = performance.now() - start;
     const stats = store.stats();
     gc();
     const heapPerValue = (process.memoryUsage().heapUsed - heapBefore) / count;
@@ -135,8 +118,7 @@ async function kernelWrite(dir: string, bytes: number): Promise<number> {
  * is what the store adds.
  */
 async function bareLoop(dir: string, count: number, producer: Producer): Promise<number> {
-  const values = Array.from({ length: 64 }, (_, i) => new Float64Array(4 * KiB / 8).fill(i));
-  const made = makeValues(values, count, producer);
+  const value = makeValues(count, 4 * KiB, producer);
   const header = new Uint8Array(32);
   const handle = await fsp.open(path.join(dir, `bare-${performance.now()}`), 'wx');
   try {
@@ -159,14 +141,14 @@ async function bareLoop(dir: string, count: number, producer: Producer): Promise
       if (writes.length > 2) await writes.shift();
     };
     for (let i = 0; i < count; i++) {
-      const record = { value: made.next(i), checksum: 0n };
+      const record = { value: value(i), checksum: 0n };
       index.set(`k${i}`, record);
       pending.push(record);
       if (pending.length >= 2048) await flush();
     }
     while (pending.length > 0) await flush();
     await Promise.all(writes);
-    return performance.now() - start - made.madeMs();
+    return performance.now() - start;
   } finally {
     await handle.close();
   }
@@ -211,19 +193,20 @@ export async function storePhase(parent: string, count: number, largeCount: numb
   console.log(`\n1b. through a SpillStore (32 MiB limit): ${count} values of 4 KiB, and ${largeCount} of 32 MiB; ${rounds} round(s) after a warm-up`);
   console.log(`   the disk's state: it creates ${fmt(await fileCreationRate(parent), 0)} files of 4 KiB per second now (one file per value tracks this)`);
   const fresh = (smallValueBytes?: number, keep = false) => (): Tier => new MoveAside(new DiskTier({ directory: parent, smallValueBytes }), keep);
-  // Kept from round to round, fused's and the 32 MiB values' files (~800 MiB of page cache a
-  // round) slowed each later fused run: this VM charges for fresh page-cache pages
-  // (docs/benchmarks.md, thirteenth and fourteenth sessions). One file per value's are kept
-  // until the phase ends, so that no bulk deletion comes just before one of its runs; its
-  // runs come last in a round.
-  const variants: { label: string; tier: () => Tier; count: number; bytes: number; producer: Producer }[] = [
-    { label: 'fused segment files', tier: fresh(), count, bytes: 4 * KiB, producer: 'made aside' },
-    { label: '32 MiB values', tier: fresh(), count: largeCount, bytes: 32 * MiB, producer: 'made aside' },
-    { label: 'fused, made in the loop', tier: fresh(), count, bytes: 4 * KiB, producer: 'made in the loop' },
-    { label: 'one file per value, made in the loop', tier: fresh(0, true), count, bytes: 4 * KiB, producer: 'made in the loop' },
-    { label: 'one file per value', tier: fresh(0, true), count, bytes: 4 * KiB, producer: 'made aside' },
+  // Kept, fused's and the 32 MiB values' files (~400 MiB of page cache a run) slowed each
+  // later fused run: this VM charges for fresh page-cache pages (docs/benchmarks.md,
+  // thirteenth and fourteenth sessions). So each fused run's files go right after it
+  // (`clearAfter`), and both fused runs start alike; the 32 MiB values' go at the end of the
+  // round. One file per value's are kept until the phase ends, so that no bulk deletion comes
+  // just before one of its runs; its runs come last in a round.
+  const variants: { label: string; tier: () => Tier; count: number; bytes: number; producer: Producer; clearAfter?: boolean }[] = [
+    { label: 'fused segment files', tier: fresh(), count, bytes: 4 * KiB, producer: 'pooled', clearAfter: true },
+    { label: 'fused, slice()', tier: fresh(), count, bytes: 4 * KiB, producer: 'slice()', clearAfter: true },
+    { label: '32 MiB values', tier: fresh(), count: largeCount, bytes: 32 * MiB, producer: 'pooled' },
+    { label: 'one file per value, slice()', tier: fresh(0, true), count, bytes: 4 * KiB, producer: 'slice()' },
+    { label: 'one file per value', tier: fresh(0, true), count, bytes: 4 * KiB, producer: 'pooled' },
   ];
-  const [FUSED, LARGE, FUSED_IN_LOOP, PER_FILE_IN_LOOP, PER_FILE] = [0, 1, 2, 3, 4];
+  const [FUSED, FUSED_SLICE, LARGE, PER_FILE_SLICE, PER_FILE] = [0, 1, 2, 3, 4];
   try {
     // Warm-up: the first run in a process also paid for compiling the store's code (10-20 % slower).
     for (const v of variants) await spillOnce(v.tier(), Math.max(1, Math.ceil(v.count / 20)), v.bytes, v.producer);
@@ -239,7 +222,7 @@ export async function storePhase(parent: string, count: number, largeCount: numb
       await syncDisk();
       kernelMs.push(await kernelWrite(floorDir, count * 4 * KiB));
       await syncDisk();
-      bareMs.push(await bareLoop(floorDir, count, 'made aside'));
+      bareMs.push(await bareLoop(floorDir, count, 'pooled'));
       await fsp.rm(floorDir, { recursive: true, force: true });
       roundDir = await fsp.mkdtemp(path.join(parent, 'round-'));
       for (const [k, v] of variants.entries()) {
@@ -247,12 +230,16 @@ export async function storePhase(parent: string, count: number, largeCount: numb
         // otherwise slowed the next one (fused 0.99 → 1.46 → 2.32 s over three rounds).
         await syncDisk();
         runs[k].push(await spillOnce(v.tier(), v.count, v.bytes, v.producer));
+        if (v.clearAfter === true) {
+          await fsp.rm(roundDir, { recursive: true, force: true });
+          roundDir = await fsp.mkdtemp(path.join(parent, 'round-'));
+        }
       }
       // One file per value ran last: the round's large files can go now.
       await fsp.rm(roundDir, { recursive: true, force: true });
       const s = (k: number): string => fmt(runs[k][r].ms / 1000);
       console.log(
-        `   round ${r + 1}: the kernel alone ${fmt(kernelMs[r] / 1000)} s, the bare loop ${fmt(bareMs[r] / 1000)} s, fused ${s(FUSED)} s, 32 MiB values ${s(LARGE)} s, one file per value ${s(PER_FILE)} s: ${fmt(runs[PER_FILE][r].ms / runs[FUSED][r].ms, 1)}x; made in the loop: fused ${s(FUSED_IN_LOOP)} s, one file per value ${s(PER_FILE_IN_LOOP)} s: ${fmt(runs[PER_FILE_IN_LOOP][r].ms / runs[FUSED_IN_LOOP][r].ms, 1)}x`,
+        `   round ${r + 1}: the kernel alone ${fmt(kernelMs[r] / 1000)} s, the bare loop ${fmt(bareMs[r] / 1000)} s, fused ${s(FUSED)} s, 32 MiB values ${s(LARGE)} s, one file per value ${s(PER_FILE)} s: ${fmt(runs[PER_FILE][r].ms / runs[FUSED][r].ms, 1)}x; values by slice(): fused ${s(FUSED_SLICE)} s, one file per value ${s(PER_FILE_SLICE)} s: ${fmt(runs[PER_FILE_SLICE][r].ms / runs[FUSED_SLICE][r].ms, 1)}x`,
       );
     }
     const medians = runs.map((x) => ({ ...x[0], ms: median(x.map((run) => run.ms)) }));
@@ -260,13 +247,13 @@ export async function storePhase(parent: string, count: number, largeCount: numb
       const r = medians[k];
       console.log(`${v.label.padEnd(38)} spill ${fmt(mbps(r.bytes, r.ms), 0).padStart(6)} MB/s (median ${fmt(r.ms / 1000, 2)} s, ${r.writes} writes)`);
     }
-    const [fused, large, , , perFile] = medians;
+    const [fused, , large, , perFile] = medians;
     // One file per value is the noisy side (the kernel creating files): the target is
     // checked against its fastest round too.
     const fastest = (k: number): number => Math.min(...runs[k].map((run) => run.ms));
     console.log(`   fused vs file per value: medians ${fmt(perFile.ms / fused.ms, 1)}x; against the fastest round of one file per value ${fmt(fastest(PER_FILE) / fused.ms, 1)}x (target >= 10x)`);
     console.log(
-      `   the same with each value made in the loop (the clock also paying for the producer): medians ${fmt(medians[PER_FILE_IN_LOOP].ms / medians[FUSED_IN_LOOP].ms, 1)}x, against the fastest round ${fmt(fastest(PER_FILE_IN_LOOP) / medians[FUSED_IN_LOOP].ms, 1)}x`,
+      `   the same with each value a new slice() (the clock also paying for the producer, as before the seventeenth session): medians ${fmt(medians[PER_FILE_SLICE].ms / medians[FUSED_SLICE].ms, 1)}x, against the fastest round ${fmt(fastest(PER_FILE_SLICE) / medians[FUSED_SLICE].ms, 1)}x`,
     );
     console.log(`   fused vs 32 MiB values (medians): ${fmt(mbps(fused.bytes, fused.ms) / mbps(large.bytes, large.ms))} (target >= 0.5)`);
     // The same bytes written by the kernel alone, in big writes: no spill can beat it, so
@@ -277,7 +264,7 @@ export async function storePhase(parent: string, count: number, largeCount: numb
     );
     const bare = median(bareMs);
     console.log(
-      `   the bare loop (the values made aside, a Map entry, an XXH64 and one writev per 1,024 values; no store) (medians): ${fmt(bare / 1000)} s; fused takes ${fmt(fused.ms / bare, 2)}x that (what the store adds); one file per value ${fmt(perFile.ms / bare, 1)}x (what a store as cheap as the bare loop could show)`,
+      `   the bare loop (the same pooled values, a Map entry, an XXH64 and one writev per 1,024 values; no store) (medians): ${fmt(bare / 1000)} s; fused takes ${fmt(fused.ms / bare, 2)}x that (what the store adds); one file per value ${fmt(perFile.ms / bare, 1)}x (what a store as cheap as the bare loop could show)`,
     );
     console.log(`   JS heap kept per spilled value (store and tier records): fused ${fmt(fused.heapPerValue, 0)} B, one file per value ${fmt(perFile.heapPerValue, 0)} B`);
   } finally {

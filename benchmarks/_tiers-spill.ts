@@ -1,7 +1,7 @@
 /**
  * Phase 1b of `npm run bench -- tiers` (the issue's measure): 100,000 values of 4 KiB spilled
  * through a SpillStore, fused vs one file per value vs 32 MiB values, with the kernel alone
- * and a bare loop (no store) as floors measured each round.
+ * and a bare loop (no store, no write) as floors measured each round.
  */
 import { execFile } from 'node:child_process';
 import fsp from 'node:fs/promises';
@@ -111,47 +111,42 @@ async function kernelWrite(dir: string, bytes: number): Promise<number> {
 }
 
 /**
- * The least a spill of `count` values of 4 KiB can cost in JS here now: the values as the
- * store's runs get them (`producer`), a `Map` entry per value, the checksum of each value
- * (one XXH64 call, as the store makes) and one `writev` of a header and the value per value,
- * 1,024 values a call, two calls in flight; no store, no tier, no accounting. Fused over this
- * is what the store adds.
+ * The least a spill of `count` values of 4 KiB can cost in JS here now: the same pooled
+ * values, a `Map` entry per value, the checksum of each value (one XXH64 call, as the store
+ * makes) and the list of pieces of a `writev` of a header and the value per value, 1,024
+ * values a list; no store, no tier, no accounting, and no write. Until the seventeenth
+ * session it also wrote the pieces to a file; on this VM that made it a measure of the page
+ * cache (400 MiB took 0.2 to 2.1 s of kernel time by how recently the guest had freed pages,
+ * the loop 0.3-1.6 s), slower than fused at times. The kernel alone is the writes' floor.
  */
-async function bareLoop(dir: string, count: number, producer: Producer): Promise<number> {
-  const value = makeValues(count, 4 * KiB, producer);
+function bareLoop(count: number): number {
+  const value = makeValues(count, 4 * KiB, 'pooled');
   const header = new Uint8Array(32);
-  const handle = await fsp.open(path.join(dir, `bare-${performance.now()}`), 'wx');
-  try {
-    gc();
-    const start = performance.now();
-    const index = new Map<string, { value: Float64Array | undefined; checksum: bigint }>();
-    const pending: { value: Float64Array | undefined; checksum: bigint }[] = [];
-    const writes: Promise<unknown>[] = [];
-    let position = 0;
-    const flush = async (): Promise<void> => {
-      const pieces: (Uint8Array | Float64Array)[] = [];
-      for (const record of pending.splice(0, 1024)) {
-        const value = record.value as Float64Array;
-        record.checksum = xxh64(new Uint8Array(value.buffer, value.byteOffset, value.byteLength), 0n);
-        pieces.push(header, value);
-        record.value = undefined;
-      }
-      writes.push(handle.writev(pieces, position));
-      position += pieces.reduce((sum, p) => sum + p.byteLength, 0);
-      if (writes.length > 2) await writes.shift();
-    };
-    for (let i = 0; i < count; i++) {
-      const record = { value: value(i), checksum: 0n };
-      index.set(`k${i}`, record);
-      pending.push(record);
-      if (pending.length >= 2048) await flush();
+  gc();
+  const start = performance.now();
+  const index = new Map<string, { value: Float64Array | undefined; checksum: bigint }>();
+  let pending: { value: Float64Array | undefined; checksum: bigint }[] = [];
+  let pieces = 0;
+  const flush = (): void => {
+    const list: (Uint8Array | Float64Array)[] = [];
+    for (const record of pending) {
+      const v = record.value as Float64Array;
+      record.checksum = xxh64(new Uint8Array(v.buffer, v.byteOffset, v.byteLength), 0n);
+      list.push(header, v);
+      record.value = undefined;
     }
-    while (pending.length > 0) await flush();
-    await Promise.all(writes);
-    return performance.now() - start;
-  } finally {
-    await handle.close();
+    pieces += list.length;
+    pending = [];
+  };
+  for (let i = 0; i < count; i++) {
+    const record = { value: value(i), checksum: 0n };
+    index.set(`k${i}`, record);
+    pending.push(record);
+    if (pending.length >= 1024) flush();
   }
+  flush();
+  if (pieces !== 2 * count || index.size !== count) throw new Error('the bare loop lost values');
+  return performance.now() - start;
 }
 
 /** The middle value (the lower of the two middle ones for an even count). */
@@ -166,8 +161,9 @@ function median(xs: readonly number[]): number {
  * every value is on disk. It runs first, on a disk no earlier phase has deleted from, and
  * keeps the files of one file per value until it ends: it took 2-4x longer right after a
  * bulk deletion (this disk is mounted with online discard), which would flatter fused.
- * The other runs' few large files go at the end of their round, after one file per value
- * (so no deletion ever comes just before it); the floors' two files as soon as measured.
+ * Each fused run's files go right after it; the 32 MiB values' at the end of their round,
+ * after one file per value (so no deletion ever comes just before it); the kernel floor's
+ * file as soon as measured.
  */
 export async function storePhase(parent: string, count: number, largeCount: number, rounds: number): Promise<void> {
   // A store's close() closes its tiers, and a closed DiskTier removes its files: the
@@ -214,15 +210,15 @@ export async function storePhase(parent: string, count: number, largeCount: numb
     const kernelMs: number[] = [];
     const bareMs: number[] = [];
     for (let r = 0; r < rounds; r++) {
-      // The floors' two files belong to no variant: they go at once. Kept, their 800 MiB a
-      // round of page cache slowed the fused run right after them (median 1.84 against
-      // 1.60 s in a fused-only probe) and every later round more. Two large files are
-      // deleted before fused runs, never just before one file per value.
+      // The kernel's file belongs to no variant: it goes at once. Kept, the floors' 800 MiB
+      // a round of page cache (the bare loop wrote too until the seventeenth session) slowed
+      // the fused run right after them (median 1.84 against 1.60 s in a fused-only probe) and
+      // every later round more. Large files are deleted before fused runs, never just before
+      // one file per value.
       const floorDir = await fsp.mkdtemp(path.join(parent, 'floors-'));
       await syncDisk();
       kernelMs.push(await kernelWrite(floorDir, count * 4 * KiB));
-      await syncDisk();
-      bareMs.push(await bareLoop(floorDir, count, 'pooled'));
+      bareMs.push(bareLoop(count));
       await fsp.rm(floorDir, { recursive: true, force: true });
       roundDir = await fsp.mkdtemp(path.join(parent, 'round-'));
       for (const [k, v] of variants.entries()) {
@@ -264,7 +260,7 @@ export async function storePhase(parent: string, count: number, largeCount: numb
     );
     const bare = median(bareMs);
     console.log(
-      `   the bare loop (the same pooled values, a Map entry, an XXH64 and one writev per 1,024 values; no store) (medians): ${fmt(bare / 1000)} s; fused takes ${fmt(fused.ms / bare, 2)}x that (what the store adds); one file per value ${fmt(perFile.ms / bare, 1)}x (what a store as cheap as the bare loop could show)`,
+      `   the bare loop (the same pooled values, a Map entry, an XXH64 and a writev's list of pieces per value; no store, no write) (medians): ${fmt(bare / 1000)} s; fused takes ${fmt(fused.ms / bare, 2)}x that (what the store and the writes add); one file per value ${fmt(perFile.ms / bare, 1)}x (what a store as cheap as the bare loop could show)`,
     );
     console.log(`   JS heap kept per spilled value (store and tier records): fused ${fmt(fused.heapPerValue, 0)} B, one file per value ${fmt(perFile.heapPerValue, 0)} B`);
   } finally {

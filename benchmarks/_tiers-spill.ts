@@ -19,6 +19,10 @@ interface SpillRun {
   writes: number;
   /** JS heap the store and its tier keep per spilled value (its metadata), after a full collection. */
   heapPerValue: number;
+  /** How busy the event loop was (0-1): near 1, the store's JS set the pace; lower, the writes did. */
+  loopBusy: number;
+  /** The process's kernel time (ms), mostly the page cache taking the writes (see docs/benchmarks.md, seventeenth session). */
+  kernelMs: number;
 }
 
 /**
@@ -55,6 +59,8 @@ async function spillOnce(tier: Tier, count: number, bytes: number, producer: Pro
     const value = makeValues(count, bytes, producer);
     gc();
     const heapBefore = process.memoryUsage().heapUsed;
+    const elu = performance.eventLoopUtilization();
+    const cpu = process.cpuUsage();
     const start = performance.now();
     for (let i = 0; i < count; i++) {
       store.set(`k${i}`, value(i));
@@ -63,10 +69,12 @@ async function spillOnce(tier: Tier, count: number, bytes: number, producer: Pro
     await store.evict();
     await store.flush();
     const ms = performance.now() - start;
+    const loopBusy = performance.eventLoopUtilization(elu).utilization;
+    const kernelMs = process.cpuUsage(cpu).system / 1000;
     const stats = store.stats();
     gc();
     const heapPerValue = (process.memoryUsage().heapUsed - heapBefore) / count;
-    return { bytes: stats.counters.spilledBytes, ms, writes: stats.counters.diskWrites, heapPerValue };
+    return { bytes: stats.counters.spilledBytes, ms, writes: stats.counters.diskWrites, heapPerValue, loopBusy, kernelMs };
   } finally {
     await store.close();
     gc();
@@ -234,8 +242,9 @@ export async function storePhase(parent: string, count: number, largeCount: numb
       // One file per value ran last: the round's large files can go now.
       await fsp.rm(roundDir, { recursive: true, force: true });
       const s = (k: number): string => fmt(runs[k][r].ms / 1000);
+      const f = runs[FUSED][r];
       console.log(
-        `   round ${r + 1}: the kernel alone ${fmt(kernelMs[r] / 1000)} s, the bare loop ${fmt(bareMs[r] / 1000)} s, fused ${s(FUSED)} s, 32 MiB values ${s(LARGE)} s, one file per value ${s(PER_FILE)} s: ${fmt(runs[PER_FILE][r].ms / runs[FUSED][r].ms, 1)}x; values by slice(): fused ${s(FUSED_SLICE)} s, one file per value ${s(PER_FILE_SLICE)} s: ${fmt(runs[PER_FILE_SLICE][r].ms / runs[FUSED_SLICE][r].ms, 1)}x`,
+        `   round ${r + 1}: the kernel alone ${fmt(kernelMs[r] / 1000)} s, the bare loop ${fmt(bareMs[r] / 1000)} s, fused ${s(FUSED)} s (loop ${fmt(f.loopBusy * 100, 0)} % busy, kernel ${fmt(f.kernelMs / 1000)} s), 32 MiB values ${s(LARGE)} s, one file per value ${s(PER_FILE)} s: ${fmt(runs[PER_FILE][r].ms / runs[FUSED][r].ms, 1)}x; values by slice(): fused ${s(FUSED_SLICE)} s, one file per value ${s(PER_FILE_SLICE)} s: ${fmt(runs[PER_FILE_SLICE][r].ms / runs[FUSED_SLICE][r].ms, 1)}x`,
       );
     }
     const medians = runs.map((x) => ({ ...x[0], ms: median(x.map((run) => run.ms)) }));

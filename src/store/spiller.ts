@@ -26,6 +26,13 @@ const SMALL_WRITES_IN_FLIGHT = 64;
  */
 export class Spiller {
   readonly #writes = new Set<Promise<unknown>>();
+  /**
+   * Writes with an id up to this one drop their value once written, whatever the memory
+   * level: an evict() that wanted more than the LRU held forced the writes then in flight.
+   */
+  #forceUpTo = 0;
+  /** Bytes dropped by writes #forceUpTo forced (what those evict() calls report). */
+  #forcedBytes = 0;
   /** Large values: `spillConcurrency` writes at a time. */
   readonly #large: Slots;
   /**
@@ -128,8 +135,14 @@ export class Spiller {
       chosen.push(entry);
       planned += entry.size;
     }
+    // Values the pump is writing left the LRU, and each is dropped when its write lands only
+    // if memory is still over target then: short of `bytes`, evict() wants them gone too.
+    const inFlight = planned < bytes && this.#writes.size > 0 ? [...this.#writes] : [];
+    const forcedBefore = this.#forcedBytes;
+    if (inFlight.length > 0) this.#forceUpTo = this.state.newId();
     const freed = await Promise.all(chosen.map((entry) => this.spill(entry, true)));
-    return freed.reduce((a, b) => a + b, 0);
+    await Promise.allSettled(inFlight);
+    return freed.reduce((a, b) => a + b, 0) + this.#forcedBytes - forcedBefore;
   }
 
   /** Resolves when no write or move is in flight. */
@@ -274,8 +287,10 @@ export class Spiller {
     // A value read while it was written is the most recently used: it goes back in the
     // LRU and the pump drops whatever is older, rather than this one to be read again.
     const usedMeanwhile = entry.lastUsed > 0;
-    if (entry.pins === 0 && (job.force || (!usedMeanwhile && acct.residentBytes > state.opts.targetBytes))) {
+    const forced = !job.force && job.id <= this.#forceUpTo;
+    if (entry.pins === 0 && (job.force || forced || (!usedMeanwhile && acct.residentBytes > state.opts.targetBytes))) {
       // Dropped straight away, never linked in the memory LRU in between.
+      if (forced) this.#forcedBytes += entry.size;
       state.drop(entry);
       if (!quiet) state.onShrink();
       return entry.size;

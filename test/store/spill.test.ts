@@ -140,3 +140,29 @@ test('reads that bring values back stay under target even while every write slot
   assert.ok(peak <= store.targetBytes + 64 * KiB + 64, `peak ${peak} vs target ${store.targetBytes}`);
   await writing;
 });
+
+test('evict() also drops the values whose writes the pump had started, and counts them', async (t) => {
+  // The writes take 150 ms: those the pump starts on set() are still in flight at evict().
+  const { store } = await openStore(t, { memoryLimit: 512 * KiB, wrap: (disk) => new SlowTier(disk, 150) });
+  const values = Array.from({ length: 16 }, (_, i) => f64(64 * KiB, i));
+  values.forEach((value, i) => store.set(`k${i}`, value));
+  const inFlight = store.stats().spilling.count;
+  assert.ok(inFlight > 0, 'the pump started writes before evict()');
+  const evicted = await store.evict();
+  // Without evict(), a pump write keeps its value in memory once memory is back under target.
+  assert.equal(store.residentBytes, 0, 'nothing left in memory');
+  assert.equal(store.stats().detached.count, 16);
+  assert.equal(evicted, store.stats().detached.bytes, 'evict() reports every value it dropped');
+  for (let i = 0; i < 16; i++) assert.equal(store.where(`k${i}`), 'disk');
+});
+
+test('evict(bytes) with enough in the LRU leaves the pump writes to the memory level', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 512 * KiB, wrap: (disk) => new SlowTier(disk, 150) });
+  Array.from({ length: 16 }, (_, i) => f64(64 * KiB, i)).forEach((value, i) => store.set(`k${i}`, value));
+  const lru = store.residentBytes - store.stats().spilling.bytes;
+  assert.ok(lru > 64 * KiB, 'some values wait in the LRU');
+  const evicted = await store.evict(1);
+  assert.ok(evicted > 0 && evicted <= lru, `evicted ${evicted} of the LRU's ${lru}`);
+  await store.flush();
+  assert.ok(store.residentBytes > 0, 'the pump kept what fits under target');
+});

@@ -21,6 +21,12 @@ export interface DiskTierOptions {
   segmentBytes?: number;
   /** A sealed segment with at least this fraction of dead bytes is compacted (default 0.5). */
   compactDeadFraction?: number;
+  /**
+   * Segments filled at once per directory, appends taking them in turn (default 2): the kernel
+   * takes one write at a time into a file, so two segments let two writes land in parallel.
+   * Each may leave one partly filled segment behind.
+   */
+  segmentLanes?: number;
   /** Bytes per read call when loading a value. */
   readSliceBytes?: number;
   /** Chunk size of streams that serve peers (about 1 MiB is the sweet spot on loopback). */
@@ -58,6 +64,7 @@ export function resolveDiskOptions(options: DiskTierOptions): ResolvedDiskOption
     smallValueBytes: options.smallValueBytes ?? MiB,
     segmentBytes: options.segmentBytes ?? 64 * MiB,
     compactDeadFraction: options.compactDeadFraction ?? 0.5,
+    segmentLanes: options.segmentLanes ?? 2,
     readSliceBytes: options.readSliceBytes ?? 8 * MiB,
     streamChunkBytes: options.streamChunkBytes ?? MiB,
   };
@@ -70,6 +77,10 @@ export function resolveDiskOptions(options: DiskTierOptions): ResolvedDiskOption
   checkPositive('segmentBytes', segmentBytes);
   if (smallValueBytes > segmentBytes) {
     throw new InvalidArgumentError(`smallValueBytes (${smallValueBytes}) must not exceed segmentBytes (${segmentBytes})`);
+  }
+  checkPositive('segmentLanes', resolved.segmentLanes);
+  if (!Number.isInteger(resolved.segmentLanes) || resolved.segmentLanes > 16) {
+    throw new InvalidArgumentError(`segmentLanes must be an integer from 1 to 16, got ${resolved.segmentLanes}`);
   }
   checkPositive('compactDeadFraction', compactDeadFraction);
   if (compactDeadFraction >= 1) throw new InvalidArgumentError(`compactDeadFraction must be below 1, got ${compactDeadFraction}`);

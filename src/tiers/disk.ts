@@ -44,6 +44,7 @@ export class DiskTier implements Tier {
   private readonly smallValueBytes: number;
   private readonly segmentBytes: number;
   private readonly compactDeadFraction: number;
+  private readonly segmentLanes: number;
   private readonly readSliceBytes: number;
   /** Buffers that read streams fill and their consumers hand back. */
   private readonly streamBuffers: BufferPool;
@@ -86,6 +87,7 @@ export class DiskTier implements Tier {
     this.smallValueBytes = o.smallValueBytes;
     this.segmentBytes = o.segmentBytes;
     this.compactDeadFraction = o.compactDeadFraction;
+    this.segmentLanes = o.segmentLanes;
     this.readSliceBytes = o.readSliceBytes;
     this.streamBuffers = new BufferPool(o.streamChunkBytes, STREAM_SPARE_BUFFERS);
     if (this.smallValueBytes > 0) this.writeMany = (items) => this.writeBatch(items);
@@ -134,6 +136,7 @@ export class DiskTier implements Tier {
         directories: dirs,
         segmentBytes: this.segmentBytes,
         compactDeadFraction: this.compactDeadFraction,
+        lanes: this.segmentLanes,
         flushBytes: 4 * MiB,
       },
       this.catalog.fused,

@@ -54,7 +54,8 @@ export class Segment {
   constructor(
     /** Its number in the placements' segment column. */
     readonly no: number,
-    readonly dir: number,
+    /** The SegmentStore's lane it was the active segment of. */
+    readonly lane: number,
     readonly path: string,
     readonly handle: Promise<FileHandle>,
   ) {}

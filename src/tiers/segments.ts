@@ -20,8 +20,10 @@ export type { PinnedPlacement, SegmentFile } from './segment.js';
  */
 
 export interface SegmentStoreOptions {
-  /** Folders this tier owns, one active segment each; appends rotate among them. */
+  /** Folders this tier owns, `lanes` active segments each; appends rotate among them. */
   directories: readonly string[];
+  /** Active segments per directory (see DiskTierOptions.segmentLanes). */
+  lanes: number;
   segmentBytes: number;
   /** Compact a sealed segment once this fraction of it is dead. */
   compactDeadFraction: number;
@@ -36,6 +38,7 @@ export interface SegmentStoreOptions {
  */
 const FLUSHES_IN_FLIGHT = 2;
 
+
 /** A segment's list of values is pruned of dead records once it holds this many and they outnumber the live ones. */
 const PRUNE_FROM = 1024;
 
@@ -45,7 +48,7 @@ export class SegmentStore {
   private readonly segments = new Map<number, Segment>();
   private readonly unlinks = new Set<Promise<void>>();
   private readonly compactor: Compactor;
-  private nextDir = 0;
+  private nextLane = 0;
   private seq = 0;
   private closed = false;
   readonly counters = { segmentsCreated: 0, segmentsDeleted: 0, compactions: 0, compactedBytes: 0, compactionErrors: 0, flushes: 0 };
@@ -54,7 +57,10 @@ export class SegmentStore {
     private readonly options: SegmentStoreOptions,
     private readonly placements: Placements,
   ) {
-    this.active = options.directories.map(() => undefined);
+    // Buffered writes into one file are serialized by the kernel (ext4 holds the inode's lock
+    // for a whole write): a second flush in flight on a segment waits for the first, while
+    // two segments take writes in parallel (docs/tiers.md, write lanes).
+    this.active = new Array<Segment | undefined>(options.directories.length * options.lanes).fill(undefined);
     this.compactor = new Compactor({
       placements,
       counters: this.counters,
@@ -244,15 +250,15 @@ export class SegmentStore {
     return this.enqueue(this.activeFor(length), [pieces], 0, 1, length);
   }
 
-  /** The next directory's active segment, sealed and replaced if `length` would overflow it. */
+  /** The next lane's active segment, sealed and replaced if `length` would overflow it. */
   private activeFor(length: number): Segment {
-    const dir = this.nextDir++ % this.active.length;
-    let seg = this.active[dir];
+    const lane = this.nextLane++ % this.active.length;
+    let seg = this.active[lane];
     if (seg !== undefined && seg.size > 0 && seg.size + length > this.options.segmentBytes) {
       this.seal(seg);
       seg = undefined;
     }
-    return seg ?? this.create(dir);
+    return seg ?? this.create(lane);
   }
 
   /**
@@ -280,14 +286,15 @@ export class SegmentStore {
     );
   }
 
-  private create(dir: number): Segment {
+  /** A new segment for `lane` (lane i writes into directory i modulo the number of directories). */
+  private create(lane: number): Segment {
     const no = this.seq++;
-    const file = path.join(this.options.directories[dir], `segment-${no}.spws`);
+    const file = path.join(this.options.directories[lane % this.options.directories.length], `segment-${no}.spws`);
     // 'wx+': read and write, and never reuse a file that is already there.
     const handle = fsp.open(file, 'wx+');
     handle.catch(() => undefined);
-    const seg = new Segment(no, dir, file, handle);
-    this.active[dir] = seg;
+    const seg = new Segment(no, lane, file, handle);
+    this.active[lane] = seg;
     this.segments.set(seg.no, seg);
     this.counters.segmentsCreated++;
     return seg;
@@ -295,7 +302,7 @@ export class SegmentStore {
 
   private seal(seg: Segment): void {
     seg.sealed = true;
-    if (this.active[seg.dir] === seg) this.active[seg.dir] = undefined;
+    if (this.active[seg.lane] === seg) this.active[seg.lane] = undefined;
     this.check(seg);
   }
 
@@ -358,7 +365,7 @@ export class SegmentStore {
   private retire(seg: Segment): void {
     seg.retired = true;
     seg.members = [];
-    if (this.active[seg.dir] === seg) this.active[seg.dir] = undefined;
+    if (this.active[seg.lane] === seg) this.active[seg.lane] = undefined;
     this.segments.delete(seg.no);
     this.counters.segmentsDeleted++;
     // Unlink now; a pinned reader keeps its open descriptor and finishes its read.

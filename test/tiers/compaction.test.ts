@@ -41,7 +41,8 @@ async function holdWriteAt(dir: string, position: number) {
 it('an empty value whose group lands after the next value at its offset: compaction moves both intact', { timeout: 30_000 }, async () => {
   const parent = await tempDir();
   const hold = await holdWriteAt(parent, 0);
-  const tier = new DiskTier({ directory: parent, smallValueBytes: 2 * KiB, segmentBytes: 3 * KiB, compactDeadFraction: 0.5 });
+  // One lane: the two groups must share the segment.
+  const tier = new DiskTier({ directory: parent, smallValueBytes: 2 * KiB, segmentBytes: 3 * KiB, compactDeadFraction: 0.5, segmentLanes: 1 });
   try {
     await tier.open();
     const x = noise(1000);

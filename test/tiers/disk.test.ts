@@ -81,7 +81,7 @@ describe('DiskTier', () => {
   });
 
   it('fuses small values into one segment file and keeps large ones apart', async () => {
-    await withTier({}, async (tier, parent) => {
+    await withTier({ segmentLanes: 1 }, async (tier, parent) => {
       const small = Array.from({ length: 100 }, (_, i) => noise(100 + i));
       await Promise.all(small.map((b, i) => tier.write(i, rawSource(b), b.byteLength)));
       const big = noise(2 * MiB);
@@ -123,7 +123,7 @@ describe('DiskTier', () => {
   });
 
   it('writeMany: two batches of a flush each (both in flight at once) land intact in adjacent ranges', async () => {
-    await withTier({}, async (tier, parent) => {
+    await withTier({ segmentLanes: 1 }, async (tier, parent) => {
       // Each batch holds 4 MiB (the flush size), so each flushes at once: two group
       // writes in flight on one segment, at adjacent reserved ranges.
       const batch = (base: number): { id: number; bytes: Uint8Array[]; byteLength: number }[] =>
@@ -142,6 +142,39 @@ describe('DiskTier', () => {
       const [file] = await filesUnder([parent]);
       assert.equal(file.size, [...a, ...b].reduce((n, item) => n + item.byteLength, 0), 'no gap or overlap between the two ranges');
     });
+  });
+
+  it('writeMany with the default two lanes: two batches in flight go to two segment files, each intact and fully used', async () => {
+    await withTier({}, async (tier, parent) => {
+      const batch = (base: number): { id: number; bytes: Uint8Array[]; byteLength: number }[] =>
+        Array.from({ length: 64 }, (_, i) => {
+          const v = noise(64 * KiB - 8 + i);
+          return { id: base + i, bytes: [v], byteLength: v.byteLength };
+        });
+      const a = batch(0);
+      const b = batch(1000);
+      const [ra, rb] = await Promise.all([tier.writeMany?.(a), tier.writeMany?.(b)]);
+      assert.ok(ra?.every((r) => r.status === 'fulfilled') && rb?.every((r) => r.status === 'fulfilled'));
+      assert.equal(tier.stats().details.segmentFiles, 2);
+      const files = await filesUnder([parent]);
+      const sizes = files.map((f) => f.size).sort((x, y) => x - y);
+      const bytesOf = (items: typeof a): number => items.reduce((n, item) => n + item.byteLength, 0);
+      assert.deepEqual(sizes, [bytesOf(a), bytesOf(b)].sort((x, y) => x - y), 'one batch per file, no gap');
+      assert.deepEqual(tier.segmentFiles().map((f) => f.liveValues), [64, 64]);
+      for (const item of [...a, ...b]) assert.ok(Buffer.from(await tier.read(item.id)).equals(item.bytes[0]), `value ${item.id}`);
+      // The third batch goes back to the first lane, after the first batch.
+      const c = batch(2000);
+      assert.ok((await tier.writeMany?.(c))?.every((r) => r.status === 'fulfilled'));
+      assert.equal(tier.stats().details.segmentFiles, 2);
+      for (const item of c) assert.ok(Buffer.from(await tier.read(item.id)).equals(item.bytes[0]), `value ${item.id}`);
+    });
+  });
+
+  it('rejects a segmentLanes that is not an integer from 1 to 16', () => {
+    for (const segmentLanes of [0, -1, 1.5, 17, Number.NaN]) {
+      assert.throws(() => new DiskTier({ segmentLanes }), (err: Error) => (err as { code?: string }).code === 'SPW_ERR_INVALID_ARG', String(segmentLanes));
+    }
+    assert.equal(new DiskTier({ segmentLanes: 16 }).capacity, Infinity);
   });
 
   it('reads of small values wanted together are coalesced, and each gets exactly its bytes', async () => {

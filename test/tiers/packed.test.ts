@@ -80,7 +80,8 @@ describe('DiskTier packed batches (the store\'s fast path for small values)', ()
   });
 
   it('fails a bad, duplicate or too large value alone; the others land and the refused bytes are dead space', async () => {
-    await withDisk({ smallValueBytes: 8 * KiB }, async (tier, packed) => {
+    // One lane: both batches go to the one segment whose bytes are checked.
+    await withDisk({ smallValueBytes: 8 * KiB, segmentLanes: 1 }, async (tier, packed) => {
       const stored = noise(100);
       assert.equal((await packed.write(packedOf([5], [stored])))[0].status, 'fulfilled');
       const values = [noise(10), noise(20), noise(30), noise(8 * KiB), noise(40), noise(50)];

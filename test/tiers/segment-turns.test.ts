@@ -44,10 +44,10 @@ async function lookupsPerTurn(run: () => Promise<void>): Promise<number[]> {
   return counts;
 }
 
-/** A tier holding N values of 8 bytes (ids 0 to N - 1) in its first segment. */
+/** A tier holding N values of 8 bytes (ids 0 to N - 1) in its first segment (one lane: every write goes there). */
 async function withTinyValues(options: DiskTierOptions, body: (tier: DiskTier) => Promise<void>): Promise<void> {
   const parent = await tempDir();
-  const tier = new DiskTier({ directory: parent, ...options });
+  const tier = new DiskTier({ directory: parent, segmentLanes: 1, ...options });
   await tier.open();
   try {
     const bytes = new Uint8Array(8).fill(7);

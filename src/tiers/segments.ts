@@ -38,7 +38,6 @@ export interface SegmentStoreOptions {
  */
 const FLUSHES_IN_FLIGHT = 2;
 
-
 /** A segment's list of values is pruned of dead records once it holds this many and they outnumber the live ones. */
 const PRUNE_FROM = 1024;
 

@@ -38,6 +38,14 @@ tierContract(
   harness({ compression: 'lz4', smallValueBytes: 64 * KiB, segmentBytes: 256 * KiB, chunkBytes: 16 * KiB }, 2),
 );
 
+/** 64 values of ~64 KiB with ids from `base`: 4 MiB, the flush size, so each batch is one group write of its own. */
+function flushSizedBatch(base: number): { id: number; bytes: Uint8Array[]; byteLength: number }[] {
+  return Array.from({ length: 64 }, (_, i) => {
+    const v = noise(64 * KiB - 8 + i);
+    return { id: base + i, bytes: [v], byteLength: v.byteLength };
+  });
+}
+
 /** Runs `body` with an open DiskTier in a fresh directory, then closes it and removes the directory. */
 async function withTier(options: Omit<DiskTierOptions, 'directory' | 'directories'>, body: (tier: DiskTier, parent: string) => Promise<void>): Promise<void> {
   const parent = await tempDir();
@@ -126,13 +134,8 @@ describe('DiskTier', () => {
     await withTier({ segmentLanes: 1 }, async (tier, parent) => {
       // Each batch holds 4 MiB (the flush size), so each flushes at once: two group
       // writes in flight on one segment, at adjacent reserved ranges.
-      const batch = (base: number): { id: number; bytes: Uint8Array[]; byteLength: number }[] =>
-        Array.from({ length: 64 }, (_, i) => {
-          const v = noise(64 * KiB - 8 + i);
-          return { id: base + i, bytes: [v], byteLength: v.byteLength };
-        });
-      const a = batch(0);
-      const b = batch(1000);
+      const a = flushSizedBatch(0);
+      const b = flushSizedBatch(1000);
       const [ra, rb] = await Promise.all([tier.writeMany?.(a), tier.writeMany?.(b)]);
       assert.ok(ra?.every((r) => r.status === 'fulfilled') && rb?.every((r) => r.status === 'fulfilled'));
       const stats = tier.stats();
@@ -146,13 +149,8 @@ describe('DiskTier', () => {
 
   it('writeMany with the default two lanes: two batches in flight go to two segment files, each intact and fully used', async () => {
     await withTier({}, async (tier, parent) => {
-      const batch = (base: number): { id: number; bytes: Uint8Array[]; byteLength: number }[] =>
-        Array.from({ length: 64 }, (_, i) => {
-          const v = noise(64 * KiB - 8 + i);
-          return { id: base + i, bytes: [v], byteLength: v.byteLength };
-        });
-      const a = batch(0);
-      const b = batch(1000);
+      const a = flushSizedBatch(0);
+      const b = flushSizedBatch(1000);
       const [ra, rb] = await Promise.all([tier.writeMany?.(a), tier.writeMany?.(b)]);
       assert.ok(ra?.every((r) => r.status === 'fulfilled') && rb?.every((r) => r.status === 'fulfilled'));
       assert.equal(tier.stats().details.segmentFiles, 2);
@@ -163,7 +161,7 @@ describe('DiskTier', () => {
       assert.deepEqual(tier.segmentFiles().map((f) => f.liveValues), [64, 64]);
       for (const item of [...a, ...b]) assert.ok(Buffer.from(await tier.read(item.id)).equals(item.bytes[0]), `value ${item.id}`);
       // The third batch goes back to the first lane, after the first batch.
-      const c = batch(2000);
+      const c = flushSizedBatch(2000);
       assert.ok((await tier.writeMany?.(c))?.every((r) => r.status === 'fulfilled'));
       assert.equal(tier.stats().details.segmentFiles, 2);
       for (const item of c) assert.ok(Buffer.from(await tier.read(item.id)).equals(item.bytes[0]), `value ${item.id}`);

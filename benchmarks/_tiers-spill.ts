@@ -252,7 +252,7 @@ export async function storePhase(parent: string, count: number, largeCount: numb
       const r = medians[k];
       console.log(`${v.label.padEnd(38)} spill ${fmt(mbps(r.bytes, r.ms), 0).padStart(6)} MB/s (median ${fmt(r.ms / 1000, 2)} s, ${r.writes} writes)`);
     }
-    const [fused, , large, , perFile] = medians;
+    const [fused, large, perFile] = [medians[FUSED], medians[LARGE], medians[PER_FILE]];
     // One file per value is the noisy side (the kernel creating files): the target is
     // checked against its fastest round too.
     const fastest = (k: number): number => Math.min(...runs[k].map((run) => run.ms));

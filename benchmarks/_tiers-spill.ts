@@ -10,6 +10,7 @@ import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { xxh64 } from '../src/codec/checksum.js';
 import { SpillStore } from '../src/store/spill-store.js';
+import { DirectWrites } from '../src/tiers/direct-io.js';
 import { DiskTier, TierWrapper, type Tier } from '../src/tiers/index.js';
 import { KiB, MiB, fmt, gc, mbps, pool, settle } from './_tiers-common.js';
 
@@ -21,7 +22,7 @@ interface SpillRun {
   heapPerValue: number;
   /** How busy the event loop was (0-1): near 1, the store's JS set the pace; lower, the writes did. */
   loopBusy: number;
-  /** The process's kernel time (ms), mostly the page cache taking the writes (see docs/benchmarks.md, seventeenth session). */
+  /** The process's kernel time (ms): the writes' share (large with buffered writes, the page cache taking them: docs/benchmarks.md, seventeenth session). */
   kernelMs: number;
 }
 
@@ -104,16 +105,26 @@ async function fileCreationRate(parent: string): Promise<number> {
 /**
  * The kernel alone writing `bytes` into a new file in 4 MiB writes, one after the other (no
  * store, no encoding, no checksum): the floor of any spill of those bytes to this disk now.
- * The caller deletes the file once the round's floors are measured.
+ * `direct`: past the page cache, as DiskTier writes segment groups (docs/tiers.md, direct
+ * writes); buffered, it shows the state of this VM's page cache (docs/benchmarks.md,
+ * seventeenth session). The caller deletes the file once the round's floors are measured.
  */
-async function kernelWrite(dir: string, bytes: number): Promise<number> {
+async function kernelWrite(dir: string, bytes: number, direct: boolean): Promise<number> {
   const chunk = Buffer.alloc(4 * MiB, 3);
-  const handle = await fsp.open(path.join(dir, `kernel-${performance.now()}`), 'wx');
+  const file = path.join(dir, `kernel-${performance.now()}`);
+  const handle = await fsp.open(file, 'wx');
+  const writes = new DirectWrites(direct);
+  const directHandle = await writes.open(file);
   try {
     const start = performance.now();
-    for (let at = 0; at < bytes; at += chunk.byteLength) await handle.write(chunk, 0, Math.min(chunk.byteLength, bytes - at), at);
+    for (let at = 0; at < bytes; at += chunk.byteLength) {
+      const length = Math.min(chunk.byteLength, bytes - at);
+      if (directHandle !== undefined) await writes.write(directHandle, [chunk.subarray(0, length)], at, length);
+      else await handle.write(chunk, 0, length, at);
+    }
     return performance.now() - start;
   } finally {
+    await directHandle?.close();
     await handle.close();
   }
 }
@@ -216,6 +227,7 @@ export async function storePhase(parent: string, count: number, largeCount: numb
     for (const v of variants) await spillOnce(v.tier(), Math.max(1, Math.ceil(v.count / 20)), v.bytes, v.producer);
     const runs: SpillRun[][] = variants.map(() => []);
     const kernelMs: number[] = [];
+    const directMs: number[] = [];
     const bareMs: number[] = [];
     for (let r = 0; r < rounds; r++) {
       // The kernel's file belongs to no variant: it goes at once. Kept, the floors' 800 MiB
@@ -225,7 +237,8 @@ export async function storePhase(parent: string, count: number, largeCount: numb
       // one file per value.
       const floorDir = await fsp.mkdtemp(path.join(parent, 'floors-'));
       await syncDisk();
-      kernelMs.push(await kernelWrite(floorDir, count * 4 * KiB));
+      kernelMs.push(await kernelWrite(floorDir, count * 4 * KiB, false));
+      directMs.push(await kernelWrite(floorDir, count * 4 * KiB, true));
       bareMs.push(bareLoop(count));
       await fsp.rm(floorDir, { recursive: true, force: true });
       roundDir = await fsp.mkdtemp(path.join(parent, 'round-'));
@@ -244,7 +257,7 @@ export async function storePhase(parent: string, count: number, largeCount: numb
       const s = (k: number): string => fmt(runs[k][r].ms / 1000);
       const f = runs[FUSED][r];
       console.log(
-        `   round ${r + 1}: the kernel alone ${fmt(kernelMs[r] / 1000)} s, the bare loop ${fmt(bareMs[r] / 1000)} s, fused ${s(FUSED)} s (loop ${fmt(f.loopBusy * 100, 0)} % busy, kernel ${fmt(f.kernelMs / 1000)} s), 32 MiB values ${s(LARGE)} s, one file per value ${s(PER_FILE)} s: ${fmt(runs[PER_FILE][r].ms / runs[FUSED][r].ms, 1)}x; values by slice(): fused ${s(FUSED_SLICE)} s, one file per value ${s(PER_FILE_SLICE)} s: ${fmt(runs[PER_FILE_SLICE][r].ms / runs[FUSED_SLICE][r].ms, 1)}x`,
+        `   round ${r + 1}: the kernel alone ${fmt(kernelMs[r] / 1000)} s buffered, ${fmt(directMs[r] / 1000)} s direct, the bare loop ${fmt(bareMs[r] / 1000)} s, fused ${s(FUSED)} s (loop ${fmt(f.loopBusy * 100, 0)} % busy, kernel ${fmt(f.kernelMs / 1000)} s), 32 MiB values ${s(LARGE)} s, one file per value ${s(PER_FILE)} s: ${fmt(runs[PER_FILE][r].ms / runs[FUSED][r].ms, 1)}x; values by slice(): fused ${s(FUSED_SLICE)} s, one file per value ${s(PER_FILE_SLICE)} s: ${fmt(runs[PER_FILE_SLICE][r].ms / runs[FUSED_SLICE][r].ms, 1)}x`,
       );
     }
     const medians = runs.map((x) => ({ ...x[0], ms: median(x.map((run) => run.ms)) }));
@@ -263,9 +276,9 @@ export async function storePhase(parent: string, count: number, largeCount: numb
     console.log(`   fused vs 32 MiB values (medians): ${fmt(mbps(fused.bytes, fused.ms) / mbps(large.bytes, large.ms))} (target >= 0.5)`);
     // The same bytes written by the kernel alone, in big writes: no spill can beat it, so
     // one file per value over it bounds what any fused path could show against it here.
-    const kernel = median(kernelMs);
+    const [kernel, direct] = [median(kernelMs), median(directMs)];
     console.log(
-      `   the kernel alone writing the same bytes in 4 MiB writes (medians): ${fmt(kernel / 1000)} s; fused takes ${fmt(fused.ms / kernel, 1)}x that; one file per value ${fmt(perFile.ms / kernel, 1)}x (the most any spill could show against it now)`,
+      `   the kernel alone writing the same bytes in 4 MiB writes (medians): buffered ${fmt(kernel / 1000)} s, direct ${fmt(direct / 1000)} s; fused takes ${fmt(fused.ms / direct, 1)}x the direct one; one file per value ${fmt(perFile.ms / direct, 1)}x (the most any spill could show against it now)`,
     );
     const bare = median(bareMs);
     console.log(

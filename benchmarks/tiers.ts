@@ -130,7 +130,7 @@ export default async function tiers(args: string[]): Promise<void> {
     // 1. Small values, the tier alone.
     const small = Buffer.alloc(4 * KiB, 7);
     const smallValues = Array.from({ length: count }, () => small);
-    console.log(`\n1. ${count} values of 4 KiB (${fmt((count * 4) / 1024, 0)} MiB), 256 in flight; reads come from the page cache`);
+    console.log(`\n1. ${count} values of 4 KiB (${fmt((count * 4) / 1024, 0)} MiB), 256 in flight; fused values are read from the disk (their segments were written direct), the others from the page cache`);
     // One file per value runs last, then the disk gets a pause: run right after it (its
     // 100,000 files deleted, on a disk mounted with online discard), the writeMany row took
     // 1.55 and 1.76 s, slower than the 256 concurrent writes before it, where alone it took

@@ -27,6 +27,13 @@ export interface DiskTierOptions {
    * Each may leave one partly filled segment behind.
    */
   segmentLanes?: number;
+  /**
+   * Write segment files past the page cache (O_DIRECT) where the filesystem allows it, else
+   * buffered (default true): spilled values are cold, and a buffered write costs kernel CPU
+   * and a second copy in memory. A value read back soon after it was spilled then comes
+   * from the disk, not the page cache. Files of large values are written buffered either way.
+   */
+  directWrites?: boolean;
   /** Bytes per read call when loading a value. */
   readSliceBytes?: number;
   /** Chunk size of streams that serve peers (about 1 MiB is the sweet spot on loopback). */
@@ -65,6 +72,7 @@ export function resolveDiskOptions(options: DiskTierOptions): ResolvedDiskOption
     segmentBytes: options.segmentBytes ?? 64 * MiB,
     compactDeadFraction: options.compactDeadFraction ?? 0.5,
     segmentLanes: options.segmentLanes ?? 2,
+    directWrites: options.directWrites ?? true,
     readSliceBytes: options.readSliceBytes ?? 8 * MiB,
     streamChunkBytes: options.streamChunkBytes ?? MiB,
   };
@@ -82,6 +90,7 @@ export function resolveDiskOptions(options: DiskTierOptions): ResolvedDiskOption
   if (!Number.isInteger(resolved.segmentLanes) || resolved.segmentLanes > 16) {
     throw new InvalidArgumentError(`segmentLanes must be an integer from 1 to 16, got ${resolved.segmentLanes}`);
   }
+  if (typeof resolved.directWrites !== 'boolean') throw new InvalidArgumentError(`directWrites must be true or false, got ${String(resolved.directWrites)}`);
   checkPositive('compactDeadFraction', compactDeadFraction);
   if (compactDeadFraction >= 1) throw new InvalidArgumentError(`compactDeadFraction must be below 1, got ${compactDeadFraction}`);
   // Byte counts reach fs calls as lengths and positions: a fraction there aborts the

@@ -45,6 +45,7 @@ export class DiskTier implements Tier {
   private readonly segmentBytes: number;
   private readonly compactDeadFraction: number;
   private readonly segmentLanes: number;
+  private readonly directWrites: boolean;
   private readonly readSliceBytes: number;
   /** Buffers that read streams fill and their consumers hand back. */
   private readonly streamBuffers: BufferPool;
@@ -88,6 +89,7 @@ export class DiskTier implements Tier {
     this.segmentBytes = o.segmentBytes;
     this.compactDeadFraction = o.compactDeadFraction;
     this.segmentLanes = o.segmentLanes;
+    this.directWrites = o.directWrites;
     this.readSliceBytes = o.readSliceBytes;
     this.streamBuffers = new BufferPool(o.streamChunkBytes, STREAM_SPARE_BUFFERS);
     if (this.smallValueBytes > 0) this.writeMany = (items) => this.writeBatch(items);
@@ -138,6 +140,7 @@ export class DiskTier implements Tier {
         compactDeadFraction: this.compactDeadFraction,
         lanes: this.segmentLanes,
         flushBytes: 4 * MiB,
+        directWrites: this.directWrites,
       },
       this.catalog.fused,
     );
@@ -246,6 +249,8 @@ export class DiskTier implements Tier {
         segmentFiles: seg?.segmentCount() ?? 0,
         segmentFileBytes: seg?.fileBytes() ?? 0,
         ...(seg?.counters ?? {}),
+        // 1 while segment groups are written past the page cache (docs/tiers.md, direct writes).
+        directWrites: seg?.direct.on === true ? 1 : 0,
         readCalls: this.reads.calls,
         coalescedReads: this.reads.coalesced,
         readAheadHits: this.reads.windowHits,

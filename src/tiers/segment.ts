@@ -50,6 +50,8 @@ export class Segment {
   readonly landedAhead = new Map<number, number>();
   /** Group writes in flight (at most FLUSHES_IN_FLIGHT). */
   flushing = 0;
+  /** A write-only O_DIRECT handle, opened by the first direct flush (undefined inside if refused). */
+  direct: Promise<FileHandle | undefined> | undefined;
   scheduled = false;
   constructor(
     /** Its number in the placements' segment column. */

@@ -2,6 +2,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { ClosedError } from '../errors.js';
 import { Compactor } from './compaction.js';
+import { DIRECT_MIN_BYTES, DirectWrites, alignUp } from './direct-io.js';
 import { ignoreMissing, writeFully } from './file-io.js';
 import { NO_SEGMENT, type Placements } from './placements.js';
 import { pruneMembers } from './segment-members.js';
@@ -29,6 +30,8 @@ export interface SegmentStoreOptions {
   compactDeadFraction: number;
   /** Flush a group once it holds this many bytes, without waiting for the next loop turn. */
   flushBytes: number;
+  /** Write groups past the page cache where the filesystem allows (see DiskTierOptions.directWrites). */
+  directWrites: boolean;
 }
 
 /**
@@ -47,10 +50,11 @@ export class SegmentStore {
   private readonly segments = new Map<number, Segment>();
   private readonly unlinks = new Set<Promise<void>>();
   private readonly compactor: Compactor;
+  readonly direct: DirectWrites;
   private nextLane = 0;
   private seq = 0;
   private closed = false;
-  readonly counters = { segmentsCreated: 0, segmentsDeleted: 0, compactions: 0, compactedBytes: 0, compactionErrors: 0, flushes: 0 };
+  readonly counters = { segmentsCreated: 0, segmentsDeleted: 0, compactions: 0, compactedBytes: 0, compactionErrors: 0, flushes: 0, directFlushes: 0 };
 
   constructor(
     private readonly options: SegmentStoreOptions,
@@ -60,6 +64,7 @@ export class SegmentStore {
     // for a whole write): a second flush in flight on a segment waits for the first, while
     // two segments take writes in parallel (docs/tiers.md, write lanes).
     this.active = new Array<Segment | undefined>(options.directories.length * options.lanes).fill(undefined);
+    this.direct = new DirectWrites(options.directWrites);
     this.compactor = new Compactor({
       placements,
       counters: this.counters,
@@ -216,7 +221,7 @@ export class SegmentStore {
   async close(): Promise<void> {
     this.closed = true;
     await this.compactor.stop();
-    const handles = [...this.segments.values()].map((seg) => seg.handle.then((h) => h.close()).catch(() => undefined));
+    const handles = [...this.segments.values()].flatMap((seg) => [seg.handle.then((h) => h.close()).catch(() => undefined), closeDirect(seg)]);
     this.segments.clear();
     await Promise.all([...handles, ...this.unlinks]);
   }
@@ -331,15 +336,25 @@ export class SegmentStore {
     seg.queueRuns = [];
     seg.queuePacked = true;
     seg.queueBytes = 0;
+    // A direct group's last block is padded, and the padding reserved (nothing was reserved
+    // after `end` yet: every reservation since queueStart is in this group).
+    const direct = this.direct.on && end - alignUp(start) >= DIRECT_MIN_BYTES;
+    const reservedEnd = direct ? alignUp(end) : end;
+    if (direct) seg.size = reservedEnd;
     try {
       const handle = await seg.handle;
-      await writeFully(handle, runs.length === 1 ? runs[0] : runs.flat(), start, packed ? end - start : undefined);
+      const pieces = runs.length === 1 ? runs[0] : runs.flat();
+      if (!direct || !(await this.direct.writeGroup(seg, handle, pieces, start, end))) {
+          await writeFully(handle, pieces, start, packed ? end - start : undefined);
+      } else {
+        this.counters.directFlushes++;
+      }
       this.counters.flushes++;
-      seg.landed(start, end);
+      seg.landed(start, reservedEnd);
       for (const a of group) a.resolve();
     } catch (err) {
       // Nothing is placed in a failed range and nothing writes there again: final too.
-      seg.landed(start, end);
+      seg.landed(start, reservedEnd);
       for (const a of group) a.reject(err);
     } finally {
       seg.flushing--;
@@ -374,6 +389,8 @@ export class SegmentStore {
       .catch(() => undefined)
       .finally(() => this.unlinks.delete(unlink));
     this.unlinks.add(unlink);
+    // Nothing writes to a retired segment (no append is pending): readers use the other handle.
+    void closeDirect(seg);
     if (seg.readers === 0) void seg.handle.then((h) => h.close()).catch(() => undefined);
   }
 
@@ -381,4 +398,11 @@ export class SegmentStore {
     seg.readers--;
     if (seg.retired && seg.readers === 0) void seg.handle.then((h) => h.close()).catch(() => undefined);
   }
+}
+
+/** Closes a segment's direct handle if one was opened. */
+function closeDirect(seg: Segment): Promise<void> {
+  const direct = seg.direct;
+  seg.direct = undefined;
+  return direct === undefined ? Promise.resolve() : direct.then((h) => h?.close()).catch(() => undefined);
 }

@@ -39,16 +39,31 @@ export const alignUp = (n: number): number => Math.ceil(n / DIRECT_ALIGN) * DIRE
  * is allocated page-aligned (an ArrayBuffer from malloc is not), and one is made per
  * process because each reserves a large range of address space.
  */
-class StagingPool {
+export class StagingPool {
   #memory: { readonly buffer: ArrayBuffer } | undefined;
+  #failed = false;
   readonly #spare: Uint8Array[] = [];
   readonly #waiting: ((buffer: Uint8Array) => void)[] = [];
 
-  take(): Promise<Uint8Array> {
-    if (this.#memory === undefined) {
-      this.#memory = new WebAssembly.Memory({ initial: (STAGING_BUFFERS * STAGING_BYTES) / WASM_PAGE, maximum: (STAGING_BUFFERS * STAGING_BYTES) / WASM_PAGE });
-      for (let i = 0; i < STAGING_BUFFERS; i++) this.#spare.push(new Uint8Array(this.#memory.buffer, i * STAGING_BYTES, STAGING_BYTES));
+  /**
+   * Makes the buffers on first use; false if that fails (a WebAssembly.Memory reserves
+   * gigabytes of address space for its guard regions: a `ulimit -v` may refuse it).
+   */
+  ready(): boolean {
+    if (this.#memory !== undefined || this.#failed) return !this.#failed;
+    const pages = (STAGING_BUFFERS * STAGING_BYTES) / WASM_PAGE;
+    try {
+      this.#memory = new WebAssembly.Memory({ initial: pages, maximum: pages });
+    } catch {
+      this.#failed = true;
+      return false;
     }
+    for (let i = 0; i < STAGING_BUFFERS; i++) this.#spare.push(new Uint8Array(this.#memory.buffer, i * STAGING_BYTES, STAGING_BYTES));
+    return true;
+  }
+
+  /** A buffer, once one is free (only after `ready()` said true). */
+  take(): Promise<Uint8Array> {
     const buffer = this.#spare.pop();
     if (buffer !== undefined) return Promise.resolve(buffer);
     return new Promise((resolve) => this.#waiting.push(resolve));
@@ -61,7 +76,7 @@ class StagingPool {
   }
 }
 
-const staging = new StagingPool();
+const sharedStaging = new StagingPool();
 
 /** A direct write the filesystem refused (EINVAL: no O_DIRECT there, or an alignment it does not take). */
 export class DirectRefused extends Error {}
@@ -72,7 +87,10 @@ export class DirectWrites {
   /** Why direct writes were turned off after being asked for (diagnostics). */
   offBecause: string | undefined;
 
-  constructor(wanted: boolean) {
+  constructor(
+    wanted: boolean,
+    private readonly staging = sharedStaging,
+  ) {
     // O_DIRECT is undefined where the platform has none (macOS).
     this.#on = wanted && typeof constants.O_DIRECT === 'number';
     if (wanted && !this.#on) this.offBecause = 'O_DIRECT is not available on this platform';
@@ -91,6 +109,10 @@ export class DirectWrites {
   /** A write-only direct handle on an existing file, or undefined (and direct writes off) if the filesystem refuses one. */
   async open(file: string): Promise<FileHandle | undefined> {
     if (!this.#on) return undefined;
+    if (!this.staging.ready()) {
+      this.turnOff('no page-aligned staging memory could be made');
+      return undefined;
+    }
     try {
       return await fsp.open(file, constants.O_WRONLY | constants.O_DIRECT);
     } catch (err) {
@@ -125,11 +147,15 @@ export class DirectWrites {
    * turns direct writes off) on EINVAL; the caller then writes the group buffered.
    */
   async write(handle: FileHandle, pieces: readonly Uint8Array[], position: number, byteLength: number): Promise<void> {
+    if (!this.staging.ready()) {
+      this.turnOff('no page-aligned staging memory could be made');
+      throw new DirectRefused('no staging memory');
+    }
     const cursor = new PieceCursor(pieces);
     const writes: Promise<void>[] = [];
     let failed = false;
     for (let done = 0; done < byteLength && !failed; ) {
-      const buffer = await staging.take();
+      const buffer = await this.staging.take();
       const bytes = Math.min(STAGING_BYTES, byteLength - done);
       cursor.copyTo(buffer, bytes);
       const padded = alignUp(bytes);
@@ -138,10 +164,10 @@ export class DirectWrites {
       done += bytes;
       writes.push(
         writeAligned(handle, buffer.subarray(0, padded), at).then(
-          () => staging.give(buffer),
+          () => this.staging.give(buffer),
           (err: unknown) => {
             failed = true;
-            staging.give(buffer);
+            this.staging.give(buffer);
             throw err;
           },
         ),

@@ -78,7 +78,11 @@ export class StagingPool {
 
 const sharedStaging = new StagingPool();
 
-/** A direct write the filesystem refused (EINVAL: no O_DIRECT there, or an alignment it does not take). */
+/**
+ * A direct write the filesystem refused (EINVAL: no O_DIRECT there, or an alignment it does
+ * not take). Internal: `writeGroup` catches it and the group is written buffered, so it
+ * never reaches a tier's caller (which is why it is not one of the coded errors).
+ */
 export class DirectRefused extends Error {}
 
 /** Whether a tier's segment writes go direct, and the writes themselves. */
@@ -106,13 +110,16 @@ export class DirectWrites {
     this.offBecause ??= reason;
   }
 
+  /** Whether the staging buffers exist (made now if need be); if they cannot be made, direct writes are off. */
+  #staged(): boolean {
+    if (this.staging.ready()) return true;
+    this.turnOff('no page-aligned staging memory could be made');
+    return false;
+  }
+
   /** A write-only direct handle on an existing file, or undefined (and direct writes off) if the filesystem refuses one. */
   async open(file: string): Promise<FileHandle | undefined> {
-    if (!this.#on) return undefined;
-    if (!this.staging.ready()) {
-      this.turnOff('no page-aligned staging memory could be made');
-      return undefined;
-    }
+    if (!this.#on || !this.#staged()) return undefined;
     try {
       return await fsp.open(file, constants.O_WRONLY | constants.O_DIRECT);
     } catch (err) {
@@ -124,11 +131,19 @@ export class DirectWrites {
 
   /**
    * Writes a segment group [start, end): its unaligned head through the buffered handle,
-   * the rest direct. Returns false when direct writes turn out refused (part of the group
-   * may be written): the caller then writes the whole group buffered, the same bytes again.
+   * the rest direct. Returns false when the group is better written buffered: direct writes
+   * turned out refused (part of the group may be written: the caller writes the whole group
+   * again, the same bytes), or the direct handle could not be opened this time (EMFILE...:
+   * the next group tries again).
    */
   async writeGroup(seg: Segment, buffered: FileHandle, pieces: readonly Uint8Array[], start: number, end: number): Promise<boolean> {
-    const handle = await (seg.direct ??= this.open(seg.path));
+    let handle: FileHandle | undefined;
+    try {
+      handle = await (seg.direct ??= this.open(seg.path));
+    } catch {
+      seg.direct = undefined;
+      return false;
+    }
     if (handle === undefined) return false;
     const body = alignUp(start);
     const [head, rest] = splitPieces(pieces, body - start);
@@ -147,10 +162,7 @@ export class DirectWrites {
    * turns direct writes off) on EINVAL; the caller then writes the group buffered.
    */
   async write(handle: FileHandle, pieces: readonly Uint8Array[], position: number, byteLength: number): Promise<void> {
-    if (!this.staging.ready()) {
-      this.turnOff('no page-aligned staging memory could be made');
-      throw new DirectRefused('no staging memory');
-    }
+    if (!this.#staged()) throw new DirectRefused('no staging memory');
     const cursor = new PieceCursor(pieces);
     const writes: Promise<void>[] = [];
     let failed = false;

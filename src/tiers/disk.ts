@@ -261,6 +261,11 @@ export class DiskTier implements Tier {
     );
   }
 
+  /** Why segment groups are not written direct though `directWrites` asked for it (after open), if so. */
+  get directWritesOffReason(): string | undefined {
+    return this.segments?.direct.offBecause;
+  }
+
   /** The segment files with their live values (diagnostics and tests). */
   segmentFiles(): SegmentFile[] {
     return this.segments?.list() ?? [];

@@ -345,7 +345,7 @@ export class SegmentStore {
       const handle = await seg.handle;
       const pieces = runs.length === 1 ? runs[0] : runs.flat();
       if (!direct || !(await this.direct.writeGroup(seg, handle, pieces, start, end))) {
-          await writeFully(handle, pieces, start, packed ? end - start : undefined);
+        await writeFully(handle, pieces, start, packed ? end - start : undefined);
       } else {
         this.counters.directFlushes++;
       }

@@ -5,8 +5,7 @@ import path from 'node:path';
 import { afterEach, describe, it, mock } from 'node:test';
 import fc from 'fast-check';
 import { DIRECT_ALIGN, DIRECT_MIN_BYTES, DirectRefused, DirectWrites, StagingPool, alignUp, splitPieces } from '../../src/tiers/direct-io.js';
-import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk.js';
-import { filesUnder, noise, tempDir } from './helpers.js';
+import { filesUnder, noise, withDiskTier, withTempDir } from './helpers.js';
 
 const KiB = 1024;
 
@@ -29,27 +28,6 @@ function failingHandle(code: string): FileHandle {
     throw Object.assign(new Error(`${code}: simulated`), { code });
   };
   return { write: fail, writev: fail } as unknown as FileHandle;
-}
-
-async function withTempDir(body: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await tempDir();
-  try {
-    await body(dir);
-  } finally {
-    await fsp.rm(dir, { recursive: true, force: true });
-  }
-}
-
-async function withTier(options: Omit<DiskTierOptions, 'directory' | 'directories'>, body: (tier: DiskTier, parent: string) => Promise<void>): Promise<void> {
-  await withTempDir(async (parent) => {
-    const tier = new DiskTier({ ...options, directory: parent });
-    await tier.open();
-    try {
-      await body(tier, parent);
-    } finally {
-      await tier.close();
-    }
-  });
 }
 
 /** `count` values of `bytes` each (plus i, so no two share a length) with ids from `base`. */
@@ -154,7 +132,7 @@ describe('direct writes: the pieces', () => {
 
 describe('direct writes in a DiskTier', () => {
   it('writes big groups direct: two in flight on one segment land intact in padded, adjacent ranges; the stats say so', async () => {
-    await withTier({ segmentLanes: 1 }, async (tier, parent) => {
+    await withDiskTier({ segmentLanes: 1 }, async (tier, parent) => {
       // 4 MiB each (the flush size, minus a few bytes so neither ends on a block): two group writes in flight at once.
       const a = batch(0, 64, 64 * KiB - 8);
       const b = batch(1000, 64, 64 * KiB - 9);
@@ -180,7 +158,7 @@ describe('direct writes in a DiskTier', () => {
         fc.array(fc.record({ count: fc.integer({ min: 1, max: 40 }), bytes: fc.integer({ min: 1, max: 12 * KiB }), together: fc.boolean() }), { minLength: 1, maxLength: 8 }),
         fc.constantFrom(1, 2),
         async (batches, segmentLanes) => {
-          await withTier({ segmentLanes, segmentBytes: 2 * 1024 * KiB }, async (tier) => {
+          await withDiskTier({ segmentLanes, segmentBytes: 2 * 1024 * KiB }, async (tier) => {
             const written: { id: number; bytes: Uint8Array[]; byteLength: number }[] = [];
             let base = 0;
             let inFlight: Promise<unknown>[] = [];
@@ -212,7 +190,7 @@ describe('direct writes in a DiskTier', () => {
   });
 
   it('a group under the direct minimum is written buffered, with no padding', async () => {
-    await withTier({ segmentLanes: 1 }, async (tier, parent) => {
+    await withDiskTier({ segmentLanes: 1 }, async (tier, parent) => {
       const items = batch(0, 3, 10 * KiB);
       assert.ok((await tier.writeMany?.(items))?.every((r) => r.status === 'fulfilled'));
       assert.ok(items.reduce((n, i) => n + i.byteLength, 0) < DIRECT_MIN_BYTES);
@@ -223,18 +201,19 @@ describe('direct writes in a DiskTier', () => {
   });
 
   it('directWrites: false writes every group buffered', async () => {
-    await withTier({ directWrites: false, segmentLanes: 1 }, async (tier, parent) => {
+    await withDiskTier({ directWrites: false, segmentLanes: 1 }, async (tier, parent) => {
       const items = batch(0, 64, 64 * KiB - 8);
       assert.ok((await tier.writeMany?.(items))?.every((r) => r.status === 'fulfilled'));
       assert.equal(tier.stats().details.directWrites, 0);
       assert.equal(tier.stats().details.directFlushes, 0);
+      assert.equal(tier.directWritesOffReason, undefined, 'off as asked: nothing refused');
       const [file] = await filesUnder([parent]);
       assert.equal(file.size, items.reduce((n, i) => n + i.byteLength, 0));
     });
   });
 
   it('a direct write refused mid-run is written again buffered: no value fails, and direct writes stay off', async () => {
-    await withTier({}, async (tier) => {
+    await withDiskTier({}, async (tier) => {
       mock.method(DirectWrites.prototype, 'write', async function (this: DirectWrites) {
         this.turnOff('simulated');
         throw new DirectRefused('simulated');
@@ -243,12 +222,34 @@ describe('direct writes in a DiskTier', () => {
       assert.ok((await tier.writeMany?.(items))?.every((r) => r.status === 'fulfilled'));
       assert.equal(tier.stats().details.directWrites, 0);
       assert.equal(tier.stats().details.directFlushes, 0);
+      assert.equal(tier.directWritesOffReason, 'simulated');
       for (const item of items) assert.ok(Buffer.from(await tier.read(item.id)).equals(item.bytes[0]), `value ${item.id}`);
     });
   });
 
+  it('a direct handle that cannot be opened this time (EMFILE) leaves the group to a buffered write, and the next group tries again', async () => {
+    await withDiskTier({ segmentLanes: 1 }, async (tier) => {
+      const open = fsp.open.bind(fsp);
+      let refusals = 1;
+      mock.method(fsp, 'open', async (file: string, flags: number | string, mode?: number) => {
+        if (typeof flags === 'number' && (flags & constants.O_DIRECT) !== 0 && refusals-- > 0) {
+          throw Object.assign(new Error('EMFILE: simulated'), { code: 'EMFILE' });
+        }
+        return open(file, flags, mode);
+      });
+      const first = batch(0, 64, 64 * KiB - 8);
+      assert.ok((await tier.writeMany?.(first))?.every((r) => r.status === 'fulfilled'));
+      assert.equal(tier.stats().details.directFlushes, 0);
+      assert.equal(tier.stats().details.directWrites, 1, 'not turned off: the failure was not a refusal');
+      const second = batch(100, 64, 64 * KiB - 8);
+      assert.ok((await tier.writeMany?.(second))?.every((r) => r.status === 'fulfilled'));
+      assert.equal(tier.stats().details.directFlushes, 1);
+      for (const item of [...first, ...second]) assert.ok(Buffer.from(await tier.read(item.id)).equals(item.bytes[0]), `value ${item.id}`);
+    });
+  });
+
   it('a direct write that fails (EIO) fails its values, and the tier goes on writing', async () => {
-    await withTier({}, async (tier) => {
+    await withDiskTier({}, async (tier) => {
       const failing = mock.method(DirectWrites.prototype, 'write', async () => {
         throw Object.assign(new Error('EIO: simulated'), { code: 'EIO' });
       });

@@ -6,7 +6,7 @@ import { InvalidArgumentError, TierDuplicateIdError } from '../../src/errors.js'
 import type { CompressionMode } from '../../src/tiers/chunks.js';
 import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk.js';
 import { tierContract } from './contract.js';
-import { collect, filesUnder, noise, randomWalk, rawSource, tempDir } from './helpers.js';
+import { collect, filesUnder, noise, randomWalk, rawSource, tempDir, withDiskTier } from './helpers.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -46,19 +46,6 @@ function flushSizedBatch(base: number): { id: number; bytes: Uint8Array[]; byteL
   });
 }
 
-/** Runs `body` with an open DiskTier in a fresh directory, then closes it and removes the directory. */
-async function withTier(options: Omit<DiskTierOptions, 'directory' | 'directories'>, body: (tier: DiskTier, parent: string) => Promise<void>): Promise<void> {
-  const parent = await tempDir();
-  const tier = new DiskTier({ ...options, directory: parent });
-  await tier.open();
-  try {
-    await body(tier, parent);
-  } finally {
-    await tier.close();
-    await fsp.rm(parent, { recursive: true, force: true });
-  }
-}
-
 describe('DiskTier', () => {
   it('rejects a misconfiguration in the constructor', () => {
     const bad: DiskTierOptions[] = [
@@ -93,7 +80,7 @@ describe('DiskTier', () => {
   });
 
   it('fuses small values into one segment file and keeps large ones apart', async () => {
-    await withTier({ segmentLanes: 1 }, async (tier, parent) => {
+    await withDiskTier({ segmentLanes: 1 }, async (tier, parent) => {
       const small = Array.from({ length: 100 }, (_, i) => noise(100 + i));
       await Promise.all(small.map((b, i) => tier.write(i, rawSource(b), b.byteLength)));
       const big = noise(2 * MiB);
@@ -113,7 +100,7 @@ describe('DiskTier', () => {
   });
 
   it('writeMany: a batch of small values is one reservation and one flush', async () => {
-    await withTier({}, async (tier, parent) => {
+    await withDiskTier({}, async (tier, parent) => {
       assert.ok(tier.writeMany !== undefined);
       assert.equal(new DiskTier({ directory: parent, smallValueBytes: 0 }).writeMany, undefined, 'no writeMany without fusing');
       const values = Array.from({ length: 200 }, (_, i) => noise(1000 + i));
@@ -136,7 +123,7 @@ describe('DiskTier', () => {
 
   it('writeMany: two batches of a flush each (both in flight at once) land intact in adjacent ranges', async () => {
     // Buffered: a direct group's end is padded to a block (test/tiers/direct-io.test.ts).
-    await withTier({ segmentLanes: 1, directWrites: false }, async (tier, parent) => {
+    await withDiskTier({ segmentLanes: 1, directWrites: false }, async (tier, parent) => {
       // Each batch holds 4 MiB (the flush size), so each flushes at once: two group
       // writes in flight on one segment, at adjacent reserved ranges.
       const a = flushSizedBatch(0);
@@ -153,7 +140,7 @@ describe('DiskTier', () => {
   });
 
   it('writeMany with the default two lanes: two batches in flight go to two segment files, each intact and fully used', async () => {
-    await withTier({ directWrites: false }, async (tier, parent) => {
+    await withDiskTier({ directWrites: false }, async (tier, parent) => {
       const a = flushSizedBatch(0);
       const b = flushSizedBatch(1000);
       const [ra, rb] = await Promise.all([tier.writeMany?.(a), tier.writeMany?.(b)]);
@@ -174,7 +161,7 @@ describe('DiskTier', () => {
   });
 
   it('reads of small values wanted together are coalesced, and each gets exactly its bytes', async () => {
-    await withTier({}, async (tier) => {
+    await withDiskTier({}, async (tier) => {
       const values = Array.from({ length: 300 }, (_, i) => noise(1000 + (i % 7) * 500));
       await tier.writeMany?.(values.map((v, id) => ({ id, bytes: [v], byteLength: v.byteLength })));
       // 200 neighbours at once: the first read goes alone, the rest wait for it and go as one run.
@@ -192,7 +179,7 @@ describe('DiskTier', () => {
   });
 
   it('one reader going through small values in order is served from read-ahead windows, never stale ones', async () => {
-    await withTier({}, async (tier) => {
+    await withDiskTier({}, async (tier) => {
       const batch = (from: number, n: number): { id: number; bytes: Uint8Array[]; byteLength: number }[] =>
         Array.from({ length: n }, (_, k) => {
           const v = noise(1500 + ((from + k) % 9) * 300);
@@ -229,7 +216,7 @@ describe('DiskTier', () => {
   });
 
   it('an id deleted and written again while its segment is compacted keeps its new bytes', async () => {
-    await withTier({ smallValueBytes: 8 * KiB, segmentBytes: 64 * KiB, compactDeadFraction: 0.5 }, async (tier) => {
+    await withDiskTier({ smallValueBytes: 8 * KiB, segmentBytes: 64 * KiB, compactDeadFraction: 0.5 }, async (tier) => {
       const first = Array.from({ length: 60 }, (_, i) => noise(2000 + i));
       await tier.writeMany?.(first.map((v, id) => ({ id, bytes: [v], byteLength: v.byteLength })));
       const fresh = noise(1500);
@@ -247,7 +234,7 @@ describe('DiskTier', () => {
   });
 
   it('a segment of many small values that come and go does not keep their dead records', async () => {
-    await withTier({}, async (tier) => {
+    await withDiskTier({}, async (tier) => {
       const v = noise(40);
       const n = 5000;
       const results = await tier.writeMany?.(Array.from({ length: n }, (_, id) => ({ id, bytes: [v], byteLength: v.byteLength })));
@@ -328,7 +315,7 @@ describe('DiskTier', () => {
   });
 
   it('compacts a mostly dead segment without losing a value, while reads go on', async () => {
-    await withTier({ smallValueBytes: 16 * KiB, segmentBytes: 64 * KiB }, async (tier, parent) => {
+    await withDiskTier({ smallValueBytes: 16 * KiB, segmentBytes: 64 * KiB }, async (tier, parent) => {
       const data = Array.from({ length: 64 }, (_, i) => noise(4 * KiB + i));
       for (const [i, b] of data.entries()) await tier.write(i, rawSource(b), b.byteLength);
       const before = tier.stats().details.segmentFiles;
@@ -386,7 +373,7 @@ describe('DiskTier ids', () => {
     );
     await fc.assert(
       fc.asyncProperty(fc.array(op, { maxLength: 12 }), fc.boolean(), async (ops, fused) => {
-        await withTier({ smallValueBytes: fused ? MiB : 0 }, async (tier) => {
+        await withDiskTier({ smallValueBytes: fused ? MiB : 0 }, async (tier) => {
           const held = new Map<number, Uint8Array>();
           for (const { kind, ids } of ops) {
             if (kind === 'delete') {

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { encode, encodedBatches, encodeToBuffer } from '../../src/codec/index.js';
+import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk.js';
 import type { WriteSource } from '../../src/tiers/tier.js';
 
 /** A real write source: an encoded value, in batches of `batchBytes`. */
@@ -87,4 +88,27 @@ export async function entriesUnder(dirs: readonly string[]): Promise<string[]> {
     out.push(...names.map((n) => path.join(dir, n)));
   }
   return out;
+}
+
+/** Runs `body` with a fresh temporary directory, then removes it. */
+export async function withTempDir(body: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await tempDir();
+  try {
+    await body(dir);
+  } finally {
+    await fsp.rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Runs `body` with an open DiskTier in a fresh directory, then closes it and removes the directory. */
+export async function withDiskTier(options: Omit<DiskTierOptions, 'directory' | 'directories'>, body: (tier: DiskTier, parent: string) => Promise<void>): Promise<void> {
+  await withTempDir(async (parent) => {
+    const tier = new DiskTier({ ...options, directory: parent });
+    await tier.open();
+    try {
+      await body(tier, parent);
+    } finally {
+      await tier.close();
+    }
+  });
 }

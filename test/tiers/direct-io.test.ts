@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterEach, describe, it, mock } from 'node:test';
 import fc from 'fast-check';
 import { DIRECT_ALIGN, DIRECT_MIN_BYTES, DirectRefused, DirectWrites, StagingPool, alignUp, splitPieces } from '../../src/tiers/direct-io.js';
-import { filesUnder, noise, withDiskTier, withTempDir } from './helpers.js';
+import { filesUnder, noise, noiseItems, withDiskTier, withTempDir } from './helpers.js';
 
 const KiB = 1024;
 
@@ -28,14 +28,6 @@ function failingHandle(code: string): FileHandle {
     throw Object.assign(new Error(`${code}: simulated`), { code });
   };
   return { write: fail, writev: fail } as unknown as FileHandle;
-}
-
-/** `count` values of `bytes` each (plus i, so no two share a length) with ids from `base`. */
-function batch(base: number, count: number, bytes: number): { id: number; bytes: Uint8Array[]; byteLength: number }[] {
-  return Array.from({ length: count }, (_, i) => {
-    const v = noise(bytes + i);
-    return { id: base + i, bytes: [v], byteLength: v.byteLength };
-  });
 }
 
 afterEach(() => mock.restoreAll());
@@ -134,8 +126,8 @@ describe('direct writes in a DiskTier', () => {
   it('writes big groups direct: two in flight on one segment land intact in padded, adjacent ranges; the stats say so', async () => {
     await withDiskTier({ segmentLanes: 1 }, async (tier, parent) => {
       // 4 MiB each (the flush size, minus a few bytes so neither ends on a block): two group writes in flight at once.
-      const a = batch(0, 64, 64 * KiB - 8);
-      const b = batch(1000, 64, 64 * KiB - 9);
+      const a = noiseItems(0, 64, 64 * KiB - 8);
+      const b = noiseItems(1000, 64, 64 * KiB - 9);
       const [ra, rb] = await Promise.all([tier.writeMany?.(a), tier.writeMany?.(b)]);
       assert.ok(ra?.every((r) => r.status === 'fulfilled') && rb?.every((r) => r.status === 'fulfilled'));
       const { details } = tier.stats();
@@ -163,7 +155,7 @@ describe('direct writes in a DiskTier', () => {
             let base = 0;
             let inFlight: Promise<unknown>[] = [];
             for (const b of batches) {
-              const items = batch(base, b.count, b.bytes);
+              const items = noiseItems(base, b.count, b.bytes);
               base += b.count;
               written.push(...items);
               inFlight.push(tier.writeMany?.(items).then((r) => assert.ok(r.every((x) => x.status === 'fulfilled'))) ?? Promise.resolve());
@@ -191,7 +183,7 @@ describe('direct writes in a DiskTier', () => {
 
   it('a group under the direct minimum is written buffered, with no padding', async () => {
     await withDiskTier({ segmentLanes: 1 }, async (tier, parent) => {
-      const items = batch(0, 3, 10 * KiB);
+      const items = noiseItems(0, 3, 10 * KiB);
       assert.ok((await tier.writeMany?.(items))?.every((r) => r.status === 'fulfilled'));
       assert.ok(items.reduce((n, i) => n + i.byteLength, 0) < DIRECT_MIN_BYTES);
       assert.equal(tier.stats().details.directFlushes, 0);
@@ -202,7 +194,7 @@ describe('direct writes in a DiskTier', () => {
 
   it('directWrites: false writes every group buffered', async () => {
     await withDiskTier({ directWrites: false, segmentLanes: 1 }, async (tier, parent) => {
-      const items = batch(0, 64, 64 * KiB - 8);
+      const items = noiseItems(0, 64, 64 * KiB - 8);
       assert.ok((await tier.writeMany?.(items))?.every((r) => r.status === 'fulfilled'));
       assert.equal(tier.stats().details.directWrites, 0);
       assert.equal(tier.stats().details.directFlushes, 0);
@@ -218,7 +210,7 @@ describe('direct writes in a DiskTier', () => {
         this.turnOff('simulated');
         throw new DirectRefused('simulated');
       });
-      const items = batch(0, 64, 64 * KiB - 8);
+      const items = noiseItems(0, 64, 64 * KiB - 8);
       assert.ok((await tier.writeMany?.(items))?.every((r) => r.status === 'fulfilled'));
       assert.equal(tier.stats().details.directWrites, 0);
       assert.equal(tier.stats().details.directFlushes, 0);
@@ -237,11 +229,11 @@ describe('direct writes in a DiskTier', () => {
         }
         return open(file, flags, mode);
       });
-      const first = batch(0, 64, 64 * KiB - 8);
+      const first = noiseItems(0, 64, 64 * KiB - 8);
       assert.ok((await tier.writeMany?.(first))?.every((r) => r.status === 'fulfilled'));
       assert.equal(tier.stats().details.directFlushes, 0);
       assert.equal(tier.stats().details.directWrites, 1, 'not turned off: the failure was not a refusal');
-      const second = batch(100, 64, 64 * KiB - 8);
+      const second = noiseItems(100, 64, 64 * KiB - 8);
       assert.ok((await tier.writeMany?.(second))?.every((r) => r.status === 'fulfilled'));
       assert.equal(tier.stats().details.directFlushes, 1);
       for (const item of [...first, ...second]) assert.ok(Buffer.from(await tier.read(item.id)).equals(item.bytes[0]), `value ${item.id}`);
@@ -253,13 +245,13 @@ describe('direct writes in a DiskTier', () => {
       const failing = mock.method(DirectWrites.prototype, 'write', async () => {
         throw Object.assign(new Error('EIO: simulated'), { code: 'EIO' });
       });
-      const lost = batch(0, 64, 64 * KiB - 8);
+      const lost = noiseItems(0, 64, 64 * KiB - 8);
       const results = (await tier.writeMany?.(lost)) ?? [];
       assert.ok(results.length === 64 && results.every((r) => r.status === 'rejected'));
       for (const item of lost) await assert.rejects(tier.read(item.id), { code: 'SPW_ERR_TIER_MISSING' });
       assert.equal(tier.usage().count, 0);
       failing.mock.restore();
-      const kept = batch(100, 64, 64 * KiB - 8);
+      const kept = noiseItems(100, 64, 64 * KiB - 8);
       assert.ok((await tier.writeMany?.(kept))?.every((r) => r.status === 'fulfilled'));
       for (const item of kept) assert.ok(Buffer.from(await tier.read(item.id)).equals(item.bytes[0]), `value ${item.id}`);
       assert.equal(tier.stats().details.directWrites, 1);

@@ -6,7 +6,7 @@ import { InvalidArgumentError, TierDuplicateIdError } from '../../src/errors.js'
 import type { CompressionMode } from '../../src/tiers/chunks.js';
 import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk.js';
 import { tierContract } from './contract.js';
-import { collect, filesUnder, noise, randomWalk, rawSource, tempDir, withDiskTier } from './helpers.js';
+import { collect, filesUnder, noise, noiseItems, randomWalk, rawSource, tempDir, withDiskTier } from './helpers.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -40,10 +40,7 @@ tierContract(
 
 /** 64 values of ~64 KiB with ids from `base`: 4 MiB, the flush size, so each batch is one group write of its own. */
 function flushSizedBatch(base: number): { id: number; bytes: Uint8Array[]; byteLength: number }[] {
-  return Array.from({ length: 64 }, (_, i) => {
-    const v = noise(64 * KiB - 8 + i);
-    return { id: base + i, bytes: [v], byteLength: v.byteLength };
-  });
+  return noiseItems(base, 64, 64 * KiB - 8);
 }
 
 describe('DiskTier', () => {

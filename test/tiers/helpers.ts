@@ -112,3 +112,11 @@ export async function withDiskTier(options: Omit<DiskTierOptions, 'directory' | 
     }
   });
 }
+
+/** `count` items of random bytes, `bytes` long plus i (so no two share a length), with ids from `base`: a writeMany batch. */
+export function noiseItems(base: number, count: number, bytes: number): { id: number; bytes: Uint8Array[]; byteLength: number }[] {
+  return Array.from({ length: count }, (_, i) => {
+    const v = noise(bytes + i);
+    return { id: base + i, bytes: [v], byteLength: v.byteLength };
+  });
+}

@@ -10,6 +10,22 @@ import { type Entry, StoredCopy, type WriteJob } from './entry.js';
 import type { StoreState } from './state.js';
 import { turnBudget } from './turn-budget.js';
 
+/**
+ * The most a batch holds in a store whose producers pause soon after spilling starts: a
+ * third of the bytes between `target` and `pause`. Only values above the target are being
+ * written, so that window is all the store can have in flight before its producers stop;
+ * batches of a third keep one batch being written while the next is encoded and a third
+ * fills. With the 4 MiB cap alone, a 32 MiB store (a 6.4 MiB window) had one and a half
+ * batches in flight and took turns: encode, then write, then resume (100,000 values of 4 KiB
+ * spilled 14 % faster with a third: docs/benchmarks.md, nineteenth session). Large stores
+ * have windows of many times 4 MiB and keep the cap.
+ */
+export function windowBatchBytes({ pauseBytes, targetBytes }: { pauseBytes: number; targetBytes: number }): number {
+  return Math.max(MIN_WINDOW_BATCH_BYTES, (pauseBytes - targetBytes) / 3);
+}
+/** Never cut smaller for the window's sake: a store whose target is its pause level has none. */
+const MIN_WINDOW_BATCH_BYTES = 1024 * 1024;
+
 /** Values estimated at up to this many bytes are spilled in batches (when the tier takes them). */
 export const BATCH_VALUE_BYTES = SMALL_ENCODED_BYTES;
 /** A batch closes at this many bytes (the encoding budget of one loop turn) or this many values. */
@@ -103,7 +119,7 @@ export class BatchWriter {
   constructor(private readonly host: BatchHost) {
     const first = host.state.opts.tiers[0];
     this.#enabled = first.writeMany !== undefined;
-    this.#closeAt = Math.min(BATCH_BYTES, (first.capacity * DEMOTE_AT) / 4);
+    this.#closeAt = Math.min(BATCH_BYTES, (first.capacity * DEMOTE_AT) / 4, windowBatchBytes(host.state.opts));
   }
 
   /** True for values this writer takes: small ones, when the first tier writes batches. */

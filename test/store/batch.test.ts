@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { CompressedMemoryTier, DiskTier, FaultyTier, SlowTier, SpillStore, TierWrapper, TierWriteError, type Tier, type TierUsage, type WriteItem, type WriteResults } from '../../src/index.js';
+import { windowBatchBytes } from '../../src/store/batch-writer.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
 import { KiB, MiB, assertSpillsOnRetry, f64, filesUnder, nextTick, onCleanup, openStore, tempDir, waitFor } from '../helpers/store.js';
 
@@ -234,4 +235,41 @@ test('a tier that answers a batch with too few results: the values without one s
   assert.equal(store.stats().spilling.count, 0);
   assert.deepEqual(store[checkInvariants](), []);
   for (let i = 0; i < 10; i++) assert.deepEqual(await store.get(`k${i}`), f64(2 * KiB, i));
+});
+
+/** Records the bytes of every writeMany call it forwards. */
+class BatchSizes extends TierWrapper {
+  readonly sizes: number[] = [];
+  protected override writeBatch(items: readonly WriteItem[]): Promise<WriteResults> {
+    this.sizes.push(items.reduce((sum, item) => sum + item.byteLength, 0));
+    return super.writeBatch(items);
+  }
+}
+
+test('batches are cut to a third of the window between target and pause, so several are in flight before producers pause', async (t) => {
+  assert.equal(windowBatchBytes({ targetBytes: 18 * MiB, pauseBytes: 24 * MiB }), 2 * MiB);
+  assert.equal(windowBatchBytes({ targetBytes: 10 * MiB, pauseBytes: 10 * MiB }), MiB, 'no window: batches of 1 MiB');
+  assert.equal(windowBatchBytes({ targetBytes: 600 * MiB, pauseBytes: Infinity }), Infinity, 'pause off: no limit from the window');
+  const spill = async (pause: number | false): Promise<number[]> => {
+    let sizes: BatchSizes | undefined;
+    const { store } = await openStore(t, { memoryLimit: 32 * MiB, pause, wrap: (d) => (sizes = new BatchSizes(d)) });
+    for (let i = 0; i < 12_000; i++) {
+      store.set(`k${i}`, f64(4 * KiB, i));
+      if (store.paused) await store.whenResumed();
+    }
+    await store.evict();
+    await store.flush();
+    assert.equal(store.stats().counters.diskWrites, 12_000);
+    for (const i of [0, 5_000, 11_999]) assert.deepEqual(await store.get(`k${i}`), f64(4 * KiB, i));
+    await store.close();
+    return sizes?.sizes ?? [];
+  };
+  // A 32 MiB store pauses at 25.6 MiB and spills above 19.2: batches of at most ~2.1 MiB.
+  const windowed = await spill(0.8);
+  const window = (6.4 * MiB) / 3;
+  assert.ok(Math.max(...windowed) <= window + 8 * KiB, `largest batch ${Math.max(...windowed)} B`);
+  assert.ok(Math.max(...windowed) > MiB, 'cut by the window, not the floor');
+  // Without a pause level, the 4 MiB / 1,024 values cap alone.
+  const unpaused = await spill(false);
+  assert.ok(Math.max(...unpaused) > 1.5 * window, `largest batch without pause ${Math.max(...unpaused)} B`);
 });

@@ -29,10 +29,15 @@ test('a compute-task read together with the registration answer is run, not lost
   const worker = await Worker.start({ scheduler: server.address, memoryLimit: '64 MiB', nthreads: 1, monitorInterval: false });
   t.after(() => worker.close());
   // A thread starting on a loaded host takes seconds: wait while the task is queued or
-  // running (the bug left it neither), up to a generous deadline.
+  // running, up to a generous deadline. The bug left it neither: lost once it has been
+  // neither for 3 s (time for it to arrive, and for its report to land once it finished:
+  // a 1 s grace from the start failed on a loaded host with the report still in flight).
   const start = Date.now();
-  const pending = (): boolean => worker.queued > 0 || worker.executing > 0 || Date.now() - start < 1000;
-  while (finished.length === 0 && pending() && Date.now() - start < 30_000) await new Promise((r) => setTimeout(r, 20));
+  let lastSeen = start;
+  while (finished.length === 0 && Date.now() - lastSeen < 3000 && Date.now() - start < 30_000) {
+    if (worker.queued > 0 || worker.executing > 0) lastSeen = Date.now();
+    await new Promise((r) => setTimeout(r, 20));
+  }
   assert.deepEqual(
     finished.map((f) => f.key),
     ['first'],

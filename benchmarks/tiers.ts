@@ -210,8 +210,7 @@ export default async function tiers(args: string[]): Promise<void> {
     const observer = new PerformanceObserver((list) => {
       for (const e of list.getEntries()) {
         const { detail } = e.toJSON() as { detail?: { kind?: number } };
-        const kind = detail?.kind;
-        collections.push({ ms: e.duration, full: kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR });
+        collections.push({ ms: e.duration, full: detail?.kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR });
       }
     });
     observer.observe({ entryTypes: ['gc'] });

@@ -68,7 +68,23 @@ const MALLOC_TUNING: NodeJS.ProcessEnv = {
   MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ ?? '65536',
   MALLOC_TRIM_THRESHOLD_: process.env.MALLOC_TRIM_THRESHOLD_ ?? '65536',
   MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '2',
+  ...(process.platform === 'linux' ? { GLIBC_TUNABLES: withHugePages(process.env.GLIBC_TUNABLES) } : {}),
 };
+
+/**
+ * `GLIBC_TUNABLES` with glibc's transparent huge pages for malloc turned on, unless the
+ * value already sets them. Every large buffer of a worker is a fresh mmap (above), first
+ * touched one 4 KiB page fault at a time; on a kernel whose huge pages are opt-in
+ * (`madvise`, the common default) this opts those mmaps in, 512 pages per fault. Measured
+ * on the 1.5 GiB shuffle of `npm start`: 85-94 s became 49-60 s, peak RSS 0.77-0.80 of the
+ * limit became 0.79-0.84 (docs/configuration.md). glibc before 2.35 and other C libraries
+ * ignore it; a user who sets `glibc.malloc.hugetlb` (0 to turn it off) keeps their value.
+ */
+export function withHugePages(tunables: string | undefined): string {
+  if (tunables === undefined || tunables.trim() === '') return 'glibc.malloc.hugetlb=1';
+  if (/(^|:)\s*glibc\.malloc\.hugetlb=/.test(tunables)) return tunables;
+  return `${tunables}:glibc.malloc.hugetlb=1`;
+}
 
 /**
  * A scheduler and N workers on this machine, each its own process started through the

@@ -8,13 +8,16 @@
  *      at a time, and writeMany calls of 1024) vs one file per value, and vs 32 MiB values
  *   2. compressible numbers (a rounded random walk): compressed memory, disk lz4 and auto,
  *      vs uncompressed disk: bytes stored and time side by side
- *   3. event-loop delay while the compressed memory tier writes and reads 64 MiB values
+ *   3. event-loop delay while the compressed memory tier writes and reads 64 MiB values, beside
+ *      the loop idle, and idle while another thread pages in as many bytes
  * Phase 1b lives in _tiers-spill.ts.
  */
+import { once as eventOnce } from 'node:events';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { type IntervalHistogram, PerformanceObserver, constants as perfConstants, monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { Worker } from 'node:worker_threads';
 import { SpillStore } from '../src/store/spill-store.js';
 import { CompressedMemoryTier, DiskTier, type Tier, type WriteSource } from '../src/tiers/index.js';
 import { KiB, MiB, batches, fmt, gc, mbps, once, pool, settle } from './_tiers-common.js';
@@ -116,6 +119,30 @@ async function chainRun(tiers: Tier[], sources: Buffer[], count: number): Promis
     await store.close();
     gc();
   }
+}
+
+/**
+ * The event loop, idle, while a worker thread allocates `count` buffers of `bytes` and writes
+ * to every page of each (then drops it): what paging the values in costs the loop on this
+ * host whoever does it. On this VM a thread faulting pages in stalls the others
+ * (docs/benchmarks.md, twentieth session).
+ */
+async function pagingReference(count: number, bytes: number): Promise<IntervalHistogram & { ms: number }> {
+  const worker = new Worker(
+    `const { parentPort, workerData: { count, bytes } } = require('node:worker_threads');
+     for (let i = 0; i < count; i++) { const b = new Uint8Array(bytes); for (let p = 0; p < bytes; p += 4096) b[p] = 1; }
+     parentPort.postMessage('done');`,
+    { eval: true, workerData: { count, bytes } },
+  );
+  await eventOnce(worker, 'online');
+  const monitor = monitorEventLoopDelay({ resolution: 1 });
+  monitor.enable();
+  const start = performance.now();
+  await eventOnce(worker, 'message');
+  monitor.disable();
+  const ms = performance.now() - start;
+  await worker.terminate();
+  return Object.assign(monitor, { ms });
 }
 
 export default async function tiers(args: string[]): Promise<void> {
@@ -233,6 +260,10 @@ export default async function tiers(args: string[]): Promise<void> {
       `   V8's collections meanwhile: ${full.length} full (longest ${longest(full)} ms), ${collections.length - full.length} others (longest ${longest(collections.filter((c) => !c.full))} ms): a maximum near the longest is a collection's pause`,
     );
     console.log(`   idle reference (1 s, same monitor): max ${ms(idle[0].max)} ms, p99 ${ms(idle[0].percentile(99))} ms`);
+    const paging = await pagingReference(bigCount, 64 * MiB);
+    console.log(
+      `   paging reference (the loop idle while another thread first-touches ${bigCount} x 64 MiB, the pages the reads' values need on whatever thread): max ${ms(paging.max)} ms, p99 ${ms(paging.percentile(99))} ms in ${fmt(paging.ms / 1000, 1)} s`,
+    );
     console.log(`   the 10 ms monitor of earlier runs (reads up to 10 ms above the longest block): max ${ms(busy[1].max)} ms, idle ${ms(idle[1].max)} ms`);
   } finally {
     await fsp.rm(parent, { recursive: true, force: true });

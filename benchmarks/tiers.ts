@@ -150,6 +150,8 @@ export default async function tiers(args: string[]): Promise<void> {
   const parent = await fsp.mkdtemp(path.join(os.tmpdir(), 'spw-bench-tiers-'));
   try {
     console.log(`tiers benchmark, ${os.cpus().length} cores, load average ${os.loadavg().map((x) => fmt(x, 1)).join(' ')}`);
+    // Huge pages for malloc halve the time of large values here (docs/configuration.md).
+    console.log(`   GLIBC_TUNABLES: ${process.env.GLIBC_TUNABLES ?? '(unset: malloc uses 4 KiB pages unless transparent huge pages are "always")'}`);
     const count = quick ? 10_000 : 100_000;
     const largeCount = quick ? 4 : 12;
     // Five rounds: fused is now bound by the main thread, and a round where the host slows the

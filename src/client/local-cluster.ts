@@ -65,7 +65,7 @@ function installExitHook(): void {
  * freed; smaller ones reuse heap memory, trimmed past 4 MiB free at its top. A threshold of
  * 64 KiB (until the twentieth session) also mapped and unmapped every shuffle piece, a page
  * fault per 4 KiB each time: with 2 MiB the cluster benchmark's worst event-loop delays fell
- * from 229-281 ms to 70-104 ms, peak RSS 0.79-0.81 → 0.84-0.87 of the limit
+ * from 229-281 ms to 70-104 ms, peak RSS 0.79-0.81 → 0.82-0.90 of the limit
  * (docs/cluster.md). The user's own settings win.
  */
 const MALLOC_TUNING: NodeJS.ProcessEnv = {

@@ -58,33 +58,31 @@ function installExitHook(): void {
 }
 
 /**
- * glibc raises its mmap threshold each time a large block is freed (up to 32 MiB), after
- * which large ArrayBuffers come from its heap and their memory stays with the process when
- * freed: a worker that spills keeps its peak RSS. A fixed threshold makes every buffer of a
- * huge page (2 MiB) or more an mmap, on huge pages (below) and returned to the system when
- * freed; smaller ones reuse heap memory, trimmed past 4 MiB free at its top. A threshold of
- * 64 KiB (until the twentieth session) also mapped and unmapped every shuffle piece, a page
- * fault per 4 KiB each time: with 2 MiB the cluster benchmark's worst event-loop delays fell
- * from 229-281 ms to 70-104 ms, peak RSS 0.79-0.81 → 0.82-0.90 of the limit
- * (docs/cluster.md). The user's own settings win.
+ * glibc raises its mmap threshold each time a large block is freed, after which large
+ * ArrayBuffers come from its heap and their memory stays with the process when freed: a
+ * worker that spills keeps its peak RSS. A fixed threshold makes every large buffer an
+ * mmap, returned to the system when freed (measured: peak RSS of a shuffle's workers down
+ * by a third). A threshold of 2 MiB instead (buffers under a huge page reusing heap memory)
+ * cut the cluster benchmark's worst event-loop delays from 229-281 ms to 70-109 ms, but
+ * peak RSS rose from 0.79-0.81 to 0.82-1.05 of the limit (docs/cluster.md): not kept. The
+ * user's own settings win.
  */
 const MALLOC_TUNING: NodeJS.ProcessEnv = {
-  MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ ?? String(2 * 1024 * 1024),
-  MALLOC_TRIM_THRESHOLD_: process.env.MALLOC_TRIM_THRESHOLD_ ?? String(4 * 1024 * 1024),
+  MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ ?? '65536',
+  MALLOC_TRIM_THRESHOLD_: process.env.MALLOC_TRIM_THRESHOLD_ ?? '65536',
   MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '2',
   ...(process.platform === 'linux' ? { GLIBC_TUNABLES: withHugePages(process.env.GLIBC_TUNABLES) } : {}),
 };
 
 /**
  * `GLIBC_TUNABLES` with glibc's transparent huge pages for malloc turned on, unless the
- * value already sets them. Every buffer of 2 MiB or more of a worker is a fresh mmap (above),
- * first touched one 4 KiB page fault at a time; on a kernel whose huge pages are opt-in
- * (`madvise`, the common default) this opts those mmaps in, 512 pages per fault (glibc
- * advises mappings of a huge page or more, hence the threshold above). Measured on the
- * 1.5 GiB shuffle of `npm start`, with the 64 KiB threshold of then: 85-94 s became 49-60 s,
- * peak RSS 0.77-0.80 of the limit 0.79-0.84 (docs/configuration.md). glibc before 2.35 and
- * other C libraries ignore it; a user who sets `glibc.malloc.hugetlb` (0 to turn it off)
- * keeps their value.
+ * value already sets them. Every large buffer of a worker is a fresh mmap (above), first
+ * touched one 4 KiB page fault at a time; on a kernel whose huge pages are opt-in
+ * (`madvise`, the common default) this opts those of 2 MiB or more in, 512 pages per fault.
+ * Measured on the 1.5 GiB shuffle of `npm start`: 85-94 s became 49-60 s, peak RSS
+ * 0.77-0.80 of the limit 0.79-0.84 (docs/configuration.md). glibc before 2.35 and other C
+ * libraries ignore it; a user who sets `glibc.malloc.hugetlb` (0 to turn it off) keeps
+ * their value.
  */
 export function withHugePages(tunables: string | undefined): string {
   if (tunables === undefined || tunables.trim() === '') return 'glibc.malloc.hugetlb=1';

@@ -12,7 +12,7 @@ import { xxh64 } from '../src/codec/checksum.js';
 import { SpillStore } from '../src/store/spill-store.js';
 import { DirectWrites } from '../src/tiers/direct-io.js';
 import { DiskTier, TierWrapper, type Tier } from '../src/tiers/index.js';
-import { KiB, MiB, fmt, gc, mbps, pool, settle } from './_tiers-common.js';
+import { KiB, MiB, fmt, gc, mbps, median, pool, settle } from './_tiers-common.js';
 
 interface SpillRun {
   bytes: number;
@@ -166,12 +166,6 @@ function bareLoop(count: number): number {
   flush();
   if (pieces !== 2 * count || index.size !== count) throw new Error('the bare loop lost values');
   return performance.now() - start;
-}
-
-/** The middle value (the lower of the two middle ones for an even count). */
-function median(xs: readonly number[]): number {
-  const sorted = [...xs].sort((a, b) => a - b);
-  return sorted[Math.floor((sorted.length - 1) / 2)];
 }
 
 /**

@@ -22,7 +22,7 @@ interface SpillRun {
   heapPerValue: number;
   /** How busy the event loop was (0-1): near 1, the store's JS set the pace; lower, the writes did. */
   loopBusy: number;
-  /** The process's kernel time (ms): the writes' share (large with buffered writes, the page cache taking them: docs/benchmarks.md, seventeenth session). */
+  /** The process's kernel time (ms): the writes' share (large with buffered writes, the page cache taking them: docs/benchmark-history.md, seventeenth session). */
   kernelMs: number;
 }
 
@@ -106,7 +106,7 @@ async function fileCreationRate(parent: string): Promise<number> {
  * The kernel alone writing `bytes` into a new file in 4 MiB writes, one after the other (no
  * store, no encoding, no checksum): the floor of any spill of those bytes to this disk now.
  * `direct`: past the page cache, as DiskTier writes segment groups (docs/tiers.md, direct
- * writes); buffered, it shows the state of this VM's page cache (docs/benchmarks.md,
+ * writes); buffered, it shows the state of this VM's page cache (docs/benchmark-history.md,
  * seventeenth session). The caller deletes the file once the round's floors are measured.
  */
 async function kernelWrite(dir: string, bytes: number, direct: boolean): Promise<number> {
@@ -203,7 +203,7 @@ export async function storePhase(parent: string, count: number, largeCount: numb
   console.log(`   the disk's state: it creates ${fmt(await fileCreationRate(parent), 0)} files of 4 KiB per second now (one file per value tracks this)`);
   const fresh = (smallValueBytes?: number, keep = false) => (): Tier => new MoveAside(new DiskTier({ directory: parent, smallValueBytes }), keep);
   // Kept, fused's and the 32 MiB values' files (~400 MiB of page cache a run) slowed each
-  // later fused run: this VM charges for fresh page-cache pages (docs/benchmarks.md,
+  // later fused run: this VM charges for fresh page-cache pages (docs/benchmark-history.md,
   // thirteenth and fourteenth sessions). So each fused run's files go right after it
   // (`clearAfter`), and both fused runs start alike; the 32 MiB values' go at the end of the
   // round. One file per value's are kept until the phase ends, so that no bulk deletion comes

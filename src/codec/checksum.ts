@@ -9,7 +9,7 @@
  * Why XXH64 and not CRC-32C (format version 1): the native CRC-32C binding hashed a warm
  * 4 KiB in ~1.1-1.5 us here (4.5 GB/s at best, ~270 ns of it the call), the native XXH64 in
  * ~0.6 us (1.0 against 1.8 us cold); spilling 100,000 values of 4 KiB took 7-8 % less of the
- * main thread (docs/benchmarks.md, fourteenth session). And 64 bits catch more corruption.
+ * main thread (docs/benchmark-history.md, fourteenth session). And 64 bits catch more corruption.
  */
 import { yieldToLoop } from '../loop.js';
 import { FIXED_PREFIX_BYTES, bodyOffset } from './format.js';

@@ -17,7 +17,7 @@ import { turnBudget } from './turn-budget.js';
  * batches of a third keep one batch being written while the next is encoded and a third
  * fills. With the 4 MiB cap alone, a 32 MiB store (a 6.4 MiB window) had one and a half
  * batches in flight and took turns: encode, then write, then resume (100,000 values of 4 KiB
- * spilled 14 % faster with a third: docs/benchmarks.md, nineteenth session). Large stores
+ * spilled 14 % faster with a third: docs/benchmark-history.md, nineteenth session). Large stores
  * have windows of many times 4 MiB and keep the cap.
  */
 export function windowBatchBytes({ pauseBytes, targetBytes }: { pauseBytes: number; targetBytes: number }): number {

@@ -38,7 +38,7 @@ const REMOVED = 2;
  *
  * A store holds an Entry for every value, spilled ones included, and every collection
  * traces them all (more entries held made each spill of 100,000 small values slower,
- * docs/benchmarks.md): its two flags share one field, and the fields only a large value,
+ * docs/benchmark-history.md): its two flags share one field, and the fields only a large value,
  * a failed write or an unencodable value uses live in `RareFields`, made on first use.
  */
 export class Entry {

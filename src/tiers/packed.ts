@@ -10,7 +10,7 @@ import type { Tier, WriteResults } from './tier.js';
  * walks to check the length and the segment walks again to join neighbours for the
  * `writev`. Those walks over per-value objects, which the batch's own bytes have pushed
  * out of the cache by then, cost more than the store's other per-value work on a spill
- * of 100,000 values of 4 KiB (docs/benchmarks.md). A packed batch is the values' bytes
+ * of 100,000 values of 4 KiB (docs/benchmark-history.md). A packed batch is the values' bytes
  * back to back plus two arrays of numbers.
  */
 export const writePacked: unique symbol = Symbol('spillway.writePacked');

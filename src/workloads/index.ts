@@ -36,7 +36,7 @@ export function isWorkloadName(name: string): name is WorkloadName {
  * inputs, a copy of them in its thread and its output at once, beside a Node process of
  * ~70 MiB: a 2 GiB shuffle on 2 × 256 MiB peaked at 228–240 MiB per worker with 1/20
  * (160 partitions), 255–266 MiB with 1/16 in the same runs, and went 1.5× over at 1/8;
- * 1/24 (192 partitions) was no lower and 1.8× slower (docs/benchmarks.md, Cluster).
+ * 1/24 (192 partitions) was no lower and 1.8× slower (docs/benchmark-history.md, Cluster).
  */
 export const PARTITIONS_PER_WORKER_MEMORY = 20;
 

@@ -30,7 +30,6 @@ export async function pool(count: number, limit: number, task: (i: number) => Pr
   );
 }
 
-
 /** The middle value (the lower of the two middle ones for an even count). */
 export function median(xs: readonly number[]): number {
   const sorted = [...xs].sort((a, b) => a - b);
@@ -106,4 +105,3 @@ export async function writeRead(
 export function line(label: string, r: Run): string {
   return `${label.padEnd(34)} write ${fmt(mbps(r.bytes, r.writeMs), 0).padStart(6)} MB/s (${fmt(r.writeMs / 1000)} s)  read ${fmt(mbps(r.bytes, r.readMs), 0).padStart(6)} MB/s (${fmt(r.readMs / 1000)} s)  stored ${fmt(r.stored / MiB, 1)} MiB`;
 }
-

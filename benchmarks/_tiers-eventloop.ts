@@ -103,8 +103,8 @@ const longest = (cs: readonly Collection[]): string => fmt(Math.max(0, ...cs.map
 /**
  * `bigCount` values of 64 MiB written then read one at a time, `rounds` times, each round on
  * a new tier. The target is checked on the median of the rounds' maxima, as phase 1b checks
- * its ratio on medians: on this VM the idle loop alone has stalled 4-13 ms and a thread paging
- * memory in 8-13 ms (docs/benchmark-history.md), so one round's maximum is partly the host's draw.
+ * its ratio on medians: on this VM the idle loop alone has stalled 3-14 ms and a thread paging
+ * memory in 8-15 ms (docs/benchmark-history.md), so one round's maximum is partly the host's draw.
  * The worst round is printed beside it.
  */
 export async function eventLoopPhase(bigCount: number, rounds: number): Promise<void> {

@@ -62,14 +62,14 @@ function installExitHook(): void {
  * ArrayBuffers come from its heap and their memory stays with the process when freed: a
  * worker that spills keeps its peak RSS. A fixed threshold makes every large buffer an
  * mmap, returned to the system when freed (measured: peak RSS of a shuffle's workers down
- * by a third). A threshold of 2 MiB instead (buffers under a huge page reusing heap memory)
- * cut the cluster benchmark's worst event-loop delays from 229-281 ms to 70-109 ms, but
- * peak RSS rose from 0.79-0.81 to 0.82-1.05 of the limit (docs/cluster.md): not kept. The
- * user's own settings win.
+ * by a third). At 256 KiB the shuffle's ~80-128 KiB pieces reuse heap memory instead of
+ * being faulted in afresh: the cluster benchmark's worst event-loop delays 61-101 ms
+ * against 124-244 ms at 64 KiB, peaks 0.83-0.93 of the limit against 0.80-0.84; at 2 MiB
+ * peaks reached 1.05 (docs/cluster.md). The user's own settings win.
  */
 const MALLOC_TUNING: NodeJS.ProcessEnv = {
-  MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ ?? '65536',
-  MALLOC_TRIM_THRESHOLD_: process.env.MALLOC_TRIM_THRESHOLD_ ?? '65536',
+  MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ ?? '262144',
+  MALLOC_TRIM_THRESHOLD_: process.env.MALLOC_TRIM_THRESHOLD_ ?? '524288',
   MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '2',
   ...(process.platform === 'linux' ? { GLIBC_TUNABLES: withHugePages(process.env.GLIBC_TUNABLES) } : {}),
 };

@@ -48,8 +48,8 @@ test('workers run with huge pages for malloc, and a worker holding large values 
   const pid = cluster.workers[0];
   const env = await environment(pid);
   assert.equal(env.get('GLIBC_TUNABLES'), withHugePages(process.env.GLIBC_TUNABLES));
-  assert.equal(env.get('MALLOC_MMAP_THRESHOLD_'), process.env.MALLOC_MMAP_THRESHOLD_ ?? '65536');
-  assert.equal(env.get('MALLOC_TRIM_THRESHOLD_'), process.env.MALLOC_TRIM_THRESHOLD_ ?? '65536');
+  assert.equal(env.get('MALLOC_MMAP_THRESHOLD_'), process.env.MALLOC_MMAP_THRESHOLD_ ?? '262144');
+  assert.equal(env.get('MALLOC_TRIM_THRESHOLD_'), process.env.MALLOC_TRIM_THRESHOLD_ ?? '524288');
 
   // Whether glibc applies it depends on the kernel (THP not 'never') and glibc >= 2.35.
   const mode = await thpMode();

@@ -63,9 +63,9 @@ function installExitHook(): void {
  * worker that spills keeps its peak RSS. A fixed threshold makes every large buffer an
  * mmap, returned to the system when freed (measured: peak RSS of a shuffle's workers down
  * by a third). At 256 KiB the shuffle's ~80-128 KiB pieces reuse heap memory instead of
- * being faulted in afresh: the cluster benchmark's worst event-loop delays 61-101 ms
- * against 124-244 ms at 64 KiB, peaks 0.83-0.93 of the limit against 0.80-0.84; at 2 MiB
- * peaks reached 1.05 (docs/cluster.md). The user's own settings win.
+ * being faulted in afresh: the cluster benchmark's worst event-loop delays 61-116 ms in
+ * ten runs against 124-244 ms at 64 KiB, peaks 0.83-0.93 of the limit against 0.80-0.84;
+ * at 2 MiB peaks reached 1.05 (docs/cluster.md). The user's own settings win.
  */
 const MALLOC_TUNING: NodeJS.ProcessEnv = {
   MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ ?? '262144',

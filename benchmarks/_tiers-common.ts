@@ -101,7 +101,3 @@ export async function writeRead(
     await tier.close();
   }
 }
-
-export function line(label: string, r: Run): string {
-  return `${label.padEnd(34)} write ${fmt(mbps(r.bytes, r.writeMs), 0).padStart(6)} MB/s (${fmt(r.writeMs / 1000)} s)  read ${fmt(mbps(r.bytes, r.readMs), 0).padStart(6)} MB/s (${fmt(r.readMs / 1000)} s)  stored ${fmt(r.stored / MiB, 1)} MiB`;
-}

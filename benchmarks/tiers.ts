@@ -18,9 +18,13 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { SpillStore } from '../src/store/spill-store.js';
 import { CompressedMemoryTier, DiskTier, type Tier } from '../src/tiers/index.js';
-import { KiB, MiB, batches, fmt, gc, line, mbps, once, randomWalkBytes, settle, writeRead } from './_tiers-common.js';
+import { KiB, MiB, type Run, batches, fmt, gc, mbps, once, randomWalkBytes, settle, writeRead } from './_tiers-common.js';
 import { eventLoopPhase } from './_tiers-eventloop.js';
 import { storePhase } from './_tiers-spill.js';
+
+function line(label: string, r: Run): string {
+  return `${label.padEnd(34)} write ${fmt(mbps(r.bytes, r.writeMs), 0).padStart(6)} MB/s (${fmt(r.writeMs / 1000)} s)  read ${fmt(mbps(r.bytes, r.readMs), 0).padStart(6)} MB/s (${fmt(r.readMs / 1000)} s)  stored ${fmt(r.stored / MiB, 1)} MiB`;
+}
 
 /** Pushes `count` values through a 64 MiB store on `tiers`, then reads them all back. */
 async function chainRun(tiers: Tier[], sources: Buffer[], count: number): Promise<{ diskWritten: number; writeMs: number; readMs: number }> {

@@ -10,7 +10,7 @@ import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { xxh64 } from '../src/codec/checksum.js';
 import { SpillStore } from '../src/store/spill-store.js';
-import { DirectWrites } from '../src/tiers/direct-io.js';
+import { DirectWrites } from '../src/tiers/disk/direct-io.js';
 import { DiskTier, TierWrapper, type Tier } from '../src/tiers/index.js';
 import { KiB, MiB, fmt, gc, mbps, median, pool, settle } from './_tiers-common.js';
 

@@ -1,6 +1,6 @@
 import os from 'node:os';
 import { InvalidArgumentError } from '../errors.js';
-import { DiskTier } from '../tiers/disk.js';
+import { DiskTier } from '../tiers/disk/disk-tier.js';
 import type { Tier } from '../tiers/tier.js';
 import { parseBytes } from '../units.js';
 import { SMALL_ENCODED_BYTES } from '../codec/index.js';

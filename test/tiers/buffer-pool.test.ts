@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { BufferPool } from '../../src/tiers/buffer-pool.js';
+import { BufferPool } from '../../src/tiers/disk/buffer-pool.js';
 
 test('a buffer handed back is lent again, at offset 0 of the same memory', () => {
   const pool = new BufferPool(1024, 4);

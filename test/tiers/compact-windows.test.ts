@@ -2,8 +2,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { compactWindows } from '../../src/tiers/segment.js';
-import type { LiveValue } from '../../src/tiers/segment.js';
+import { compactWindows } from '../../src/tiers/disk/segment.js';
+import type { LiveValue } from '../../src/tiers/disk/segment.js';
 
 /** Values laid out back to back in the order given (empty ones share the next one's offset). */
 function layout(sizes: number[]): LiveValue[] {

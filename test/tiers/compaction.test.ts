@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { it } from 'node:test';
-import { DiskTier } from '../../src/tiers/disk.js';
+import { DiskTier } from '../../src/tiers/disk/disk-tier.js';
 import { noise, rawSource, tempDir } from './helpers.js';
 
 const KiB = 1024;

@@ -4,7 +4,7 @@ import fsp, { type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, it, mock } from 'node:test';
 import fc from 'fast-check';
-import { DIRECT_ALIGN, DIRECT_MIN_BYTES, DirectRefused, DirectWrites, StagingPool, alignUp, splitPieces } from '../../src/tiers/direct-io.js';
+import { DIRECT_ALIGN, DIRECT_MIN_BYTES, DirectRefused, DirectWrites, StagingPool, alignUp, splitPieces } from '../../src/tiers/disk/direct-io.js';
 import { filesUnder, noise, noiseItems, withDiskTier, withTempDir } from './helpers.js';
 
 const KiB = 1024;

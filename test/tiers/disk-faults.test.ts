@@ -4,7 +4,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { TierCorruptError, TierNotOpenError } from '../../src/errors.js';
-import { DiskTier } from '../../src/tiers/disk.js';
+import { DiskTier } from '../../src/tiers/disk/disk-tier.js';
 import { packedWritesOf } from '../../src/tiers/packed.js';
 import { filesUnder, randomWalk, rawSource, tempDir } from './helpers.js';
 

@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { InvalidArgumentError, TierDuplicateIdError } from '../../src/errors.js';
 import type { CompressionMode } from '../../src/tiers/chunks.js';
-import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk.js';
+import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk/disk-tier.js';
 import { tierContract } from './contract.js';
 import { collect, filesUnder, noise, noiseItems, randomWalk, rawSource, tempDir, withDiskTier } from './helpers.js';
 

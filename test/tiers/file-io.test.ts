@@ -3,7 +3,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { TierShortWriteError } from '../../src/errors.js';
-import { coalesce, writeFully } from '../../src/tiers/file-io.js';
+import { coalesce, writeFully } from '../../src/tiers/disk/file-io.js';
 
 /** A FileHandle stand-in that records what lands where, writing at most `limit` bytes a call. */
 function fakeHandle(limit: (call: number) => number) {

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { encode, encodedBatches, encodeToBuffer } from '../../src/codec/index.js';
-import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk.js';
+import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk/disk-tier.js';
 import type { WriteSource } from '../../src/tiers/tier.js';
 
 /** A real write source: an encoded value, in batches of `batchBytes`. */

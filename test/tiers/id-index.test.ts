@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { IdIndex } from '../../src/tiers/id-index.js';
+import { IdIndex } from '../../src/tiers/disk/id-index.js';
 
 describe('IdIndex', () => {
   it('keeps a run of increasing ids in pages, with nothing in the Map', () => {

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import fsp from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import { CompressedMemoryTier } from '../../src/tiers/compressed-memory.js';
-import { DiskTier } from '../../src/tiers/disk.js';
+import { DiskTier } from '../../src/tiers/disk/disk-tier.js';
 import type { WriteItem, WriteResults } from '../../src/tiers/tier.js';
 import { randomWalk, tempDir } from './helpers.js';
 

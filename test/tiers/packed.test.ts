@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import fsp from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import { ClosedError, SpillwayError } from '../../src/errors.js';
-import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk.js';
+import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk/disk-tier.js';
 import { packedWritesOf, type PackedBatch, type PackedWrites } from '../../src/tiers/packed.js';
 import type { WriteResults } from '../../src/tiers/tier.js';
 import { FaultyTier, SlowTier, TierWrapper } from '../../src/tiers/wrappers.js';

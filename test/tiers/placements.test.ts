@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { NO_SEGMENT, Placements, SlotState } from '../../src/tiers/placements.js';
+import { NO_SEGMENT, Placements, SlotState } from '../../src/tiers/disk/placements.js';
 
 interface Place {
   segment: number;

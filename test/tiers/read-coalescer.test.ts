@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import type { FileHandle } from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { ReadCoalescer } from '../../src/tiers/read-coalescer.js';
+import { ReadCoalescer } from '../../src/tiers/disk/read-coalescer.js';
 import { noise } from './helpers.js';
 
 interface Faults {

@@ -2,9 +2,9 @@
 import assert from 'node:assert/strict';
 import type { FileHandle } from 'node:fs/promises';
 import { describe, it } from 'node:test';
-import { Placements } from '../../src/tiers/placements.js';
-import { compactWindows, Segment, type LiveValue } from '../../src/tiers/segment.js';
-import { MEMBERS_PER_TURN, pruneMembers, sortedLiveValues } from '../../src/tiers/segment-members.js';
+import { Placements } from '../../src/tiers/disk/placements.js';
+import { compactWindows, Segment, type LiveValue } from '../../src/tiers/disk/segment.js';
+import { MEMBERS_PER_TURN, pruneMembers, sortedLiveValues } from '../../src/tiers/disk/segment-members.js';
 
 const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 

@@ -8,9 +8,9 @@
 import assert from 'node:assert/strict';
 import fsp from 'node:fs/promises';
 import { describe, it } from 'node:test';
-import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk.js';
-import { Placements } from '../../src/tiers/placements.js';
-import { SegmentStore } from '../../src/tiers/segments.js';
+import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk/disk-tier.js';
+import { Placements } from '../../src/tiers/disk/placements.js';
+import { SegmentStore } from '../../src/tiers/disk/segment-store.js';
 import { tempDir } from './helpers.js';
 
 /** Members in the segment: a walk of them all in one turn makes this many lookups at least. */

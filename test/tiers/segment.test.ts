@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { Segment } from '../../src/tiers/segment.js';
+import { Segment } from '../../src/tiers/disk/segment.js';
 
 function segment(): Segment {
   return new Segment(0, 0, 'segment-0.spws', new Promise(() => undefined));

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fsp from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { DiskTier } from '../../src/tiers/disk.js';
+import { DiskTier } from '../../src/tiers/disk/disk-tier.js';
 import { collect, filesUnder, randomWalk, rawSource, tempDir } from './helpers.js';
 
 const KiB = 1024;

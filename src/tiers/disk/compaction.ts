@@ -1,4 +1,4 @@
-import { TierCorruptError } from '../errors.js';
+import { TierCorruptError } from '../../errors.js';
 import { readFully } from './file-io.js';
 import type { Placements } from './placements.js';
 import { nextWindow, type Landing, type LiveValue, type Segment } from './segment.js';

@@ -1,7 +1,7 @@
 import os from 'node:os';
-import { InvalidArgumentError } from '../errors.js';
-import { DEFAULT_CHUNK_BYTES, MAX_CHUNK_BYTES, MiB, type CompressionMode } from './chunks.js';
-import { checkNonNegativeInteger, checkPositive } from './validate.js';
+import { InvalidArgumentError } from '../../errors.js';
+import { DEFAULT_CHUNK_BYTES, MAX_CHUNK_BYTES, MiB, type CompressionMode } from '../chunks.js';
+import { checkNonNegativeInteger, checkPositive } from '../validate.js';
 
 export interface DiskTierOptions {
   /** Parent directory; the tier creates a fresh folder of its own inside it. Default: os.tmpdir(). */

@@ -1,12 +1,12 @@
-import { Slicer } from '../loop.js';
-import { InvalidArgumentError, TierDuplicateIdError, type SpillwayError } from '../errors.js';
-import { lengthError, oneBatch, packSmall, type CompressionMode, type Packed, type StoredChunk } from './chunks.js';
-import { compressedOnly, type DiskCatalog } from './disk-catalog.js';
-import type { SegmentStore } from './segments.js';
-import { TierCounters } from './stats.js';
-import type { WriteItem, WriteResults, WriteSource } from './tier.js';
-import type { PackedBatch } from './packed.js';
-import { checkId, checkNonNegativeInteger } from './validate.js';
+import { Slicer } from '../../loop.js';
+import { InvalidArgumentError, TierDuplicateIdError, type SpillwayError } from '../../errors.js';
+import { lengthError, oneBatch, packSmall, type CompressionMode, type Packed, type StoredChunk } from '../chunks.js';
+import { compressedOnly, type DiskCatalog } from './catalog.js';
+import type { SegmentStore } from './segment-store.js';
+import { TierCounters } from '../stats.js';
+import type { WriteItem, WriteResults, WriteSource } from '../tier.js';
+import type { PackedBatch } from '../packed.js';
+import { checkId, checkNonNegativeInteger } from '../validate.js';
 
 /** One frozen result for every value written: a batch of 1024 values allocates none. */
 const FULFILLED: PromiseSettledResult<void> = Object.freeze({ status: 'fulfilled', value: undefined });

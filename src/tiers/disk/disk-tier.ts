@@ -1,22 +1,22 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { ClosedError, SpillwayError, TierDuplicateIdError, TierMissingError, TierNotOpenError, TierWriteCancelledError } from '../errors.js';
-import { MiB, clampRange, collectPieces, packSmall, streamOf, type CompressionMode, type StoredChunk } from './chunks.js';
-import { writeFusedBatch, writePackedBatch, type BatchHost } from './disk-batch.js';
-import { DiskCatalog, DiskRecord, compressedOnly } from './disk-catalog.js';
-import { readValue, streamRange, writeValueFile, type StoredBytes } from './disk-io.js';
+import { ClosedError, SpillwayError, TierDuplicateIdError, TierMissingError, TierNotOpenError, TierWriteCancelledError } from '../../errors.js';
+import { MiB, clampRange, collectPieces, packSmall, streamOf, type CompressionMode, type StoredChunk } from '../chunks.js';
+import { writeFusedBatch, writePackedBatch, type BatchHost } from './batch-writes.js';
+import { DiskCatalog, DiskRecord, compressedOnly } from './catalog.js';
+import { readValue, streamRange, writeValueFile, type StoredBytes } from './value-files.js';
 import { ignoreMissing } from './file-io.js';
 import { BufferPool } from './buffer-pool.js';
-import { writePacked, type PackedBatch, type PackedWrites } from './packed.js';
+import { writePacked, type PackedBatch, type PackedWrites } from '../packed.js';
 import { ReadCoalescer } from './read-coalescer.js';
-import { SegmentStore, type SegmentFile } from './segments.js';
-import { TierCounters } from './stats.js';
-import { resolveDiskOptions, type DiskTierOptions } from './disk-options.js';
-import type { ByteRange, Tier, TierStats, TierUsage, WriteItem, WriteResults, WriteSource } from './tier.js';
-import { WriteTracker, checkId } from './validate.js';
+import { SegmentStore, type SegmentFile } from './segment-store.js';
+import { TierCounters } from '../stats.js';
+import { resolveDiskOptions, type DiskTierOptions } from './options.js';
+import type { ByteRange, Tier, TierStats, TierUsage, WriteItem, WriteResults, WriteSource } from '../tier.js';
+import { WriteTracker, checkId } from '../validate.js';
 
-export type { DiskTierOptions } from './disk-options.js';
+export type { DiskTierOptions } from './options.js';
 
 interface Written {
   record: DiskRecord;
@@ -350,14 +350,14 @@ export class DiskTier implements Tier {
     return { record: new DiskRecord(byteLength, stored, compressedOnly(table), undefined), chunks: table };
   }
 
-  /** writeMany (see disk-batch.ts), tracked so that delete() and close() can wait for it. */
+  /** writeMany (see batch-writes.ts), tracked so that delete() and close() can wait for it. */
   private writeBatch(items: readonly WriteItem[]): Promise<WriteResults> {
     if (this.closed) return Promise.reject(new ClosedError(`tier "${this.name}"`));
     if (this.segments === undefined) return Promise.reject(new TierNotOpenError(this.name));
     return this.trackBatch(writeFusedBatch(this.batchHost, items, this.segments));
   }
 
-  /** A packed batch (see disk-batch.ts), tracked as writeMany is. */
+  /** A packed batch (see batch-writes.ts), tracked as writeMany is. */
   private writePackedBatch(batch: PackedBatch): Promise<WriteResults> {
     if (this.closed) return Promise.reject(new ClosedError(`tier "${this.name}"`));
     if (this.segments === undefined) return Promise.reject(new TierNotOpenError(this.name));

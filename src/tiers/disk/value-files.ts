@@ -1,8 +1,8 @@
 import fsp, { type FileHandle } from 'node:fs/promises';
-import type { SpillwayError } from '../errors.js';
-import { compressAhead, decompressChunk, lengthError, pushChunk, rechunk, yieldToLoop, type CompressionMode, type StoredChunk } from './chunks.js';
+import type { SpillwayError } from '../../errors.js';
+import { compressAhead, decompressChunk, lengthError, pushChunk, rechunk, yieldToLoop, type CompressionMode, type StoredChunk } from '../chunks.js';
 import { readFully, writeFully } from './file-io.js';
-import type { WriteSource } from './tier.js';
+import type { WriteSource } from '../tier.js';
 
 /** Where a value's stored bytes are: an open file and the offset they start at. */
 export interface StoredBytes {

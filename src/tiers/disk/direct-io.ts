@@ -1,7 +1,7 @@
 import fsp, { type FileHandle } from 'node:fs/promises';
 import { constants } from 'node:fs';
-import { TierShortWriteError } from '../errors.js';
-import { MiB } from './chunks.js';
+import { TierShortWriteError } from '../../errors.js';
+import { MiB } from '../chunks.js';
 import { writeFully } from './file-io.js';
 import type { Segment } from './segment.js';
 

@@ -1,4 +1,4 @@
-import type { StoredChunk } from './chunks.js';
+import type { StoredChunk } from '../chunks.js';
 import { Placements, SlotState } from './placements.js';
 
 /**

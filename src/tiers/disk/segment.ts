@@ -1,6 +1,6 @@
 import type { FileHandle } from 'node:fs/promises';
 
-/** A segment file's state, and the shapes the segment store (segments.ts) works with and hands out. */
+/** A segment file's state, and the shapes the segment store (segment-store.ts) works with and hands out. */
 
 export interface QueuedAppend {
   resolve: () => void;

@@ -1,5 +1,5 @@
 import type { FileHandle } from 'node:fs/promises';
-import { TierShortWriteError, TierTruncatedError } from '../errors.js';
+import { TierShortWriteError, TierTruncatedError } from '../../errors.js';
 
 /**
  * writev at `position`, looping on short writes (pwritev may write less than asked).

@@ -1,4 +1,4 @@
-import { Slicer } from '../loop.js';
+import { Slicer } from '../../loop.js';
 import type { Placements } from './placements.js';
 import type { LiveValue, Segment } from './segment.js';
 

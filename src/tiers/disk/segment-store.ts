@@ -1,6 +1,6 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { ClosedError } from '../errors.js';
+import { ClosedError } from '../../errors.js';
 import { Compactor } from './compaction.js';
 import { DIRECT_MIN_BYTES, DirectWrites, alignUp } from './direct-io.js';
 import { ignoreMissing, writeFully } from './file-io.js';

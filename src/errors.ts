@@ -183,6 +183,23 @@ export class TaskError extends SpillwayError {
   }
 }
 
+/**
+ * A task was running on more workers that died than the scheduler's `allowedFailures`
+ * allows (it likely kills them: too much memory, a native crash). `failedKey` is the task
+ * that killed them (`key` itself, or an input of it); `worker` names the last one.
+ */
+export class KilledWorkerError extends SpillwayError {
+  readonly key: string;
+  readonly failedKey: string;
+  readonly worker: string | undefined;
+  constructor(key: string, failedKey: string, info: { message: string; worker?: string }) {
+    super('SPW_ERR_KILLED_WORKER', failedKey === key ? info.message : `task ${describeKey(key)} cannot run: its input failed: ${info.message}`);
+    this.key = key;
+    this.failedKey = failedKey;
+    this.worker = typeof info.worker === 'string' ? info.worker : undefined;
+  }
+}
+
 /** A tier was asked for a value id it does not hold. */
 export class TierMissingError extends SpillwayError {
   constructor(tier: string, id: number) {

@@ -56,6 +56,7 @@ program
   .option('--http-port <port>', 'port of GET /metrics and /api/state (0: any free port)', port)
   .option('--token <token>', 'shared secret of the cluster (default: $SPILLWAY_TOKEN; prefer it, a flag shows in ps)')
   .option('--heartbeat-interval <ms>', 'how often workers send heartbeats', positiveMilliseconds)
+  .option('--allowed-failures <n>', 'worker deaths a running task survives before it fails with SPW_ERR_KILLED_WORKER (default 3)', wholeNumber)
   .action(action('scheduler', async (f: SchedulerFlags) => (await import('./scheduler-command.js')).schedulerCommand(f)));
 
 program

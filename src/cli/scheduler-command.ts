@@ -7,6 +7,7 @@ export interface SchedulerFlags {
   httpPort?: number;
   token?: string;
   heartbeatInterval?: number;
+  allowedFailures?: number;
 }
 
 /** `spillway scheduler`: serves until stopped; its first stdout line is `{"event":"listening",...}`. */
@@ -17,6 +18,7 @@ export async function schedulerCommand(flags: SchedulerFlags): Promise<void> {
     token: resolveToken(flags.token),
     httpPort: flags.httpPort,
     heartbeatIntervalMs: flags.heartbeatInterval,
+    allowedFailures: flags.allowedFailures,
   });
   announce('listening', { address: scheduler.address, httpAddress: scheduler.httpAddress ?? null, pid: process.pid });
   runUntilStopped('scheduler', () => scheduler.close());

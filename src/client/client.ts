@@ -12,7 +12,7 @@ import {
   type SubmitResult,
   type WhoHasResult,
 } from '../cluster/protocol.js';
-import { ClosedError, GraphError, InvalidArgumentError, TaskError } from '../errors.js';
+import { ClosedError, GraphError, InvalidArgumentError, KilledWorkerError, TaskError } from '../errors.js';
 import { SpillStore } from '../store/spill-store.js';
 import { DataClient, parseAddress } from '../transfer/client.js';
 import { RemoteError } from '../transfer/errors.js';
@@ -142,7 +142,7 @@ export class Client {
   /**
    * Runs `graph` and returns the values of `wanted`, in that order. Rejects with
    * GraphError before anything runs for a bad graph, TaskError when a task throws
-   * (with the worker's stack), SchedulerLostError when the scheduler goes away.
+   * (with the worker's stack), KilledWorkerError when a task's workers keep dying, SchedulerLostError when the scheduler goes away.
    */
   async compute<T = unknown>(graph: Graph, wanted: readonly string[], options: ComputeOptions = {}): Promise<T[]> {
     if (this.#lost !== undefined) throw this.#lost;
@@ -183,7 +183,10 @@ export class Client {
             if (values.size === keys.length) finish();
           }, computation.fail);
         },
-        erred: (params) => computation.fail(new TaskError(key, params.failedKey, params.error)),
+        erred: (params) =>
+          computation.fail(
+            params.error?.code === 'SPW_ERR_KILLED_WORKER' ? new KilledWorkerError(key, params.failedKey, params.error) : new TaskError(key, params.failedKey, params.error),
+          ),
       };
       waiters.set(key, waiter);
       this.#wait(key, waiter);

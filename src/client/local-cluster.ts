@@ -23,6 +23,8 @@ export interface LocalClusterOptions {
   httpPort?: number;
   /** Heartbeat interval the scheduler asks of workers (ms). */
   heartbeatIntervalMs?: number;
+  /** The scheduler's `allowedFailures`: worker deaths a running task survives. Default 3. */
+  allowedFailures?: number;
   /** Where the processes' stderr goes: kept (and shown when one fails), or this process's stderr. Default 'pipe'. */
   stderr?: 'pipe' | 'inherit';
   /** Time for the processes to start and register. Default 60 s. */
@@ -133,6 +135,9 @@ export class LocalCluster {
     if (!Number.isInteger(count) || count < 1) throw new InvalidArgumentError(`workers must be a positive integer, got ${count}`);
     const memoryLimit = parseBytes(options.memoryLimit ?? '256 MiB', 'memoryLimit');
     if (memoryLimit <= 0) throw new InvalidArgumentError('memoryLimit must be positive');
+    if (options.allowedFailures !== undefined && !(Number.isSafeInteger(options.allowedFailures) && options.allowedFailures >= 0)) {
+      throw new InvalidArgumentError(`allowedFailures must be a whole number, got ${String(options.allowedFailures)}`);
+    }
     const nthreads = options.nthreads ?? Math.max(1, Math.floor(os.availableParallelism() / count));
     const token = options.token === false ? undefined : (options.token ?? randomBytes(24).toString('hex'));
     const timeout = options.startTimeoutMs ?? 60_000;
@@ -153,6 +158,7 @@ export class LocalCluster {
     try {
       const schedulerArgs = ['scheduler', '--host', '127.0.0.1', '--port', '0', '--http-port', String(options.httpPort ?? 0)];
       if (options.heartbeatIntervalMs !== undefined) schedulerArgs.push('--heartbeat-interval', String(options.heartbeatIntervalMs));
+      if (options.allowedFailures !== undefined) schedulerArgs.push('--allowed-failures', String(options.allowedFailures));
       const scheduler = launch('scheduler', schedulerArgs);
       const listening = await scheduler.waitForEvent('listening', timeout);
       const address = listening.address as DataAddress;

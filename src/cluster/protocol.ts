@@ -26,6 +26,8 @@ export interface FunctionRef {
 export interface TaskSpec {
   fn: FunctionRef;
   args?: unknown[];
+  /** Times the task is run again when its function throws (default 0). Worker deaths are counted apart (allowedFailures). */
+  retries?: number;
 }
 
 /** Module specifier of the built-in functions, which workers run without a thread (docs/graphs.md). */
@@ -50,6 +52,8 @@ export interface TaskErrorInfo {
   stack?: string;
   /** SpillwayError code when there is one. */
   code?: string;
+  /** SPW_ERR_KILLED_WORKER: the name of the last worker that died running the task. */
+  worker?: string;
 }
 
 /** What a worker's heartbeat carries: its store's stats() in short, and its own. */
@@ -96,6 +100,16 @@ export interface RegisterWorkerResult {
 }
 
 /** Notification 'heartbeat': WorkerHeartbeat. */
+
+/**
+ * Notification 'task-started': the worker began running `key` (its inputs are here). A task
+ * counts against `allowedFailures` only if its worker dies after saying so: tasks merely
+ * queued there are innocent.
+ */
+export interface TaskStartedParams {
+  workerId: string;
+  key: string;
+}
 
 /** Notification 'task-finished'. `size`: in-memory bytes of the result (store estimate). */
 export interface TaskFinishedParams {
@@ -252,6 +266,7 @@ export interface ClusterState {
 export const Methods = {
   registerWorker: 'register-worker',
   heartbeat: 'heartbeat',
+  taskStarted: 'task-started',
   taskFinished: 'task-finished',
   taskErred: 'task-erred',
   missingData: 'missing-data',

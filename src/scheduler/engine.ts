@@ -39,9 +39,23 @@ export interface ClientRecord {
 export interface Counters {
   tasksFinished: number;
   tasksErred: number;
+  /** Tasks computed again after their result had reached memory once (its holders were lost). */
   tasksRecomputed: number;
+  /** Reruns of tasks that threw, allowed by their spec's `retries`. */
+  tasksRetried: number;
+  /** Tasks failed with SPW_ERR_KILLED_WORKER: more of their workers died than `allowedFailures`. */
+  tasksKilledWorkers: number;
   workersLost: number;
+  /** Workers that left after `worker-closing` (retired), counted apart from the ones lost. */
+  workersRetired: number;
 }
+
+export interface EngineOptions {
+  /** Worker deaths a running task survives; the next one fails it with SPW_ERR_KILLED_WORKER. Default 3. */
+  allowedFailures?: number;
+}
+
+export const KILLED_WORKER_CODE = 'SPW_ERR_KILLED_WORKER';
 
 /**
  * The scheduler's decisions, free of I/O: every method is one event (a message, a lost
@@ -52,15 +66,25 @@ export class Engine {
   readonly tasks = new TaskTable();
   readonly workers = new Map<string, WorkerRecord>();
   readonly clients = new Map<string, ClientRecord>();
-  readonly counters: Counters = { tasksFinished: 0, tasksErred: 0, tasksRecomputed: 0, workersLost: 0 };
+  readonly counters: Counters = {
+    tasksFinished: 0,
+    tasksErred: 0,
+    tasksRecomputed: 0,
+    tasksRetried: 0,
+    tasksKilledWorkers: 0,
+    workersLost: 0,
+    workersRetired: 0,
+  };
   readonly placement = new Placement(this.tasks, this.workers);
   readonly #out: Outbox;
+  readonly #allowedFailures: number;
   /** release-keys to send at the end of the current event, per worker. */
   readonly #releases = new Map<WorkerRecord, string[]>();
   #nextPriority = 0;
 
-  constructor(outbox: Outbox) {
+  constructor(outbox: Outbox, options: EngineOptions = {}) {
     this.#out = outbox;
+    this.#allowedFailures = options.allowedFailures ?? 3;
   }
 
   // ---- workers -----------------------------------------------------------------------
@@ -83,11 +107,16 @@ export class Engine {
     this.#done();
   }
 
-  /** The worker is gone: its tasks run elsewhere, keys only it held are recomputed when still needed. */
+  /**
+   * The worker is gone: its tasks run elsewhere, keys only it held are recomputed when still
+   * needed. A worker that died without saying `worker-closing` counts against the tasks it
+   * had started: past `allowedFailures` such a task fails with SPW_ERR_KILLED_WORKER.
+   */
   removeWorker(worker: WorkerRecord): void {
     if (this.workers.get(worker.id) !== worker) return;
     this.workers.delete(worker.id);
-    this.counters.workersLost++;
+    if (worker.closing) this.counters.workersRetired++;
+    else this.counters.workersLost++;
     this.#releases.delete(worker);
     const requeue = this.placement.takeQueue(worker.id);
     const lost: TaskRecord[] = [];
@@ -101,7 +130,12 @@ export class Engine {
       const record = this.tasks.get(key);
       if (record === undefined || record.state !== 'processing' || record.worker !== worker.id) continue;
       record.worker = undefined;
-      this.#reassess(record);
+      if (record.startedOn === worker.id && !worker.closing && ++record.deaths > this.#allowedFailures) {
+        this.counters.tasksKilledWorkers++;
+        this.#fail(record, { failedKey: key, error: killedWorkerError(key, worker.name, record.deaths) });
+      } else {
+        this.#reassess(record);
+      }
     }
     for (const record of requeue) if (record.state === 'ready' && record.queue === undefined) this.placement.enqueue(record);
     this.#done();
@@ -141,12 +175,24 @@ export class Engine {
     this.#done();
   }
 
+  /** The worker began running a task it was sent. */
+  taskStarted(worker: WorkerRecord, key: string): void {
+    const record = this.tasks.get(key);
+    if (record?.state === 'processing' && record.worker === worker.id) record.startedOn = worker.id;
+  }
+
   taskErred(worker: WorkerRecord, key: string, error: TaskErrorInfo): void {
     const record = this.tasks.get(key);
     if (record?.state === 'processing' && record.worker === worker.id) {
       this.#unassign(record, false);
-      this.counters.tasksErred++;
-      this.#fail(record, { failedKey: key, error });
+      if (record.retriesLeft > 0) {
+        record.retriesLeft--;
+        this.counters.tasksRetried++;
+        this.#reassess(record);
+      } else {
+        this.counters.tasksErred++;
+        this.#fail(record, { failedKey: key, error });
+      }
     } else {
       worker.processing.delete(key);
     }
@@ -441,7 +487,17 @@ export class Engine {
     for (const dep of record.deps) deps[dep] = this.#addresses(this.tasks.get(dep) as TaskRecord);
     this.tasks.setState(record, 'processing');
     record.worker = worker.id;
+    record.startedOn = undefined;
     worker.processing.add(record.key);
     this.#out.computeTask(worker, { key: record.key, spec: record.spec, deps, priority: record.priority });
   }
+}
+
+function killedWorkerError(key: string, worker: string, deaths: number): TaskErrorInfo {
+  return {
+    name: 'KilledWorkerError',
+    message: `task ${describeKey(key)} was running on ${deaths} workers that died, the last one ${JSON.stringify(worker)}; it is not retried again (allowedFailures)`,
+    code: KILLED_WORKER_CODE,
+    worker,
+  };
 }

@@ -126,6 +126,7 @@ function specProblem(spec: unknown): string | undefined {
   if (typeof fn.module !== 'string' || fn.module.length === 0) return 'fn.module must be a non-empty string';
   if (typeof fn.name !== 'string' || fn.name.length === 0) return 'fn.name must be a non-empty string';
   if (spec.args !== undefined && !Array.isArray(spec.args)) return 'args must be an array';
+  if (spec.retries !== undefined && !(Number.isSafeInteger(spec.retries) && (spec.retries as number) >= 0)) return 'retries must be a whole number';
   return undefined;
 }
 

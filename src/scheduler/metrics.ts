@@ -103,7 +103,10 @@ export class SchedulerMetrics {
     counter('tasks_finished', 'Tasks whose result reached memory', 'tasksFinished');
     counter('tasks_erred', 'Tasks whose function failed (dependents that erred with them not counted)', 'tasksErred');
     counter('tasks_recomputed', 'Tasks computed again because their result was lost with a worker', 'tasksRecomputed');
-    counter('workers_lost', 'Workers removed (connection closed or heartbeats missed)', 'workersLost');
+    counter('tasks_retried', 'Reruns of tasks that threw, allowed by their retries', 'tasksRetried');
+    counter('tasks_killed_workers', 'Tasks failed with SPW_ERR_KILLED_WORKER (more of their workers died than allowedFailures)', 'tasksKilledWorkers');
+    counter('workers_lost', 'Workers removed without retiring (connection closed or heartbeats missed)', 'workersLost');
+    counter('workers_retired', 'Workers removed after announcing worker-closing', 'workersRetired');
   }
 
   get contentType(): string {

@@ -19,13 +19,15 @@ export interface SchedulerOptions {
   heartbeatIntervalMs?: number;
   /** A worker silent for this long is removed. Default 5 × heartbeatIntervalMs. */
   workerTimeoutMs?: number;
+  /** Worker deaths a running task survives before it fails with SPW_ERR_KILLED_WORKER. Default 3. */
+  allowedFailures?: number;
   /** Default: silent, unless SPILLWAY_LOG names a pino level. */
   logger?: Logger;
 }
 
 type Session = { role: 'none' } | { role: 'worker'; worker: WorkerRecord } | { role: 'client'; id: string };
 
-const WORKER_METHODS = new Set<string>([Methods.heartbeat, Methods.taskFinished, Methods.taskErred, Methods.missingData, Methods.workerClosing]);
+const WORKER_METHODS = new Set<string>([Methods.heartbeat, Methods.taskStarted, Methods.taskFinished, Methods.taskErred, Methods.missingData, Methods.workerClosing]);
 const CLIENT_METHODS = new Set<string>([Methods.submit, Methods.release, Methods.progress]);
 
 /**
@@ -62,10 +64,12 @@ export class Scheduler {
     const interval = options.heartbeatIntervalMs ?? 1000;
     if (!(interval > 0)) throw new InvalidArgumentError('heartbeatIntervalMs must be a positive number');
     if (options.workerTimeoutMs !== undefined && !(options.workerTimeoutMs > 0)) throw new InvalidArgumentError('workerTimeoutMs must be a positive number');
+    const allowedFailures = options.allowedFailures ?? 3;
+    if (!Number.isSafeInteger(allowedFailures) || allowedFailures < 0) throw new InvalidArgumentError(`allowedFailures must be a whole number, got ${String(options.allowedFailures)}`);
     const log = resolveLogger(options.logger);
     // The outbox needs the scheduler's channels, which exist once it is constructed.
     const holder: { scheduler?: Scheduler } = {};
-    const engine = new Engine(outbox(() => holder.scheduler));
+    const engine = new Engine(outbox(() => holder.scheduler), { allowedFailures });
     const metrics = new SchedulerMetrics(engine);
     const server = await ControlServer.listen({ host: options.host ?? '127.0.0.1', port: options.port ?? 0, token: options.token });
     let http: HttpEndpoint | undefined;
@@ -140,6 +144,7 @@ export class Scheduler {
     const worker = (): WorkerRecord => (session.current as { worker: WorkerRecord }).worker;
     const clientId = (): string => (session.current as { id: string }).id;
     on(Methods.heartbeat, (params) => this.#engine.heartbeat(worker(), object(params, 'heartbeat') as unknown as WorkerHeartbeat));
+    on(Methods.taskStarted, (params) => this.#engine.taskStarted(worker(), string(object(params, 'task-started params').key, 'task-started: key')));
     on(Methods.taskFinished, (params) => {
       const p = object(params, 'task-finished params');
       const size = typeof p.size === 'number' && p.size >= 0 ? p.size : 0;

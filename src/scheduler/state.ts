@@ -44,6 +44,12 @@ export interface TaskRecord {
   failure: Failure | undefined;
   /** It reached memory once: computing it again counts as a recomputation. */
   computed: boolean;
+  /** The worker that reported starting it (task-started), while processing there. */
+  startedOn: string | undefined;
+  /** Workers that died while running it (poison-task accounting). */
+  deaths: number;
+  /** Reruns left after its function throws (`retries` of its spec). */
+  retriesLeft: number;
 }
 
 export function isPending(state: TaskState): boolean {
@@ -103,6 +109,9 @@ export class TaskTable {
       where: '',
       failure: undefined,
       computed: false,
+      startedOn: undefined,
+      deaths: 0,
+      retriesLeft: spec.retries ?? 0,
     };
     for (const dep of deps) this.#require(dep).dependents.add(key);
     this.#tasks.set(key, record);

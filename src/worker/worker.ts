@@ -318,6 +318,8 @@ export class Worker extends EventEmitter {
       this.#pump();
       return;
     }
+    // From here a death of this process counts against the task (allowedFailures).
+    this.channel.notify(Methods.taskStarted, { workerId: this.workerId, key: task.key });
     try {
       const args = substitute(task.spec.args ?? [], (key) => lease.get(key));
       const fetchSeconds = task.fetchSeconds + (performance.now() - started) / 1000;

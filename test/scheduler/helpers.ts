@@ -162,6 +162,11 @@ export class FakeWorker {
     this.channel.notify(Methods.taskFinished, { workerId: this.id, key, size, where: 'memory', computeSeconds: 0, fetchSeconds: 0 });
   }
 
+  /** Says the task began running here (from then on, this worker dying counts against it). */
+  start(key: string): void {
+    this.channel.notify(Methods.taskStarted, { workerId: this.id, key });
+  }
+
   fail(key: string, message: string): void {
     this.inFlight.delete(key);
     this.channel.notify(Methods.taskErred, { workerId: this.id, key, error: { name: 'RangeError', message, stack: `RangeError: ${message}\n    at f` } });
@@ -255,6 +260,10 @@ export class FakeClient {
 
   async waitReady(keys: string[], timeoutMs = 5000): Promise<void> {
     await until(() => keys.every((k) => this.ready.has(k)), `key-ready for ${keys.join(', ')}`, timeoutMs);
+  }
+
+  async waitErred(keys: string[], timeoutMs = 5000): Promise<void> {
+    await until(() => keys.every((k) => this.erred.has(k)), `key-erred for ${keys.join(', ')}`, timeoutMs);
   }
 
   close(): void {

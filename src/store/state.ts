@@ -3,9 +3,9 @@ import { SpillwayError, TierWriteError } from '../errors.js';
 import { TierChain } from './chain.js';
 import { newCounters } from './counters.js';
 import { Accounting, type Entry, type StoredCopy } from './entry.js';
-import { ReleaseCollector } from './collector.js';
+import { ReleaseCollector } from '../runtime/release-collector.js';
 import { MemoryLru } from './memory-lru.js';
-import { collectGarbage, watchMajorCollections } from '../gc.js';
+import { collectGarbage, watchMajorCollections } from '../runtime/garbage-collection.js';
 import type { ResolvedOptions } from './options.js';
 
 /**

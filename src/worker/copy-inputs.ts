@@ -4,7 +4,7 @@
  * thread deserializes them into a copy of its own, so a task briefly costs up to 3× its
  * inputs. Instead each large binary input is copied once into a fresh ArrayBuffer that is
  * *transferred* (moved) to the thread: one memcpy on the loop, as before, and 1× memory,
- * which the thread frees when it collects (thread-gc.ts). The store's own
+ * which the thread frees when it collects (runtime/thread-collector.ts). The store's own
  * value is never handed over: peers and other tasks may be reading it.
  *
  * The bytes are copied in steps, with a loop turn every couple of milliseconds: one copy

@@ -38,7 +38,7 @@ export class Executor {
       // The worker's own memory-aware queue decides what runs; it never gives the pool more than nthreads.
       idleTimeout: Infinity,
       // Piscina's default ('sync') parks an idle thread in Atomics.wait, which stops its
-      // event loop: the collection an idle thread runs (thread-gc.ts), and V8's own tasks
+      // event loop: the collection an idle thread runs (runtime/thread-collector.ts), and V8's own tasks
       // for that thread's heap (finishing a collection, freeing swept ArrayBuffers), then
       // wait for the next task. The copies of tasks' inputs stayed allocated meanwhile: on
       // Node 22 the workers of `npm start` peaked at 1.11-1.16 of their limit, 0.81-0.84

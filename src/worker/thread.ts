@@ -9,8 +9,8 @@ import { move, transferableSymbol, valueSymbol, workerData } from 'piscina';
 import { SpillwayError } from '../errors.js';
 import { TaskFunctionError, TaskImportError } from './errors.js';
 import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.js';
-import { collectGarbage } from '../gc.js';
-import { ThreadCollector } from './thread-gc.js';
+import { collectGarbage } from '../runtime/garbage-collection.js';
+import { ThreadCollector } from '../runtime/thread-collector.js';
 import { liftLargeViews, restoreLargeViews } from './large-views.js';
 
 const modules = new Map<string, Promise<Record<string, unknown>>>();
@@ -37,7 +37,7 @@ lowerThreadPriority((workerData as ThreadData | undefined)?.nice ?? 0);
 /** Below this an ArrayBuffer is copied, not moved: Node's pooled Buffer slabs (8 KiB) cannot be transferred. */
 const MIN_TRANSFER_BYTES = 64 * 1024;
 
-/** Collects the copies of finished tasks' inputs once the thread is idle (thread-gc.ts). */
+/** Collects the copies of finished tasks' inputs once the thread is idle (runtime/thread-collector.ts). */
 const collector = collectGarbage === undefined ? undefined : new ThreadCollector({ collect: collectGarbage });
 
 /**

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { InvalidArgumentError, LeaseReleasedError, NotLeasedError, SlowTier } from '../../src/index.js';
 import { KiB, MiB, f64, openStore } from '../helpers/store.js';
-import { collectGarbage } from '../../src/gc.js';
+import { collectGarbage } from '../../src/runtime/garbage-collection.js';
 
 test('N concurrent gets of a spilled key do one read and resolve to the identical object', async (t) => {
   const { store } = await openStore(t, { memoryLimit: 10 * MiB, wrap: (disk) => new SlowTier(disk, 20) });

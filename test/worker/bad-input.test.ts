@@ -5,7 +5,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Methods, ref } from '../../src/cluster/protocol.js';
-import { collectGarbage } from '../../src/gc.js';
+import { collectGarbage } from '../../src/runtime/garbage-collection.js';
 import { Worker } from '../../src/worker/index.js';
 import { FakeScheduler, TASKS, fn } from './helpers.js';
 

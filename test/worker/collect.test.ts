@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { setImmediate as tick } from 'node:timers/promises';
 import { test } from 'node:test';
-import { collectGarbage } from '../../src/gc.js';
+import { collectGarbage } from '../../src/runtime/garbage-collection.js';
 
 test('collectGarbage is available and frees an unreachable buffer', async () => {
   assert.equal(typeof collectGarbage, 'function');

@@ -7,8 +7,8 @@ import vm from 'node:vm';
  * sizes its collections by the heap: with a heap of a few MiB it lets 64 MiB or more of
  * dead ArrayBuffers pile up before it collects for them. Two places collect on purpose:
  * a task thread once idle after tasks with large inputs (their copies die with the
- * task; worker/thread-gc.ts), and a store under memory pressure once it has dropped
- * enough values (store/collector.ts). Undefined where the flag cannot be set (then V8's
+ * task; runtime/thread-collector.ts), and a store under memory pressure once it has dropped
+ * enough values (runtime/release-collector.ts). Undefined where the flag cannot be set (then V8's
  * own heuristics apply).
  */
 export const collectGarbage: (() => void) | undefined = (() => {

@@ -1,4 +1,4 @@
-import type { MajorCollectionListener } from '../gc.js';
+import type { MajorCollectionListener } from './garbage-collection.js';
 
 /**
  * Collects garbage for a store under memory pressure, once it has let go of enough values.
@@ -16,7 +16,7 @@ import type { MajorCollectionListener } from '../gc.js';
  * rationed: never within `minIntervalMs` of the last one, and never more than
  * `maxTimeFraction` of the time since the previous collection ended.
  *
- * The major collections V8 runs on its own (as a listener, see gc.ts) count too. They end
+ * The major collections V8 runs on its own (as a listener, see garbage-collection.ts) count too. They end
  * the ration's interval like ours: on a loaded host the worst event-loop pauses were a
  * forced collection right after one of V8's (88-110 ms). And they free what was let go of
  * before their marking started, so those bytes are no longer due: in a shuffle V8 ran

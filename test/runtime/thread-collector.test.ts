@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
-import { ThreadCollector } from '../../src/worker/thread-gc.js';
+import { ThreadCollector } from '../../src/runtime/thread-collector.js';
 
 function collector(options: { idleMs?: number; minInputBytes?: number } = {}): { c: ThreadCollector; runs: () => number } {
   let runs = 0;

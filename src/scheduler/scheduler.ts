@@ -43,6 +43,10 @@ export class Scheduler {
   readonly #heartbeatIntervalMs: number;
   readonly #workerTimeoutMs: number;
   readonly #monitor: NodeJS.Timeout;
+  readonly #monitorIntervalMs: number;
+  /** When the heartbeat check last ran, and when this process last came back from a stall of its own. */
+  #lastCheck = Date.now();
+  #resumedAt = 0;
   #nextId = 1;
   #closed = false;
   #closing: Promise<void> | undefined;
@@ -54,7 +58,8 @@ export class Scheduler {
     this.#engine = engine;
     this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? 1000;
     this.#workerTimeoutMs = options.workerTimeoutMs ?? 5 * this.#heartbeatIntervalMs;
-    this.#monitor = setInterval(() => this.#checkHeartbeats(), Math.max(10, Math.min(this.#heartbeatIntervalMs, this.#workerTimeoutMs / 2)));
+    this.#monitorIntervalMs = Math.max(10, Math.min(this.#heartbeatIntervalMs, this.#workerTimeoutMs / 2));
+    this.#monitor = setInterval(() => this.#checkHeartbeats(), this.#monitorIntervalMs);
     this.#monitor.unref();
     server.on('channel', (channel: Channel) => this.#accept(channel));
     server.on('channel-error', (err: unknown, remote: string) => log.warn({ err, remote }, 'control handshake failed'));
@@ -224,9 +229,19 @@ export class Scheduler {
 
   #checkHeartbeats(): void {
     const now = Date.now();
+    const gap = now - this.#lastCheck;
+    this.#lastCheck = now;
+    // Timers run before the sockets are read: after a stall of this process (a blocked loop,
+    // SIGSTOP, a VM pause) the workers' heartbeats are still unread, so silence counts from
+    // when the scheduler ran again, not from the last message it got round to reading.
+    if (gap > 2 * this.#monitorIntervalMs + 100) {
+      this.#resumedAt = now;
+      this.#log.warn({ stalledMs: gap }, 'the scheduler itself stalled; workers get a full timeout from now');
+    }
     for (const worker of [...this.#engine.workers.values()]) {
-      if (now - worker.lastSeen <= this.#workerTimeoutMs) continue;
-      this.#log.warn({ worker: worker.id, silentMs: now - worker.lastSeen }, 'worker missed its heartbeats; removing it');
+      const silentMs = now - Math.max(worker.lastSeen, this.#resumedAt);
+      if (silentMs <= this.#workerTimeoutMs) continue;
+      this.#log.warn({ worker: worker.id, silentMs }, 'worker missed its heartbeats; removing it');
       this.#engine.removeWorker(worker);
       // Destroyed, not ended: a hung worker might never close its side (and never free the channel).
       this.#channels.get(worker.id)?.close(new NotRegisteredError(`worker ${worker.id} missed its heartbeats`));

@@ -178,6 +178,11 @@ export async function* encodedBatches(
   encoded: Encoded,
   batchBytes = CHECKSUM_SLICE_BYTES,
 ): AsyncGenerator<Uint8Array[], void, undefined> {
+  yield* encodedBatchesSync(encoded, batchBytes);
+}
+
+/** What `encodedBatches` yields, one synchronous step per batch (so a step can be timed alone). */
+export function* encodedBatchesSync(encoded: Encoded, batchBytes = CHECKSUM_SLICE_BYTES): Generator<Uint8Array[], void, undefined> {
   // 0, a fraction or NaN would loop forever on empty slices (or cut at fractional offsets).
   if (!Number.isSafeInteger(batchBytes) || batchBytes < 1) {
     throw new RangeError(`batchBytes must be a positive integer, got ${batchBytes}`);

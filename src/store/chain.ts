@@ -39,19 +39,28 @@ export class TierChain {
     return total;
   }
 
+  /** The bytes tier `t` expects to store for `bytes` of encoded values (less, when it compresses). */
+  stored(t: number, bytes: number): number {
+    const tier = this.tiers[t];
+    return bytes === 0 || tier.estimateStoredBytes === undefined ? bytes : tier.estimateStoredBytes(bytes);
+  }
+
+  /** What tier `t` holds and expects to hold once its writes in flight land, plus `incoming` encoded bytes. */
+  fill(t: number, incoming = 0): number {
+    return this.tiers[t].usage().bytes + this.stored(t, this.reserved[t]) + this.stored(t, incoming);
+  }
+
   /** The first tier at or below `from` with room for `bytes`, or -1. */
   pick(bytes: number, from = 0): number {
     for (let t = from; t < this.tiers.length; t++) {
-      const tier = this.tiers[t];
-      if (tier.usage().bytes + this.reserved[t] + bytes <= tier.capacity) return t;
+      if (this.fill(t, bytes) <= this.tiers[t].capacity) return t;
     }
     return -1;
   }
 
   /** True when tier `t` should move values down (and has somewhere to move them). */
   overfull(t: number): boolean {
-    const tier = this.tiers[t];
-    return t + 1 < this.tiers.length && tier.usage().bytes + this.reserved[t] > tier.capacity * DEMOTE_AT;
+    return t + 1 < this.tiers.length && this.fill(t) > this.tiers[t].capacity * DEMOTE_AT;
   }
 
   link(entry: Entry): void {

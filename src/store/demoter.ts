@@ -43,7 +43,7 @@ export class Demoter {
     const { state } = this;
     const { chain } = state;
     const tier = chain.tiers[t];
-    while (tier.usage().bytes + chain.reserved[t] + incoming > tier.capacity * DEMOTE_AT && !state.closed) {
+    while (chain.fill(t, incoming) > tier.capacity * DEMOTE_AT && !state.closed) {
       let victim: Entry | undefined;
       for (const entry of chain.lrus[t].fromOldest()) {
         if (!this.#moving.has(entry) && entry.copy !== undefined && entry.copy.readers === 0) {

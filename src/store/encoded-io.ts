@@ -26,12 +26,16 @@ export function memoryStream(encoded: Encoded): Readable {
   return Readable.from(pieces(), { objectMode: true, highWaterMark: 4 });
 }
 
-/** Wraps a write source and adds the time spent producing each batch (hashing) to `add`. */
-export async function* timed(source: WriteSource, add: (seconds: number) => void): WriteSource {
-  const iterator = source[Symbol.asyncIterator]();
+/**
+ * A write source over batches produced synchronously, adding the time each one takes to
+ * produce (hashing) to `add`: timed around its own step only, never the microtasks of other
+ * writes that run while this one awaits.
+ */
+export async function* timed(batches: Iterable<Uint8Array[]>, add: (seconds: number) => void): WriteSource {
+  const iterator = batches[Symbol.iterator]();
   for (;;) {
     const start = performance.now();
-    const next = await iterator.next();
+    const next = iterator.next();
     add((performance.now() - start) / 1000);
     if (next.done === true) return;
     yield next.value;

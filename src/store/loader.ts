@@ -33,7 +33,11 @@ export class Loader {
         // else is pinned): the readers still get this value, and a weak reference to it.
         // A reader that asked before a delete or an overwrite also gets what it asked for;
         // the value is not put back in the store then.
-        if (!entry.removed && !entry.resident) this.state.makeResident(entry, value);
+        // A value larger than the target goes to its reader only (StoreState.isHeavy).
+        if (!entry.removed && !entry.resident) {
+          if (this.state.isHeavy(entry)) this.state.keepDetached(entry, value);
+          else this.state.makeResident(entry, value);
+        }
         return value;
       },
       (err: unknown) => {
@@ -63,8 +67,9 @@ export class Loader {
         hashSeconds += secondsSince(t);
       });
     } catch (err) {
+      // The store closed under the read (its tiers are gone): not a failure of the tier.
+      if (err instanceof ClosedError || this.state.closed) throw new ClosedError();
       counters.readErrors++;
-      if (err instanceof ClosedError) throw err;
       // Reported as every counted failure is (docs/metrics.md), not only rejected to the reader.
       const failure = new TierReadError(tier.name, key, err);
       this.state.report(failure);
@@ -84,6 +89,7 @@ export class Loader {
       counters.unspilledBytes += bytes.byteLength;
       return value;
     } catch (err) {
+      if (this.state.closed) throw new ClosedError();
       if (err instanceof ChecksumError) counters.checksumErrors++;
       else counters.readErrors++;
       this.state.report(err);

@@ -83,7 +83,9 @@ export class Pressure {
     // spilling for good.
     const deferred = this.#deferredSpill;
     this.#deferredSpill = false;
-    if (rss > opts.targetBytes && this.collect() && !deferred) {
+    // Where spilling brings the process back to: the target, or `spill` with the target off.
+    const goal = Math.min(opts.targetBytes, opts.spillBytes);
+    if (rss > goal && this.collect() && !deferred) {
       this.#deferredSpill = true;
       this.checkResume(rss);
       return;
@@ -100,10 +102,10 @@ export class Pressure {
     // evicted, so nothing resumed it): seen as a shuffle that stalled with both workers paused.
     const wantSpill = rss > opts.spillBytes || (this.#paused && rss > this.#resumeAt());
     if (wantSpill && spillable > 0 && !this.#evicting) {
-      // Spill enough managed data to bring the process back to target, LRU first. One
+      // Spill enough managed data to bring the process back to its goal, LRU first. One
       // round at a time: RSS only drops once the writes in flight finish.
       this.#evicting = true;
-      this.evict(rss - opts.targetBytes)
+      this.evict(rss - goal)
         .catch((err: unknown) => this.state.report(err))
         .finally(() => (this.#evicting = false));
     }

@@ -146,6 +146,7 @@ export class SpillStore extends EventEmitter {
   /** The value; resolves without I/O when it is in memory. Rejects KeyNotFoundError. */
   get(key: string): Promise<unknown> {
     if (this.#state.closed) return Promise.reject(new ClosedError());
+    if (typeof key !== 'string') return Promise.reject(keyError(key));
     const entry = this.#state.entries.get(key);
     if (entry === undefined) return Promise.reject(new KeyNotFoundError(key));
     if (entry.resident) {
@@ -202,6 +203,7 @@ export class SpillStore extends EventEmitter {
       throw new InvalidArgumentError(`acquire takes an iterable of keys, got ${typeof keys === 'string' ? 'a string' : typeof keys}`);
     }
     const wanted = [...new Set(keys)];
+    for (const key of wanted) assertKey(key);
     const entries = wanted.map((key) => state.entries.get(key) ?? fail(new KeyNotFoundError(key)));
     for (const entry of entries) state.pin(entry);
     let values: unknown[];
@@ -222,6 +224,7 @@ export class SpillStore extends EventEmitter {
    */
   createReadStream(key: string): EncodedReadStream {
     this.#assertOpen();
+    assertKey(key);
     const state = this.#state;
     const entry = state.entries.get(key);
     if (entry === undefined) throw new KeyNotFoundError(key);
@@ -400,7 +403,11 @@ export class SpillStore extends EventEmitter {
 }
 
 function assertKey(key: unknown): asserts key is string {
-  if (typeof key !== 'string') throw new InvalidArgumentError(`keys are strings, got ${typeof key}`);
+  if (typeof key !== 'string') throw keyError(key);
+}
+
+function keyError(key: unknown): InvalidArgumentError {
+  return new InvalidArgumentError(`keys are strings, got ${key === null ? 'null' : typeof key}`);
 }
 
 function fail(err: Error): never {

@@ -1,5 +1,5 @@
 import { setMaxListeners } from 'node:events';
-import { encode, encodedBatches, encodedBytesSync, SMALL_ENCODED_BYTES, type Encoded } from '../codec/index.js';
+import { encode, encodedBatchesSync, encodedBytesSync, SMALL_ENCODED_BYTES, type Encoded } from '../codec/index.js';
 import { ChecksumError, ClosedError, CodecError, SpillCapError, SpillwayError, TierWriteError, TiersFullError } from '../errors.js';
 import type { WriteSource } from '../tiers/tier.js';
 import { BatchWriter } from './batch-writer.js';
@@ -230,12 +230,13 @@ export class Spiller {
     let failure: unknown;
     let copy: StoredCopy | undefined;
     let tierName = state.opts.tiers[0].name;
-    const encodeStart = performance.now();
     try {
       if (encoded === undefined) {
         if (entry.removed || job.cancelled || state.closed) throw new ClosedError();
         await turnBudget.spend(Math.min(entry.size, SMALL_ENCODED_BYTES));
         if (entry.removed || job.cancelled || state.closed) throw new ClosedError();
+        // Timed from here: the wait for a turn is queueing, not encoding.
+        const encodeStart = performance.now();
         encoded = encode(entry.value);
         counters.encodeSeconds += secondsSince(encodeStart);
       } else if (entry.removed || job.cancelled || state.closed) throw new ClosedError();
@@ -305,7 +306,7 @@ export class Spiller {
    */
   #source(encoded: Encoded): WriteSource {
     const { counters } = this.state;
-    if (encoded.byteLength > SMALL_ENCODED_BYTES) return timed(encodedBatches(encoded), (s) => (counters.encodeSeconds += s));
+    if (encoded.byteLength > SMALL_ENCODED_BYTES) return timed(encodedBatchesSync(encoded), (s) => (counters.encodeSeconds += s));
     const start = performance.now();
     const bytes = encodedBytesSync(encoded);
     counters.encodeSeconds += secondsSince(start);
@@ -379,7 +380,7 @@ export class Spiller {
     };
     for (let t = 0; t < chain.tiers.length; t++) {
       if (chain.pick(bytes, t) === t) return place(t);
-      if (t + 1 < chain.tiers.length && bytes <= chain.tiers[t].capacity * DEMOTE_AT) {
+      if (t + 1 < chain.tiers.length && chain.stored(t, bytes) <= chain.tiers[t].capacity * DEMOTE_AT) {
         await this.#demoter.demote(t, bytes);
         if (chain.pick(bytes, t) === t) return place(t);
       }

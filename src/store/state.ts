@@ -82,6 +82,12 @@ export class StoreState {
     this.acct.remove(entry);
     entry.pins--;
     this.acct.add(entry);
+    if (entry.resident && entry.copy !== undefined && entry.write === undefined && !entry.removed && this.isHeavy(entry)) {
+      // A heavy value (see isHeavy) leased from below goes back to its copy, not to the LRU.
+      this.drop(entry);
+      this.onShrink();
+      return;
+    }
     this.relink(entry);
     this.onGrowth();
   }
@@ -165,17 +171,39 @@ export class StoreState {
     this.#released(entry);
     this.acct.remove(entry);
     this.#unlinkMemory(entry);
-    const value = entry.value;
     // Small values are let go outright (see the weakRefBytes option).
-    if (entry.size >= this.opts.weakRefBytes && ((typeof value === 'object' && value !== null) || typeof value === 'function')) {
-      const weak = new WeakRef(value);
-      entry.weak = weak;
-      this.#registry.register(value, entry, weak);
-    }
+    if (entry.size >= this.opts.weakRefBytes) this.#holdWeakly(entry, entry.value);
     entry.value = entry.resolved = undefined;
     entry.resident = false;
     this.acct.add(entry);
     this.counters.evictions++;
+  }
+
+  /**
+   * A value larger than the whole target, read back: kept resident, it would push every
+   * other value out before being dropped itself. The reader gets it; the store keeps only a
+   * weak reference, which finds it again while the reader holds it.
+   */
+  isHeavy(entry: Entry): boolean {
+    return entry.size > this.opts.targetBytes && entry.pins === 0;
+  }
+
+  /** A heavy value read back (see isHeavy): tracked weakly, not resident. */
+  keepDetached(entry: Entry, value: unknown): void {
+    if (entry.weak?.deref() === value) return;
+    this.acct.remove(entry);
+    this.#forgetWeak(entry);
+    this.#holdWeakly(entry, value);
+    this.acct.add(entry);
+    this.chain.touch(entry);
+  }
+
+  #holdWeakly(entry: Entry, value: unknown): void {
+    if ((typeof value === 'object' && value !== null) || typeof value === 'function') {
+      const weak = new WeakRef(value);
+      entry.weak = weak;
+      this.#registry.register(value, entry, weak);
+    }
   }
 
   /** The store lets go of a resident value: its memory returns only when V8 collects. */
@@ -188,7 +216,7 @@ export class StoreState {
     const value = entry.weak?.deref();
     if (value === undefined) return undefined;
     this.counters.weakHits++;
-    this.makeResident(entry, value);
+    if (!this.isHeavy(entry)) this.makeResident(entry, value);
     return value;
   }
 
@@ -206,8 +234,10 @@ export class StoreState {
     this.acct.add(entry);
   }
 
-  /** 'error' events when someone listens; otherwise a rate-limited process warning, never a crash. */
+  /** 'error' events when someone listens; otherwise a rate-limited process warning, never a crash; nothing once closed. */
   report(err: unknown): void {
+    // A closed store says nothing more: what fails after close() failed because of it.
+    if (this.closed) return;
     if (this.events.listenerCount('error') > 0) {
       this.events.emit('error', err);
       return;

@@ -237,6 +237,17 @@ export class CompressedMemoryTier implements Tier {
     return { count: this.values.size, bytes: this.stored };
   }
 
+  /**
+   * By the ratio of everything written so far. Before the first write nothing says how
+   * well values compress: one the size of the whole tier is let in, and the store moves it
+   * down again if it stored too large.
+   */
+  estimateStoredBytes(byteLength: number): number {
+    const { bytesBeforeCompression: before, bytesAfterCompression: after } = this.counters;
+    if (before === 0) return Math.min(byteLength, this.capacity);
+    return Math.ceil((byteLength * after) / before);
+  }
+
   stats(): TierStats {
     return this.counters.snapshot(
       { count: this.values.size, bytes: this.stored, logicalBytes: this.logical },

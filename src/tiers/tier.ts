@@ -111,6 +111,14 @@ export interface Tier {
   /** Removes a value; deleting an id that is not there is not an error. */
   delete(id: number): Promise<void>;
   usage(): TierUsage;
+  /**
+   * Optional, for a tier that stores values in fewer bytes than their encoded length
+   * (compression): the bytes it expects to store for a value of `byteLength`. The store
+   * admits values to the tier and moves them down by this estimate and `usage().bytes`,
+   * so `capacity` bounds what the tier holds, not what it was given. Without it, a value
+   * costs its encoded length.
+   */
+  estimateStoredBytes?(byteLength: number): number;
   /** Optional counters for the store's per-tier metrics. */
   stats?(): TierStats;
   /** Removes everything this tier wrote. */

@@ -9,6 +9,8 @@ import type { ByteRange, Tier, TierStats, TierUsage, WriteItem, WriteResults, Wr
 export class TierWrapper implements Tier, PackedTier {
   /** Forwarded only when the inner tier has it, so `tier.stats?.()` still tells the truth. */
   readonly stats?: () => TierStats;
+  /** Forwarded only when the inner tier has it (a compressing tier wrapped still admits by stored bytes). */
+  readonly estimateStoredBytes?: (byteLength: number) => number;
   /**
    * Present only when the inner tier has it (the store then batches small values through
    * the wrapper too); it goes through `writeBatch`, which subclasses override.
@@ -23,6 +25,8 @@ export class TierWrapper implements Tier, PackedTier {
   constructor(protected readonly inner: Tier) {
     const stats = inner.stats?.bind(inner);
     if (stats !== undefined) this.stats = stats;
+    const estimate = inner.estimateStoredBytes?.bind(inner);
+    if (estimate !== undefined) this.estimateStoredBytes = estimate;
     if (inner.writeMany !== undefined) this.writeMany = (items) => this.writeBatch(items);
     const packed = packedWritesOf(inner);
     if (packed !== undefined && this.writeBatch === TierWrapper.prototype.writeBatch) this[writePacked] = packed;

@@ -31,12 +31,13 @@ async function openChain(t: import('node:test').TestContext, compressedCapacity:
 }
 
 test('values flow memory → compressed memory → disk, coldest first; where() names the tier', async (t) => {
-  const { store } = await openChain(t, 200 * KiB);
+  // 64 KiB each, stored in ~13 KiB: the tier holds about seven.
+  const { store } = await openChain(t, 100 * KiB);
   for (let i = 0; i < 16; i++) {
-    store.set(`k${i}`, walk(8 * KiB, i)); // 64 KiB each
+    store.set(`k${i}`, walk(8 * KiB, i));
     await store.flush();
   }
-  await waitFor(() => store.stats().tiers[0].bytes <= 200 * KiB, 3000, 'demotion');
+  await waitFor(() => store.stats().tiers[0].bytes <= 100 * KiB, 3000, 'demotion');
   await store.flush();
   const places = Array.from({ length: 16 }, (_, i) => store.where(`k${i}`));
   assert.ok(places.includes('disk'), places.join());
@@ -69,10 +70,13 @@ test('reading a value from a lower tier brings it to memory and keeps the lower 
 
 test('a value too large for the upper tier goes straight to the next one', async (t) => {
   const { store } = await openChain(t, 64 * KiB);
-  store.set('big', walk(32 * KiB, 2)); // 256 KiB encoded: never fits in 64 KiB
+  store.set('small', walk(8 * KiB, 1)); // the tier learns how well values compress
+  await store.evict();
+  assert.equal(store.where('small'), 'lz4');
+  store.set('big', f64(256 * KiB, Math.PI)); // 256 KiB that do not compress: never fit in 64 KiB
   await store.flush();
   assert.equal(store.where('big'), 'disk');
-  assert.deepEqual(await store.get('big'), walk(32 * KiB, 2));
+  assert.deepEqual(await store.get('big'), f64(256 * KiB, Math.PI));
 });
 
 test('deleting keys during demotion leaves no copy anywhere', async (t) => {
@@ -137,4 +141,49 @@ test('writes in flight at once cannot together pass a tier capacity (the room ch
   assert.ok(disk.usage().bytes <= disk.capacity, `the tier holds ${disk.usage().bytes} bytes, capacity ${disk.capacity}`);
   assert.ok(errors.some((e) => e instanceof TiersFullError));
   assert.deepEqual([store.where('a'), store.where('b')].sort(), ['disk', 'memory']);
+});
+
+/** 1 MiB that lz4 stores in a few KiB: zeros but for one byte saying which value it is. */
+function compressible(seed: number): Uint8Array {
+  const bytes = new Uint8Array(1 * MiB);
+  bytes[seed % bytes.length] = 1 + (seed % 255);
+  return bytes;
+}
+
+// The chain admitted a value by its encoded size: a 1 MiB tier took no 1 MiB value that
+// it would store in 5 KiB, and a 2 MiB one sent values to disk while holding 150 KiB.
+test('a compressing tier admits and demotes by the bytes it stores, not by encoded size', async (t) => {
+  const one = await openChain(t, 1 * MiB);
+  one.store.set('z', compressible(1));
+  await one.store.flush();
+  assert.equal(one.store.where('z'), 'lz4', 'a 1 MiB value that compresses fits a 1 MiB tier');
+  assert.deepEqual(await one.store.get('z'), compressible(1));
+
+  const { store, compressed } = await openChain(t, 2 * MiB);
+  // The first write lands before the others start: until then the tier has no ratio to go
+  // by, and a value in flight counts at its full size.
+  store.set('k0', compressible(0));
+  await store.flush();
+  for (let i = 1; i < 24; i++) store.set(`k${i}`, compressible(i));
+  await store.flush();
+  const places = Array.from({ length: 24 }, (_, i) => store.where(`k${i}`));
+  t.diagnostic(`${places.join()}; lz4 holds ${compressed.usage().bytes} bytes`);
+  assert.ok(!places.includes('disk'), `every value fits the compressed tier: ${places.join()}`);
+  assert.ok(compressed.usage().bytes < 2 * MiB);
+  assert.equal(store.stats().tiers[0].demotions, 0);
+  assert.deepEqual(store[checkInvariants](), []);
+  for (let i = 0; i < 24; i += 5) assert.deepEqual(await store.get(`k${i}`), compressible(i));
+});
+
+test('a compressing tier still moves values down once what it stores passes its capacity', async (t) => {
+  const { store, compressed } = await openChain(t, 256 * KiB);
+  // Incompressible: each stored at its full 64 KiB.
+  for (let i = 0; i < 12; i++) store.set(`r${i}`, f64(64 * KiB, Math.PI * (i + 1)));
+  await store.evict();
+  await store.flush();
+  await waitFor(() => compressed.usage().bytes <= 256 * KiB, 3000, 'demotion');
+  const places = Array.from({ length: 12 }, (_, i) => store.where(`r${i}`));
+  assert.ok(places.includes('disk') && places.includes('lz4'), places.join());
+  for (let i = 0; i < 12; i += 3) assert.deepEqual(await store.get(`r${i}`), f64(64 * KiB, Math.PI * (i + 1)));
+  assert.deepEqual(store[checkInvariants](), []);
 });

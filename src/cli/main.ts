@@ -71,6 +71,7 @@ program
   .option('--host <host>', 'interface the data server listens on (peers must reach it)', '127.0.0.1')
   .option('--port <port>', 'data server port (0: any free port)', port, 0)
   .option('--name <name>', 'name shown by the scheduler')
+  .option('--http-port <port>', 'serve GET /metrics and /health on this port (0: any free port; default: none)', port)
   .action(action('worker', async (f: WorkerFlags) => (await import('./worker-command.js')).workerCommand(f)));
 
 program

@@ -12,6 +12,7 @@ export interface WorkerFlags {
   host: string;
   port: number;
   name?: string;
+  httpPort?: number;
 }
 
 /** `spillway worker`: runs until stopped or until it loses the scheduler; announces `{"event":"ready",...}`. */
@@ -26,7 +27,8 @@ export async function workerCommand(flags: WorkerFlags): Promise<void> {
     host: flags.host,
     port: flags.port,
     name: flags.name,
+    httpPort: flags.httpPort,
   });
-  announce('ready', { workerId: worker.workerId, name: worker.name, data: worker.server.address, pid: process.pid });
+  announce('ready', { workerId: worker.workerId, name: worker.name, data: worker.server.address, httpAddress: worker.httpAddress ?? null, pid: process.pid });
   runUntilStopped('worker', () => worker.close(), once(worker, 'close'));
 }

@@ -73,6 +73,8 @@ export interface WorkerHeartbeat {
    * heartbeat: the longest block of the loop lies within 10 ms below it (an idle worker reads ~10).
    */
   eventLoopDelayMs: number;
+  /** 99th percentile of the same gaps over the same interval (ms). */
+  eventLoopDelayP99Ms?: number;
   /** Tasks running now and waiting in the worker's queue. */
   executing: number;
   queued: number;
@@ -81,6 +83,20 @@ export interface WorkerHeartbeat {
   unspilledBytes: number;
   servedFromDiskBytes: number;
   servedFromMemoryBytes: number;
+  /** Cumulative: bytes fetched from peers, by where they went here (decoded into memory, or written to disk as they came). */
+  receivedIntoMemoryBytes?: number;
+  receivedIntoDiskBytes?: number;
+  /** Cumulative: seconds the store spent writing to and reading from its tiers. */
+  spillWriteSeconds?: number;
+  spillReadSeconds?: number;
+  /** Bytes and values held by each tier below memory. */
+  tiers?: Array<{ name: string; count: number; bytes: number }>;
+  /** Cumulative: the store's errors (failed spills and reads...) by SpillwayError code. */
+  spillErrors?: Record<string, number>;
+  /** Bytes free for this worker on the file system of its spill folder; null until first measured. */
+  diskFreeBytes?: number | null;
+  /** The store's pause level in bytes (memory above it pauses the worker); absent when pausing is off. */
+  pauseBytes?: number;
 }
 
 // ---- worker → scheduler ------------------------------------------------------------

@@ -1,68 +1,20 @@
-import http from 'node:http';
-import { errorMessage } from '../errors.js';
+import { HttpServer, type RouteHandler, send, sendJson } from '../http/server.js';
+import type { SchedulerMetrics } from './metrics.js';
 
-export interface HttpRoutes {
-  metrics: () => Promise<string>;
-  contentType: string;
+export interface SchedulerHttpSources {
+  metrics: SchedulerMetrics;
+  /** The scheduler's JSON snapshot (undefined while it is being constructed). */
   state: () => unknown;
+  /** More routes (the dashboard's). */
+  extra?: Readonly<Record<string, RouteHandler>>;
 }
 
-/** GET /metrics (Prometheus text) and GET /api/state (JSON); 404 for anything else. */
-export class HttpEndpoint {
-  readonly #server: http.Server;
-
-  private constructor(server: http.Server) {
-    this.#server = server;
-  }
-
-  static listen(host: string, port: number, routes: HttpRoutes): Promise<HttpEndpoint> {
-    const server = http.createServer((req, res) => {
-      const path = (req.url ?? '/').split('?')[0];
-      if (req.method !== 'GET' && req.method !== 'HEAD') return reply(res, 405, 'text/plain', 'only GET\n');
-      if (path === '/metrics') {
-        routes.metrics().then(
-          (text) => reply(res, 200, routes.contentType, text),
-          (err: unknown) => reply(res, 500, 'text/plain', `${err instanceof Error ? err.message : String(err)}\n`),
-        );
-      } else if (path === '/api/state') {
-        let body: string;
-        try {
-          // Heartbeats are passed through as sent: a 64-bit integer arrives as a BigInt.
-          body = JSON.stringify(routes.state(), (_key, value: unknown) => (typeof value === 'bigint' ? Number(value) : value)) ?? 'null';
-        } catch (err) {
-          return reply(res, 500, 'text/plain', `${errorMessage(err)}\n`);
-        }
-        reply(res, 200, 'application/json', body);
-      } else {
-        reply(res, 404, 'text/plain', 'not found\n');
-      }
-    });
-    // Idle monitoring connections must not keep close() waiting.
-    server.keepAliveTimeout = 1000;
-    return new Promise((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, host, () => {
-        server.off('error', reject);
-        resolve(new HttpEndpoint(server));
-      });
-    });
-  }
-
-  get address(): { host: string; port: number } {
-    const info = this.#server.address();
-    if (info === null || typeof info === 'string') return { host: '', port: 0 };
-    return { host: info.address, port: info.port };
-  }
-
-  close(): Promise<void> {
-    return new Promise((resolve) => {
-      this.#server.close(() => resolve());
-      this.#server.closeAllConnections();
-    });
-  }
-}
-
-function reply(res: http.ServerResponse, status: number, type: string, body: string): void {
-  res.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(body) });
-  res.end(body);
+/** The scheduler's HTTP server: GET /metrics (Prometheus text), GET /api/state (JSON), and any extra routes; 404 for the rest. */
+export function listenHttp(host: string, port: number, sources: SchedulerHttpSources): Promise<HttpServer> {
+  const { metrics } = sources;
+  return HttpServer.listen(host, port, {
+    '/metrics': async (_req, res) => send(res, 200, metrics.contentType, await metrics.render()),
+    '/api/state': (_req, res) => sendJson(res, 200, sources.state() ?? null),
+    ...sources.extra,
+  });
 }

@@ -1,22 +1,28 @@
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, type Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { FunctionRef } from '../cluster/protocol.js';
+import { functionLabel, taskDurationHistogram } from '../metrics/task-duration.js';
+import { registerWorkerFamilies } from '../metrics/worker-families.js';
 import type { Counters, Engine } from './engine.js';
 import { TASK_STATES } from './state.js';
 
 const PREFIX = 'spillway_scheduler_';
 
-/** Heartbeats are only shape-checked: a missing figure must not break the whole scrape. */
-const num = (value: unknown): number => (typeof value === 'number' && Number.isFinite(value) ? value : 0);
-
 /**
  * Prometheus metrics of one scheduler, in a Registry of its own (several schedulers may
- * live in one process, as in tests). Values are read from the engine at scrape time.
- * Names and meanings: docs/metrics.md#scheduler-metrics.
+ * live in one process, as in tests): its own figures, every connected worker's from its
+ * last heartbeat (labelled by the worker's name), task durations, and the process's
+ * default metrics. Values are read from the engine at scrape time.
+ * Names and meanings: docs/metrics.md.
  */
 export class SchedulerMetrics {
-  readonly #registry = new Registry();
+  readonly registry = new Registry();
+  readonly #durations: Histogram<'function'>;
 
   constructor(engine: Engine) {
-    const registers = [this.#registry];
+    const registers = [this.registry];
+    registerWorkerFamilies(this.registry, () => [...engine.workers.values()].map((w) => ({ name: w.name, memoryLimit: w.memoryLimit, heartbeat: w.heartbeat })));
+    this.#durations = taskDurationHistogram(this.registry);
+    collectDefaultMetrics({ register: this.registry });
     new Gauge({
       name: `${PREFIX}workers`,
       help: 'Workers connected (closing ones included)',
@@ -59,32 +65,23 @@ export class SchedulerMetrics {
       },
     });
     new Gauge({
-      name: `${PREFIX}worker_bytes`,
-      help: 'Bytes per worker from its last heartbeat: resident (store memory), disk (spilled), rss (process), unmanaged; held = sum of result sizes the scheduler records on it',
-      labelNames: ['worker', 'name', 'kind'],
+      name: `${PREFIX}worker_held_bytes`,
+      help: 'Sum of the result sizes the scheduler records on each worker',
+      labelNames: ['worker'],
       registers,
       collect() {
         this.reset();
-        for (const w of engine.workers.values()) {
-          const labels = { worker: w.id, name: w.name };
-          this.set({ ...labels, kind: 'held' }, w.nbytes);
-          const hb = w.heartbeat;
-          if (hb === undefined) continue;
-          this.set({ ...labels, kind: 'resident' }, num(hb.residentBytes));
-          this.set({ ...labels, kind: 'disk' }, num(hb.disk?.bytes));
-          this.set({ ...labels, kind: 'rss' }, num(hb.rss));
-          this.set({ ...labels, kind: 'unmanaged' }, num(hb.unmanaged));
-        }
+        for (const w of engine.workers.values()) this.set({ worker: w.name }, w.nbytes);
       },
     });
     new Gauge({
       name: `${PREFIX}worker_processing`,
       help: 'Tasks sent to each worker and not reported back',
-      labelNames: ['worker', 'name'],
+      labelNames: ['worker'],
       registers,
       collect() {
         this.reset();
-        for (const w of engine.workers.values()) this.set({ worker: w.id, name: w.name }, w.processing.size);
+        for (const w of engine.workers.values()) this.set({ worker: w.name }, w.processing.size);
       },
     });
     const counter = (name: string, help: string, field: keyof Counters): void => {
@@ -109,11 +106,15 @@ export class SchedulerMetrics {
     counter('workers_retired', 'Workers removed after announcing worker-closing', 'workersRetired');
   }
 
+  observeTask(fn: FunctionRef, seconds: number): void {
+    if (Number.isFinite(seconds) && seconds >= 0) this.#durations.observe({ function: functionLabel(fn) }, seconds);
+  }
+
   get contentType(): string {
-    return this.#registry.contentType;
+    return this.registry.contentType;
   }
 
   render(): Promise<string> {
-    return this.#registry.metrics();
+    return this.registry.metrics();
   }
 }

@@ -1,13 +1,16 @@
 import { InvalidArgumentError } from '../errors.js';
-import { Methods, type RegisterWorkerResult, type TaskErrorInfo, type WorkerHeartbeat } from '../cluster/protocol.js';
+import { Methods, type RegisterWorkerResult, type TaskErrorInfo, type TaskFinishedParams, type WorkerHeartbeat } from '../cluster/protocol.js';
 import { type Channel, ControlServer } from '../control/index.js';
 import { Engine, type Outbox } from './engine.js';
 import { AlreadyRegisteredError, NotRegisteredError, WrongRoleError } from './errors.js';
 import { validateSubmission } from './graph.js';
-import { HttpEndpoint } from './http.js';
+import type { HttpServer } from '../http/server.js';
+import { functionLabel } from '../metrics/task-duration.js';
+import { listenHttp } from './http.js';
 import { type Logger, resolveLogger } from './log.js';
 import { SchedulerMetrics } from './metrics.js';
 import { type SchedulerState, snapshot } from './snapshot.js';
+import { TaskStream } from './task-stream.js';
 import { type WorkerRecord, checkRegisterWorker, newWorker, object, string, stringArray } from './workers.js';
 
 export interface SchedulerOptions {
@@ -38,7 +41,10 @@ export class Scheduler {
   readonly #server: ControlServer;
   readonly #engine: Engine;
   readonly #log: Logger;
-  readonly #http: HttpEndpoint | undefined;
+  readonly #http: HttpServer | undefined;
+  readonly #metrics: SchedulerMetrics;
+  /** The last finished tasks: where they ran, how long, how long they waited for data. */
+  readonly tasks: TaskStream;
   readonly #channels = new Map<string, Channel>();
   readonly #heartbeatIntervalMs: number;
   readonly #workerTimeoutMs: number;
@@ -51,11 +57,14 @@ export class Scheduler {
   #closed = false;
   #closing: Promise<void> | undefined;
 
-  private constructor(server: ControlServer, options: SchedulerOptions, log: Logger, http: HttpEndpoint | undefined, engine: Engine) {
+  private constructor(parts: { server: ControlServer; options: SchedulerOptions; log: Logger; http: HttpServer | undefined; engine: Engine; metrics: SchedulerMetrics; tasks: TaskStream }) {
+    const { server, options, log } = parts;
     this.#server = server;
     this.#log = log;
-    this.#http = http;
-    this.#engine = engine;
+    this.#http = parts.http;
+    this.#engine = parts.engine;
+    this.#metrics = parts.metrics;
+    this.tasks = parts.tasks;
     this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? 1000;
     this.#workerTimeoutMs = options.workerTimeoutMs ?? 5 * this.#heartbeatIntervalMs;
     this.#monitorIntervalMs = Math.max(10, Math.min(this.#heartbeatIntervalMs, this.#workerTimeoutMs / 2));
@@ -76,21 +85,18 @@ export class Scheduler {
     const holder: { scheduler?: Scheduler } = {};
     const engine = new Engine(outbox(() => holder.scheduler), { allowedFailures });
     const metrics = new SchedulerMetrics(engine);
+    const tasks = new TaskStream();
     const server = await ControlServer.listen({ host: options.host ?? '127.0.0.1', port: options.port ?? 0, token: options.token });
-    let http: HttpEndpoint | undefined;
+    let http: HttpServer | undefined;
     try {
       if (options.httpPort !== undefined) {
-        http = await HttpEndpoint.listen(options.host ?? '127.0.0.1', options.httpPort, {
-          metrics: () => metrics.render(),
-          contentType: metrics.contentType,
-          state: () => holder.scheduler?.state(),
-        });
+        http = await listenHttp(options.host ?? '127.0.0.1', options.httpPort, { metrics, state: () => holder.scheduler?.state() });
       }
     } catch (err) {
       await server.close();
       throw err;
     }
-    holder.scheduler = new Scheduler(server, options, log, http, engine);
+    holder.scheduler = new Scheduler({ server, options, log, http, engine, metrics, tasks });
     log.info({ address: server.address, http: http?.address }, 'scheduler started');
     return holder.scheduler;
   }
@@ -155,7 +161,10 @@ export class Scheduler {
       const size = typeof p.size === 'number' && p.size >= 0 ? p.size : 0;
       const where = typeof p.where === 'string' ? p.where : 'memory';
       const key = string(p.key, 'task-finished: key');
-      this.#engine.taskFinished(worker(), { workerId: worker().id, key, size, where, computeSeconds: 0, fetchSeconds: 0 });
+      const seconds = (value: unknown): number => (typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : 0);
+      const finished = { workerId: worker().id, key, size, where, computeSeconds: seconds(p.computeSeconds), fetchSeconds: seconds(p.fetchSeconds) };
+      this.#recordTask(worker(), finished);
+      this.#engine.taskFinished(worker(), finished);
     });
     on(Methods.taskErred, (params) => {
       const p = object(params, 'task-erred params');
@@ -225,6 +234,22 @@ export class Scheduler {
       this.#log.info({ client: session.id }, 'client left');
       this.#engine.removeClient(session.id);
     }
+  }
+
+  /** Into the task stream and the duration histogram: only the answer to a task this worker was given. */
+  #recordTask(worker: WorkerRecord, finished: TaskFinishedParams): void {
+    if (!worker.processing.has(finished.key)) return;
+    const fn = this.#engine.tasks.get(finished.key)?.spec.fn;
+    if (fn === undefined) return;
+    this.#metrics.observeTask(fn, finished.computeSeconds);
+    this.tasks.add({
+      key: finished.key,
+      fn: functionLabel(fn),
+      worker: worker.name,
+      endedAt: Date.now(),
+      computeSeconds: finished.computeSeconds,
+      fetchSeconds: finished.fetchSeconds,
+    });
   }
 
   #checkHeartbeats(): void {

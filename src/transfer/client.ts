@@ -45,6 +45,8 @@ export interface FetchResult {
   present: string[];
   /** Encoded bytes received and stored. */
   bytes: number;
+  /** Of `bytes`, those written to disk without decoding. */
+  toDiskBytes: number;
   /** Values written to disk without decoding, and values decoded into memory. */
   toDisk: number;
   toMemory: number;
@@ -68,7 +70,7 @@ export class DataClient {
 
   async fetch(address: PeerAddress | string, keys: readonly string[], store: ReceivingStore): Promise<FetchResult> {
     const peer = parseAddress(address);
-    const result: FetchResult = { fetched: [], missing: [], present: [], bytes: 0, toDisk: 0, toMemory: 0 };
+    const result: FetchResult = { fetched: [], missing: [], present: [], bytes: 0, toDiskBytes: 0, toDisk: 0, toMemory: 0 };
     const wanted: string[] = [];
     for (const key of new Set(keys)) (store.has(key) ? result.present : wanted).push(key);
     if (wanted.length === 0) return result;
@@ -95,6 +97,7 @@ export class DataClient {
       result.fetched.push(...r.added);
       result.missing.push(...r.missing);
       result.bytes += r.bytes;
+      result.toDiskBytes += r.toDiskBytes;
       result.toDisk += r.toDisk;
       result.toMemory += r.toMemory;
     }

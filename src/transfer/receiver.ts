@@ -38,6 +38,8 @@ export class GetDataReceiver {
   toDisk = 0;
   toMemory = 0;
   bytes = 0;
+  /** Of `bytes`, those written to disk as they came. */
+  toDiskBytes = 0;
   private next = 0;
   private sink: Sink | undefined;
   private readonly pending: Promise<void>[] = [];
@@ -120,6 +122,7 @@ export class GetDataReceiver {
     const commit = (): void => {
       this.added.push(key);
       this.bytes += byteLength;
+      if (toDisk) this.toDiskBytes += byteLength;
     };
     let sink: Sink;
     if (toDisk) {

@@ -28,6 +28,8 @@ export class Fetcher {
   readonly #inflight = new Map<string, Promise<MissingKeys>>();
   /** Fetches that failed and were retried elsewhere, for stats and tests. */
   failures = 0;
+  /** Bytes fetched from peers, by where they went: decoded into memory, or written to disk as they came. */
+  readonly received = { memory: 0, disk: 0 };
   /** Keys this worker holds only as copies fetched from peers (the scheduler does not know of them). */
   readonly replicas = new Set<string>();
 
@@ -104,6 +106,8 @@ export class Fetcher {
     try {
       const result = await this.options.client.fetch(holder, keys, this.options.store);
       for (const key of result.fetched) this.replicas.add(key);
+      this.received.disk += result.toDiskBytes;
+      this.received.memory += result.bytes - result.toDiskBytes;
       return result.missing;
     } catch (err) {
       if (err instanceof ClosedError) throw err;

@@ -1,3 +1,4 @@
+import { statfs } from 'node:fs/promises';
 import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import type { WorkerHeartbeat } from '../cluster/protocol.js';
 import type { SpillStore } from '../store/spill-store.js';
@@ -7,8 +8,14 @@ export interface HeartbeatSources {
   workerId: string;
   store: SpillStore;
   server: DataServer;
+  /** The spill folder, whose file system's free space is reported. */
+  directory: string;
   executing: () => number;
   queued: () => number;
+  /** Cumulative bytes fetched from peers, by where they went here. */
+  received: () => { memory: number; disk: number };
+  /** Cumulative store errors by code. */
+  errors: () => Record<string, number>;
 }
 
 /**
@@ -18,6 +25,10 @@ export interface HeartbeatSources {
 export class Heartbeat {
   readonly #histogram: IntervalHistogram;
   readonly #timer: NodeJS.Timeout;
+  /** Delay of the last closed interval (ms): what figures() reports between beats. */
+  #delay = { max: 0, p99: 0 };
+  #diskFree: number | null = null;
+  #measuringDisk = false;
 
   constructor(
     private readonly sources: HeartbeatSources,
@@ -31,13 +42,21 @@ export class Heartbeat {
     this.#timer.unref();
   }
 
-  /** Builds a heartbeat (and starts a new delay window). */
+  /** Closes the current delay window and builds a heartbeat from it. */
   build(): WorkerHeartbeat {
+    const h = this.#histogram;
+    this.#delay = h.count > 0 ? { max: h.max / 1e6, p99: h.percentile(99) / 1e6 } : { max: 0, p99: 0 };
+    h.reset();
+    this.#measureDisk();
+    return this.figures();
+  }
+
+  /** The worker's figures now, with the event-loop delay of the last closed window (no window is closed). */
+  figures(): WorkerHeartbeat {
     const { store, server } = this.sources;
     const stats = store.stats();
     const served = server.stats();
-    const delayMs = this.#histogram.count > 0 ? this.#histogram.max / 1e6 : 0;
-    this.#histogram.reset();
+    const received = this.sources.received();
     return {
       workerId: this.sources.workerId,
       residentBytes: stats.memory.bytes + stats.spilling.bytes + stats.pinned.bytes,
@@ -48,13 +67,22 @@ export class Heartbeat {
       unmanaged: stats.unmanaged,
       rss: stats.process.rss,
       paused: stats.paused,
-      eventLoopDelayMs: delayMs,
+      eventLoopDelayMs: this.#delay.max,
+      eventLoopDelayP99Ms: this.#delay.p99,
       executing: this.sources.executing(),
       queued: this.sources.queued(),
       spilledBytes: stats.counters.spilledBytes,
       unspilledBytes: stats.counters.unspilledBytes,
       servedFromDiskBytes: served.servedFromDiskBytes,
       servedFromMemoryBytes: served.servedFromMemoryBytes,
+      receivedIntoMemoryBytes: received.memory,
+      receivedIntoDiskBytes: received.disk,
+      spillWriteSeconds: stats.counters.writeSeconds,
+      spillReadSeconds: stats.counters.readSeconds,
+      tiers: stats.tiers.map((t) => ({ name: t.name, count: t.count, bytes: t.bytes })),
+      spillErrors: this.sources.errors(),
+      diskFreeBytes: this.#diskFree,
+      ...(Number.isFinite(store.pauseBytes) ? { pauseBytes: store.pauseBytes } : {}),
     };
   }
 
@@ -65,5 +93,21 @@ export class Heartbeat {
   stop(): void {
     clearInterval(this.#timer);
     this.#histogram.disable();
+  }
+
+  /** statfs is asynchronous: each beat starts one and the next beat reports it. */
+  #measureDisk(): void {
+    if (this.#measuringDisk) return;
+    this.#measuringDisk = true;
+    statfs(this.sources.directory).then(
+      (fs) => {
+        this.#diskFree = fs.bavail * fs.bsize;
+        this.#measuringDisk = false;
+      },
+      () => {
+        this.#diskFree = null;
+        this.#measuringDisk = false;
+      },
+    );
   }
 }

@@ -25,6 +25,10 @@ export interface WorkerOptions extends Pick<SpillStoreOptions, 'target' | 'spill
   prefetch?: number;
   /** Tasks fetching inputs from peers at once. Default 2. */
   fetchConcurrency?: number;
+  /** Serve GET /metrics and GET /health on this port (0: any free one). Default: no HTTP server. */
+  httpPort?: number;
+  /** Interface of that HTTP server. Default: `host`. */
+  httpHost?: string;
   /** Overrides the interval the scheduler asks for (ms). */
   heartbeatIntervalMs?: number;
   /**
@@ -58,6 +62,9 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
   if (!Number.isInteger(prefetch) || prefetch < 0) throw new InvalidArgumentError(`prefetch must be a non-negative integer, got ${prefetch}`);
   const fetchConcurrency = options.fetchConcurrency ?? 2;
   positiveInteger(fetchConcurrency, 'fetchConcurrency');
+  if (options.httpPort !== undefined && (!Number.isInteger(options.httpPort) || options.httpPort < 0 || options.httpPort > 65535)) {
+    throw new InvalidArgumentError(`httpPort must be a TCP port (0: any free one), got ${options.httpPort}`);
+  }
   if (options.heartbeatIntervalMs !== undefined) positiveInteger(options.heartbeatIntervalMs, 'heartbeatIntervalMs');
   const threadNice = options.threadNice ?? 10;
   if (!Number.isInteger(threadNice) || threadNice < 0 || threadNice > 19) {

@@ -26,6 +26,7 @@ import { builtinFunction } from './builtins.js';
 import { type ExecutionResult, Executor } from './executor.js';
 import { Fetcher } from './fetcher.js';
 import { Heartbeat } from './heartbeat.js';
+import { WorkerMonitoring } from './monitoring.js';
 import { makeRoom } from './room.js';
 import { type ResolvedWorkerOptions, type WorkerOptions, resolveWorkerOptions, resumeAtTarget } from './options.js';
 import { type QueuedTask, TaskQueue } from './queue.js';
@@ -53,6 +54,9 @@ export class Worker extends EventEmitter {
   readonly #executor: Executor;
   readonly #fetcher: Fetcher;
   readonly #heartbeat: Heartbeat;
+  readonly #monitoring: WorkerMonitoring;
+  /** The store's errors by code (they lose no data: the store keeps the value). */
+  readonly #storeErrors: Record<string, number> = {};
   readonly #queue = new TaskQueue();
   readonly #running = new Map<string, QueuedTask>();
   readonly #prefetching = new Set<string>();
@@ -90,14 +94,33 @@ export class Worker extends EventEmitter {
       self: server.address,
       whoHas: (keys) => channel.request<WhoHasResult>(Methods.whoHas, { keys }, 30_000),
     });
+    const fetcher = this.#fetcher;
     this.#heartbeat = new Heartbeat(
-      { workerId: this.workerId, store, server, executing: () => this.#running.size, queued: () => this.#queue.size },
+      {
+        workerId: this.workerId,
+        store,
+        server,
+        directory: parts.directory,
+        executing: () => this.#running.size,
+        queued: () => this.#queue.size,
+        received: () => fetcher.received,
+        errors: () => ({ ...this.#storeErrors }),
+      },
       options.heartbeatIntervalMs ?? parts.registration.heartbeatIntervalMs,
       (beat) => channel.notify(Methods.heartbeat, beat),
     );
+    this.#monitoring = new WorkerMonitoring({
+      name: this.name,
+      memoryLimit: options.memoryLimit,
+      figures: () => this.#heartbeat.figures(),
+      healthy: () => !this.closed && !channel.closed,
+    });
     store.on('resume', () => this.#pump());
     // Spill and read failures lose no data (the store keeps the value); they must not crash the worker.
-    store.on('error', () => undefined);
+    store.on('error', (err: unknown) => {
+      const code = err instanceof SpillwayError ? err.code : 'UNKNOWN';
+      this.#storeErrors[code] = (this.#storeErrors[code] ?? 0) + 1;
+    });
   }
 
   /** Opens the store and the DataServer, connects to the scheduler and registers. */
@@ -144,6 +167,14 @@ export class Worker extends EventEmitter {
       const registration = await channel.request<RegisterWorkerResult>(Methods.registerWorker, params, 30_000);
       checkRegistration(registration, opts.heartbeatIntervalMs);
       const worker = new Worker({ options: opts, directory, store, server, channel, executor, registration, name });
+      if (opts.httpPort !== undefined) {
+        try {
+          await worker.#monitoring.listen(opts.httpHost ?? opts.host, opts.httpPort);
+        } catch (err) {
+          worker.#heartbeat.stop();
+          throw err;
+        }
+      }
       worker.#listen();
       started.worker = worker;
       for (const { method, params: message } of early) worker.#dispatch(method, message);
@@ -152,6 +183,11 @@ export class Worker extends EventEmitter {
       for (const step of cleanup) await step().catch(() => undefined);
       throw err;
     }
+  }
+
+  /** Where GET /metrics and GET /health are served, when `httpPort` was given. */
+  get httpAddress(): { host: string; port: number } | undefined {
+    return this.#monitoring.httpAddress;
   }
 
   /** Tasks waiting in the queue (inputs being fetched, or no free thread). */
@@ -337,6 +373,7 @@ export class Worker extends EventEmitter {
         this.#erred(task.key, result.error);
         return;
       }
+      this.#monitoring.observeTask(task.spec.fn, result.computeSeconds);
       const size = sizeof(result.value);
       this.#outputBytes.set(fnKey, size);
       this.store.set(task.key, result.value, { size });
@@ -399,6 +436,7 @@ export class Worker extends EventEmitter {
     this.#closing ??= (async () => {
       this.#heartbeat.stop();
       this.channel.close();
+      await this.#monitoring.close();
       await this.#executor.close().catch(() => undefined);
       // Each step runs even if one before it failed: the spill folder goes in any case.
       let failure: unknown;

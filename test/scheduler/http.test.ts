@@ -44,10 +44,15 @@ test('GET /metrics and /api/state over real HTTP; 404 otherwise', async (t) => {
   assert.equal(line(/^spillway_scheduler_tasks\{state="erred"\}/), 1);
   assert.equal(line(/^spillway_scheduler_keys_in_memory /), 1);
   assert.equal(line(/^spillway_scheduler_paused_workers /), 0);
-  assert.ok(line(/^spillway_scheduler_worker_bytes\{worker="w-\d+",name="alpha",kind="rss"\}/) > 0);
-  assert.equal(line(/^spillway_scheduler_worker_bytes\{worker="w-\d+",name="alpha",kind="disk"\}/), 7);
-  assert.equal(line(/^spillway_scheduler_worker_bytes\{worker="w-\d+",name="alpha",kind="unmanaged"\}/), 5);
-  assert.ok(!metrics.body.includes('name="beta"'), 'departed workers drop out');
+  // Per worker, labelled by its name: RSS split into parts that add up to it.
+  const rss = line(/^spillway_worker_rss_bytes\{worker="alpha"\}/);
+  const managed = line(/^spillway_worker_memory_bytes\{worker="alpha",type="managed"\}/);
+  assert.equal(rss, managed + 1000);
+  assert.equal(line(/^spillway_worker_memory_bytes\{worker="alpha",type="unmanaged"\}/), 1000);
+  assert.equal(line(/^spillway_worker_memory_bytes\{worker="alpha",type="pinned"\}/), 0);
+  assert.equal(line(/^spillway_scheduler_worker_processing\{worker="alpha"\}/), 0);
+  assert.ok(!metrics.body.includes('worker="beta"'), 'departed workers drop out');
+  assert.ok(!/worker="w-\d+"/.test(metrics.body), 'workers are labelled by name, not by a numbered id');
   assert.equal(line(/^spillway_scheduler_tasks_finished_total /), 4);
   assert.equal(line(/^spillway_scheduler_tasks_erred_total /), 1);
   assert.equal(line(/^spillway_scheduler_workers_lost_total /), 1);

@@ -1,0 +1,87 @@
+import http from 'node:http';
+import { errorMessage } from '../errors.js';
+
+/** Answers one GET (or HEAD) request; a thrown error or a rejected promise becomes a 500. */
+export type RouteHandler = (req: http.IncomingMessage, res: http.ServerResponse) => void | Promise<void>;
+
+/**
+ * A small HTTP server for monitoring routes: exact paths, GET and HEAD only, 404 for any
+ * other path and 405 for any other method. Shared by the scheduler and the worker.
+ */
+export class HttpServer {
+  readonly #server: http.Server;
+
+  private constructor(server: http.Server) {
+    this.#server = server;
+  }
+
+  static listen(host: string, port: number, routes: Readonly<Record<string, RouteHandler>>): Promise<HttpServer> {
+    const table = new Map(Object.entries(routes));
+    const server = http.createServer((req, res) => {
+      const path = (req.url ?? '/').split('?')[0];
+      const route = table.get(path);
+      if (route === undefined) return sendText(res, 404, 'not found\n');
+      if (req.method !== 'GET' && req.method !== 'HEAD') {
+        res.setHeader('allow', 'GET, HEAD');
+        return sendText(res, 405, 'only GET and HEAD\n');
+      }
+      const fail = (err: unknown): void => {
+        if (res.headersSent) res.destroy();
+        else sendText(res, 500, `${errorMessage(err)}\n`);
+      };
+      try {
+        const done = route(req, res);
+        if (done !== undefined) done.catch(fail);
+      } catch (err) {
+        fail(err);
+      }
+    });
+    // Idle monitoring connections must not keep close() waiting.
+    server.keepAliveTimeout = 1000;
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve(new HttpServer(server));
+      });
+    });
+  }
+
+  get address(): { host: string; port: number } {
+    const info = this.#server.address();
+    if (info === null || typeof info === 'string') return { host: '', port: 0 };
+    return { host: info.address, port: info.port };
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      this.#server.close(() => resolve());
+      this.#server.closeAllConnections();
+    });
+  }
+}
+
+/** A complete response; HEAD gets the headers only. */
+export function send(res: http.ServerResponse, status: number, type: string, body: string | Buffer, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(body), ...headers });
+  res.end(res.req.method === 'HEAD' ? undefined : body);
+}
+
+export function sendText(res: http.ServerResponse, status: number, body: string): void {
+  send(res, status, 'text/plain; charset=utf-8', body);
+}
+
+/** JSON; a 64-bit integer passed through from a heartbeat arrives as a BigInt and leaves as a number. */
+export function sendJson(res: http.ServerResponse, status: number, value: unknown): void {
+  send(res, status, 'application/json', toJson(value));
+}
+
+export function toJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? Number(v) : v)) ?? 'null';
+}
+
+/** `http://host:port` with IPv6 hosts in brackets and a wildcard host shown as loopback. */
+export function httpUrl(address: { host: string; port: number }, path = ''): string {
+  const host = address.host === '0.0.0.0' ? '127.0.0.1' : address.host === '::' ? '::1' : address.host;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${address.port}${path}`;
+}

@@ -5,6 +5,7 @@ import path from 'node:path';
 import type { ClusterState, DataAddress } from '../cluster/protocol.js';
 import { InvalidArgumentError } from '../errors.js';
 import { formatBytes, parseBytes } from '../units.js';
+import { tunedEnvironment } from '../runtime/malloc-environment.js';
 import { CliProcess, ClusterProcessError } from './processes.js';
 import { fetchClusterState } from './state.js';
 
@@ -31,6 +32,12 @@ export interface LocalClusterOptions {
   startTimeoutMs?: number;
   /** Time each process gets to exit after SIGTERM before SIGKILL. Default 5 s. */
   closeTimeoutMs?: number;
+  /**
+   * Start the processes with the C library's allocator tuned for large buffers
+   * (`tunedEnvironment`, docs/configuration.md); variables already set in this process's
+   * environment win either way. Default true.
+   */
+  tuneMalloc?: boolean;
 }
 
 export interface LocalWorkerInfo {
@@ -57,39 +64,6 @@ function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
   process.once('exit', () => void killLocalClusters());
-}
-
-/**
- * glibc raises its mmap threshold each time a large block is freed, after which large
- * ArrayBuffers come from its heap and their memory stays with the process when freed: a
- * worker that spills keeps its peak RSS. A fixed threshold makes every large buffer an
- * mmap, returned to the system when freed (measured: peak RSS of a shuffle's workers down
- * by a third). At 256 KiB the shuffle's ~80-128 KiB pieces reuse heap memory instead of
- * being faulted in afresh: the cluster benchmark's worst event-loop delays 61-116 ms in
- * ten runs against 124-244 ms at 64 KiB, peaks 0.83-0.93 of the limit against 0.80-0.84;
- * at 2 MiB peaks reached 1.05 (docs/cluster.md). The user's own settings win.
- */
-const MALLOC_TUNING: NodeJS.ProcessEnv = {
-  MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ ?? '262144',
-  MALLOC_TRIM_THRESHOLD_: process.env.MALLOC_TRIM_THRESHOLD_ ?? '524288',
-  MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '2',
-  ...(process.platform === 'linux' ? { GLIBC_TUNABLES: withHugePages(process.env.GLIBC_TUNABLES) } : {}),
-};
-
-/**
- * `GLIBC_TUNABLES` with glibc's transparent huge pages for malloc turned on, unless the
- * value already sets them. Every large buffer of a worker is a fresh mmap (above), first
- * touched one 4 KiB page fault at a time; on a kernel whose huge pages are opt-in
- * (`madvise`, the common default) this opts those of 2 MiB or more in, 512 pages per fault.
- * Measured on the 1.5 GiB shuffle of `npm start`: 85-94 s became 49-60 s, peak RSS
- * 0.77-0.80 of the limit 0.79-0.84 (docs/configuration.md). glibc before 2.35 and other C
- * libraries ignore it; a user who sets `glibc.malloc.hugetlb` (0 to turn it off) keeps
- * their value.
- */
-export function withHugePages(tunables: string | undefined): string {
-  if (tunables === undefined || tunables.trim() === '') return 'glibc.malloc.hugetlb=1';
-  if (/(^|:)\s*glibc\.malloc\.hugetlb=/.test(tunables)) return tunables;
-  return `${tunables}:glibc.malloc.hugetlb=1`;
 }
 
 /**
@@ -142,8 +116,10 @@ export class LocalCluster {
     const token = options.token === false ? undefined : (options.token ?? randomBytes(24).toString('hex'));
     const timeout = options.startTimeoutMs ?? 60_000;
     const stderr = options.stderr ?? 'pipe';
+    const tuneMalloc = options.tuneMalloc ?? true;
+    if (typeof tuneMalloc !== 'boolean') throw new InvalidArgumentError(`tuneMalloc must be a boolean, got ${String(tuneMalloc)}`);
     // The token travels in the environment, never on a command line (visible in `ps`).
-    const env: NodeJS.ProcessEnv = { ...MALLOC_TUNING, SPILLWAY_TOKEN: token ?? '' };
+    const env: NodeJS.ProcessEnv = { ...(tuneMalloc ? tunedEnvironment(process.env) : process.env), SPILLWAY_TOKEN: token ?? '' };
     installExitHook();
     const directory = await mkdtemp(path.join(options.localDirectory ?? os.tmpdir(), 'spillway-cluster-'));
     liveDirectories.add(directory);

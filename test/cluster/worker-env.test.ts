@@ -1,22 +1,13 @@
-/** The C library settings LocalCluster gives its processes: huge pages for large buffers on Linux. */
+/** The C library settings LocalCluster gives its processes (option tuneMalloc): huge pages for large buffers on Linux. */
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { test } from 'node:test';
 import { Client } from '../../src/client/client.js';
-import { withHugePages } from '../../src/client/local-cluster.js';
+import { LocalCluster } from '../../src/client/local-cluster.js';
+import { InvalidArgumentError } from '../../src/errors.js';
 import type { Graph } from '../../src/cluster/protocol.js';
+import { withHugePages } from '../../src/runtime/malloc-environment.js';
 import { fixture, MiB, startCluster } from './helpers.js';
-
-test('withHugePages adds glibc.malloc.hugetlb=1 and keeps what the user set', () => {
-  assert.equal(withHugePages(undefined), 'glibc.malloc.hugetlb=1');
-  assert.equal(withHugePages(''), 'glibc.malloc.hugetlb=1');
-  assert.equal(withHugePages('glibc.malloc.tcache_count=0'), 'glibc.malloc.tcache_count=0:glibc.malloc.hugetlb=1');
-  // The user's own choice wins, whether on or off, wherever it is in the list.
-  assert.equal(withHugePages('glibc.malloc.hugetlb=0'), 'glibc.malloc.hugetlb=0');
-  assert.equal(withHugePages('glibc.malloc.arena_max=2:glibc.malloc.hugetlb=2'), 'glibc.malloc.arena_max=2:glibc.malloc.hugetlb=2');
-  // A tunable whose name only ends like it is another tunable.
-  assert.equal(withHugePages('x.glibc.malloc.hugetlb=0'), 'x.glibc.malloc.hugetlb=0:glibc.malloc.hugetlb=1');
-});
 
 /** A process's environment, from /proc (Linux). */
 async function environment(pid: number): Promise<Map<string, string>> {
@@ -74,4 +65,16 @@ test('workers run with huge pages for malloc, and a worker holding large values 
   const huge = await anonHugeBytes(pid);
   // Measured 72-74 MiB (the values and other large buffers); a process without the tunable has 0.
   assert.ok(huge >= 48 * MiB, `the worker has ${huge} bytes on huge pages`);
+});
+
+test('tuneMalloc: false starts the processes with this process environment as it is', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
+  const cluster = await startCluster(t, { workers: 1, tuneMalloc: false });
+  const env = await environment(cluster.workers[0]);
+  for (const name of ['MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_', 'MALLOC_ARENA_MAX', 'GLIBC_TUNABLES']) {
+    assert.equal(env.get(name), process.env[name], name);
+  }
+});
+
+test('tuneMalloc must be a boolean', async () => {
+  await assert.rejects(LocalCluster.start({ tuneMalloc: 'yes' as unknown as boolean }), InvalidArgumentError);
 });

@@ -1,0 +1,43 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { tunedEnvironment, withHugePages } from '../../src/runtime/malloc-environment.js';
+
+test('withHugePages adds glibc.malloc.hugetlb=1 and keeps what the user set', () => {
+  assert.equal(withHugePages(undefined), 'glibc.malloc.hugetlb=1');
+  assert.equal(withHugePages(''), 'glibc.malloc.hugetlb=1');
+  assert.equal(withHugePages('glibc.malloc.tcache_count=0'), 'glibc.malloc.tcache_count=0:glibc.malloc.hugetlb=1');
+  // The user's own choice wins, whether on or off, wherever it is in the list.
+  assert.equal(withHugePages('glibc.malloc.hugetlb=0'), 'glibc.malloc.hugetlb=0');
+  assert.equal(withHugePages('glibc.malloc.arena_max=2:glibc.malloc.hugetlb=2'), 'glibc.malloc.arena_max=2:glibc.malloc.hugetlb=2');
+  // A tunable whose name only ends like it is another tunable.
+  assert.equal(withHugePages('x.glibc.malloc.hugetlb=0'), 'x.glibc.malloc.hugetlb=0:glibc.malloc.hugetlb=1');
+});
+
+test('tunedEnvironment adds the allocator settings to what the user has, and leaves the input alone', () => {
+  const user = { PATH: '/bin', HOME: '/home/u' };
+  const env = tunedEnvironment(user, 'linux');
+  assert.deepEqual(env, {
+    PATH: '/bin',
+    HOME: '/home/u',
+    MALLOC_MMAP_THRESHOLD_: '262144',
+    MALLOC_TRIM_THRESHOLD_: '524288',
+    MALLOC_ARENA_MAX: '2',
+    GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1',
+  });
+  assert.deepEqual(user, { PATH: '/bin', HOME: '/home/u' });
+});
+
+test("tunedEnvironment: the user's settings win", () => {
+  const user = { MALLOC_MMAP_THRESHOLD_: '65536', MALLOC_TRIM_THRESHOLD_: '65536', MALLOC_ARENA_MAX: '8', GLIBC_TUNABLES: 'glibc.malloc.hugetlb=0' };
+  assert.deepEqual(tunedEnvironment(user, 'linux'), user);
+});
+
+test('tunedEnvironment sets no glibc tunables off Linux', () => {
+  const env = tunedEnvironment({}, 'darwin');
+  assert.equal(env.GLIBC_TUNABLES, undefined);
+  assert.equal(env.MALLOC_MMAP_THRESHOLD_, '262144');
+});
+
+test('tunedEnvironment reads the process environment when given none', () => {
+  assert.equal(tunedEnvironment().PATH, process.env.PATH);
+});

@@ -3,7 +3,8 @@ import type { FunctionRef, TaskErrorInfo } from '../cluster/protocol.js';
 import { CodecError, errorMessage } from '../errors.js';
 import { threadInputs } from './copy-inputs.js';
 import { liftLargeViews, restoreLargeViews } from './large-views.js';
-import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.js';
+import { threadNiceIncrement } from '../runtime/thread-priority.js';
+import type { ThreadRequest, ThreadResponse } from './thread-types.js';
 
 export type ExecutionResult =
   | { ok: true; value: unknown; computeSeconds: number }
@@ -23,7 +24,7 @@ export class Executor {
 
   /**
    * `moveInputs: false` posts inputs as they are (structured clone), for measurements;
-   * `nice` lowers the threads' CPU priority below the event loop's (thread.ts).
+   * `nice` lowers the threads' CPU priority below the event loop's (runtime/thread-priority.ts).
    */
   constructor(nthreads: number, options: { moveInputs?: boolean; nice?: number } = {}) {
     this.nthreads = nthreads;
@@ -45,7 +46,7 @@ export class Executor {
       // with the threads' loops running (docs/cluster.md, "Garbage"). A task costs one
       // message more (an empty task: no difference measured).
       atomics: 'disabled',
-      workerData: { nice: options.nice ?? 0 } satisfies ThreadData,
+      niceIncrement: threadNiceIncrement(options.nice ?? 0),
     });
     // A thread that dies with no task on it (a task's timer threw after it returned) is
     // replaced by the pool, which reports it as 'error': unheard, that would crash the worker.

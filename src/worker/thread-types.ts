@@ -1,12 +1,6 @@
 import type { TaskErrorInfo } from '../cluster/protocol.js';
 import type { LiftedView } from './large-views.js';
 
-/** What every executor thread is started with (piscina's workerData). */
-export interface ThreadData {
-  /** Nice increment the thread applies to itself when it starts (0: none). */
-  nice: number;
-}
-
 /** What the main thread posts to an executor thread. */
 export interface ThreadRequest {
   module: string;

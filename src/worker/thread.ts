@@ -4,35 +4,15 @@
  * so they move to the main thread instead of being copied. Errors are returned, not
  * thrown, so their name, stack and code survive the trip (structured clone drops `code`).
  */
-import os from 'node:os';
-import { move, transferableSymbol, valueSymbol, workerData } from 'piscina';
+import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { SpillwayError } from '../errors.js';
 import { TaskFunctionError, TaskImportError } from './errors.js';
-import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.js';
+import type { ThreadRequest, ThreadResponse } from './thread-types.js';
 import { collectGarbage } from '../runtime/garbage-collection.js';
 import { ThreadCollector } from '../runtime/thread-collector.js';
 import { liftLargeViews, restoreLargeViews } from './large-views.js';
 
 const modules = new Map<string, Promise<Record<string, unknown>>>();
-
-/**
- * Lowers this thread's CPU priority below the event loop's, once, when piscina loads this
- * file. Why: on a busy host the loop waited for a core behind its own task threads, and
- * its worst delays (heartbeats, peers, spilling all wait) grew with the load. Linux only:
- * there nice is per thread (setpriority on pid 0 changes the calling thread); elsewhere it
- * would lower the whole process, event loop included.
- */
-export function lowerThreadPriority(nice: number, platform = process.platform): boolean {
-  if (nice <= 0 || platform !== 'linux') return false;
-  try {
-    os.setPriority(Math.min(19, os.getPriority() + nice));
-    return true;
-  } catch {
-    return false; // a sandbox that forbids it: tasks run at the loop's priority, as before
-  }
-}
-
-lowerThreadPriority((workerData as ThreadData | undefined)?.nice ?? 0);
 
 /** Below this an ArrayBuffer is copied, not moved: Node's pooled Buffer slabs (8 KiB) cannot be transferred. */
 const MIN_TRANSFER_BYTES = 64 * 1024;

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { Executor } from '../../src/worker/executor.js';
 import { resolveWorkerOptions } from '../../src/worker/options.js';
-import { lowerThreadPriority } from '../../src/worker/thread.js';
+import { threadNiceIncrement } from '../../src/runtime/thread-priority.js';
 
 const TASKS = new URL('./fixtures/tasks.ts', import.meta.url).href;
 const linux = process.platform === 'linux';
@@ -33,12 +33,11 @@ test('nice 0 leaves the task threads at the priority of the event loop', async (
   assert.deepEqual(await threadPriorities(0), [os.getPriority(), os.getPriority()]);
 });
 
-test('lowerThreadPriority does nothing where nice is per process, or for 0', () => {
-  const before = os.getPriority();
-  assert.equal(lowerThreadPriority(10, 'darwin'), false);
-  assert.equal(lowerThreadPriority(10, 'win32'), false);
-  assert.equal(lowerThreadPriority(0), false);
-  assert.equal(os.getPriority(), before);
+test('threadNiceIncrement asks piscina for nothing where nice is per process, or for 0', () => {
+  assert.equal(threadNiceIncrement(10, 'linux'), 10);
+  assert.equal(threadNiceIncrement(10, 'darwin'), 0);
+  assert.equal(threadNiceIncrement(10, 'win32'), 0);
+  assert.equal(threadNiceIncrement(0, 'linux'), 0);
 });
 
 test('threadNice defaults to 10 and must be an integer from 0 to 19', () => {

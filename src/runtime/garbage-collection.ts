@@ -2,27 +2,38 @@ import { constants, PerformanceObserver, type PerformanceEntry } from 'node:perf
 import v8 from 'node:v8';
 import vm from 'node:vm';
 
+/** The collector once looked for: a function, or null where it cannot be had. */
+let found: (() => void) | null | undefined;
+
 /**
- * A full garbage collection on demand. Binary values live outside the JS heap, and V8
- * sizes its collections by the heap: with a heap of a few MiB it lets 64 MiB or more of
- * dead ArrayBuffers pile up before it collects for them. Two places collect on purpose:
- * a task thread once idle after tasks with large inputs (their copies die with the
- * task; runtime/thread-collector.ts), and a store under memory pressure once it has dropped
- * enough values (runtime/release-collector.ts). Undefined where the flag cannot be set (then V8's
- * own heuristics apply).
+ * A function that runs a full garbage collection, or undefined where V8 will not expose one
+ * (then V8's own heuristics apply). Binary values live outside the JS heap, and V8 sizes
+ * its collections by the heap, so dead ArrayBuffers pile up long before it collects for
+ * them. Two places collect on purpose: a task thread once idle after tasks with large
+ * inputs (their copies die with the task; runtime/thread-collector.ts), and a store under
+ * memory pressure once it has dropped enough values (runtime/release-collector.ts).
+ *
+ * The first call sets V8's `--expose-gc` flag, which is process-wide, unless `gc` is
+ * exposed already: only a store opened with `collectGarbage` (and a worker's task threads,
+ * when its store collects) call this, never an import.
  */
-export const collectGarbage: (() => void) | undefined = (() => {
+export function garbageCollector(): (() => void) | undefined {
+  if (found === undefined) found = lookForCollector();
+  return found ?? undefined;
+}
+
+function lookForCollector(): (() => void) | null {
   try {
     const exposed = (globalThis as { gc?: () => void }).gc;
     if (typeof exposed === 'function') return exposed;
     v8.setFlagsFromString('--expose-gc');
     // The flag only adds `gc` to contexts created after it is set.
     const gc: unknown = vm.runInNewContext('gc');
-    return typeof gc === 'function' ? (gc as () => void) : undefined;
+    return typeof gc === 'function' ? (gc as () => void) : null;
   } catch {
-    return undefined;
+    return null;
   }
-})();
+}
 
 /** What a watcher of V8's major collections is told, on this thread's heap. */
 export interface MajorCollectionListener {

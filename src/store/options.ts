@@ -40,7 +40,8 @@ export interface SpillStoreOptions {
    * spilling), at most once per 100 ms after any full collection, 25 % of the time, and
    * never while V8 is marking (unrationed, for room before a task: half as much let go of
    * is enough). Needs the monitor. Default false: a library should not run
-   * the collector unasked; the worker turns it on.
+   * the collector unasked; the worker turns it on. Opening a store with it sets V8's
+   * `--expose-gc` flag for the process (runtime/garbage-collection.ts).
    */
   collectGarbage?: boolean;
   /**

@@ -5,7 +5,7 @@ import { newCounters } from './counters.js';
 import { Accounting, type Entry, type StoredCopy } from './entry.js';
 import { ReleaseCollector } from '../runtime/release-collector.js';
 import { MemoryLru } from './memory-lru.js';
-import { collectGarbage, watchMajorCollections } from '../runtime/garbage-collection.js';
+import { garbageCollector, watchMajorCollections } from '../runtime/garbage-collection.js';
 import type { ResolvedOptions } from './options.js';
 
 /**
@@ -53,8 +53,8 @@ export class StoreState {
     readonly events: EventEmitter,
   ) {
     this.chain = new TierChain(opts.tiers);
-    const collector =
-      opts.collectGarbage && collectGarbage !== undefined ? new ReleaseCollector(collectGarbage, opts.memoryLimit / RELEASED_FRACTION) : undefined;
+    const gc = opts.collectGarbage ? garbageCollector() : undefined;
+    const collector = gc === undefined ? undefined : new ReleaseCollector(gc, opts.memoryLimit / RELEASED_FRACTION);
     this.collector = collector;
     // V8's own major collections count in the collector's ration and free what it counts.
     this.#stopWatching = collector && watchMajorCollections(collector);

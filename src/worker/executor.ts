@@ -4,7 +4,7 @@ import { CodecError, errorMessage } from '../errors.js';
 import { threadInputs } from './copy-inputs.js';
 import { liftLargeViews, restoreLargeViews } from './large-views.js';
 import { threadNiceIncrement } from '../runtime/thread-priority.js';
-import type { ThreadRequest, ThreadResponse } from './thread-types.js';
+import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.js';
 
 export type ExecutionResult =
   | { ok: true; value: unknown; computeSeconds: number }
@@ -24,9 +24,10 @@ export class Executor {
 
   /**
    * `moveInputs: false` posts inputs as they are (structured clone), for measurements;
-   * `nice` lowers the threads' CPU priority below the event loop's (runtime/thread-priority.ts).
+   * `nice` lowers the threads' CPU priority below the event loop's (runtime/thread-priority.ts);
+   * `collectGarbage` (default true) has an idle thread collect what its tasks left.
    */
-  constructor(nthreads: number, options: { moveInputs?: boolean; nice?: number } = {}) {
+  constructor(nthreads: number, options: { moveInputs?: boolean; nice?: number; collectGarbage?: boolean } = {}) {
     this.nthreads = nthreads;
     this.#moveInputs = options.moveInputs ?? true;
     // Under tsx (development) this file is .ts and so is the thread; compiled, both are .js.
@@ -47,6 +48,7 @@ export class Executor {
       // message more (an empty task: no difference measured).
       atomics: 'disabled',
       niceIncrement: threadNiceIncrement(options.nice ?? 0),
+      workerData: { collectGarbage: options.collectGarbage ?? true } satisfies ThreadData,
     });
     // A thread that dies with no task on it (a task's timer threw after it returned) is
     // replaced by the pool, which reports it as 'error': unheard, that would crash the worker.

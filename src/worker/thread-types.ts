@@ -1,6 +1,12 @@
 import type { TaskErrorInfo } from '../cluster/protocol.js';
 import type { LiftedView } from './large-views.js';
 
+/** What every executor thread is started with (piscina's workerData). */
+export interface ThreadData {
+  /** Collect the garbage finished tasks leave once the thread is idle (runtime/thread-collector.ts). */
+  collectGarbage: boolean;
+}
+
 /** What the main thread posts to an executor thread. */
 export interface ThreadRequest {
   module: string;

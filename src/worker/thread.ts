@@ -4,11 +4,11 @@
  * so they move to the main thread instead of being copied. Errors are returned, not
  * thrown, so their name, stack and code survive the trip (structured clone drops `code`).
  */
-import { move, transferableSymbol, valueSymbol } from 'piscina';
+import { move, transferableSymbol, valueSymbol, workerData } from 'piscina';
 import { SpillwayError } from '../errors.js';
 import { TaskFunctionError, TaskImportError } from './errors.js';
-import type { ThreadRequest, ThreadResponse } from './thread-types.js';
-import { collectGarbage } from '../runtime/garbage-collection.js';
+import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.js';
+import { garbageCollector } from '../runtime/garbage-collection.js';
 import { ThreadCollector } from '../runtime/thread-collector.js';
 import { liftLargeViews, restoreLargeViews } from './large-views.js';
 
@@ -18,7 +18,12 @@ const modules = new Map<string, Promise<Record<string, unknown>>>();
 const MIN_TRANSFER_BYTES = 64 * 1024;
 
 /** Collects the copies of finished tasks' inputs once the thread is idle (runtime/thread-collector.ts). */
-const collector = collectGarbage === undefined ? undefined : new ThreadCollector({ collect: collectGarbage });
+const collector = threadCollector((workerData as ThreadData | undefined)?.collectGarbage ?? false);
+
+function threadCollector(enabled: boolean): ThreadCollector | undefined {
+  const collect = enabled ? garbageCollector() : undefined;
+  return collect === undefined ? undefined : new ThreadCollector({ collect });
+}
 
 /**
  * In development the worker runs under tsx (`node --import tsx`). On Node 20 tsx installs

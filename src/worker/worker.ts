@@ -146,7 +146,7 @@ export class Worker extends EventEmitter {
       cleanup.unshift(() => store.close());
       const server = await DataServer.listen(store, { host: opts.host, port: opts.port, token: opts.token });
       cleanup.unshift(() => server.close());
-      const executor = new Executor(opts.nthreads, { nice: opts.threadNice });
+      const executor = new Executor(opts.nthreads, { nice: opts.threadNice, collectGarbage: opts.collectGarbage ?? true });
       cleanup.unshift(() => executor.close());
       const channel = await Channel.connect(opts.scheduler, { token: opts.token });
       cleanup.unshift(async () => channel.close());

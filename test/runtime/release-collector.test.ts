@@ -3,7 +3,7 @@ import { EventEmitter } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test, type TestContext } from 'node:test';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { collectGarbage, watchMajorCollections } from '../../src/runtime/garbage-collection.js';
+import { garbageCollector, watchMajorCollections } from '../../src/runtime/garbage-collection.js';
 import { MARKING_WAIT_MS, ReleaseCollector } from '../../src/runtime/release-collector.js';
 import { resolveOptions, type SpillStoreOptions } from '../../src/store/options.js';
 import { Pressure } from '../../src/store/pressure.js';
@@ -11,6 +11,8 @@ import { sampleMemory, type SpillStore } from '../../src/store/spill-store.js';
 import { StoreState } from '../../src/store/state.js';
 import { DiskTier } from '../../src/tiers/index.js';
 import { KiB, MiB, f64, openStore } from '../helpers/store.js';
+
+const collectGarbage = garbageCollector();
 
 /** A 4 MiB store that was given eight 64 KiB values and deleted them (512 KiB let go). */
 async function storeAfterDeletes(t: TestContext, options: SpillStoreOptions): Promise<SpillStore> {

@@ -5,11 +5,11 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Methods, ref } from '../../src/cluster/protocol.js';
-import { collectGarbage } from '../../src/runtime/garbage-collection.js';
+import { garbageCollector } from '../../src/runtime/garbage-collection.js';
 import { Worker } from '../../src/worker/index.js';
 import { FakeScheduler, TASKS, fn } from './helpers.js';
 
-const gc = collectGarbage ?? ((): void => assert.fail('no way to collect garbage here'));
+const gc = garbageCollector() ?? ((): void => assert.fail('no way to collect garbage here'));
 
 let scheduler: FakeScheduler;
 let a: Worker;

@@ -196,6 +196,12 @@ export interface CancelTaskParams {
   key: string;
 }
 
+/** Notification 'worker-removed': the scheduler removed this worker; stop fetching from its DataServer. */
+export interface WorkerRemovedParams {
+  workerId: string;
+  data: DataAddress;
+}
+
 // ---- client → scheduler ------------------------------------------------------------
 
 /** Request 'register-client'. Answer: { clientId }. */
@@ -291,6 +297,8 @@ export const Methods = {
   computeTask: 'compute-task',
   releaseKeys: 'release-keys',
   cancelTask: 'cancel-task',
+  /** Notification, scheduler → every other worker: WorkerRemovedParams. */
+  workerRemoved: 'worker-removed',
   registerClient: 'register-client',
   submit: 'submit',
   release: 'release',

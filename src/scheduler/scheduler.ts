@@ -1,5 +1,12 @@
 import { InvalidArgumentError } from '../errors.js';
-import { Methods, type RegisterWorkerResult, type TaskErrorInfo, type TaskFinishedParams, type WorkerHeartbeat } from '../cluster/protocol.js';
+import {
+  Methods,
+  type RegisterWorkerResult,
+  type TaskErrorInfo,
+  type TaskFinishedParams,
+  type WorkerHeartbeat,
+  type WorkerRemovedParams,
+} from '../cluster/protocol.js';
 import { type Channel, ControlServer } from '../control/index.js';
 import { Engine, type Outbox } from './engine.js';
 import { AlreadyRegisteredError, NotRegisteredError, WrongRoleError } from './errors.js';
@@ -227,7 +234,7 @@ export class Scheduler {
       this.#channels.delete(session.worker.id);
       if (this.#closed) return;
       this.#log.warn({ worker: session.worker.id, name: session.worker.name }, 'worker connection closed');
-      this.#engine.removeWorker(session.worker);
+      this.#removeWorker(session.worker);
     } else if (session.role === 'client') {
       this.#channels.delete(session.id);
       if (this.#closed) return;
@@ -252,6 +259,14 @@ export class Scheduler {
     });
   }
 
+  /** Removes a worker; the others first hear of it, so their fetches from it (perhaps a frozen peer) end now. */
+  #removeWorker(worker: WorkerRecord): void {
+    if (this.#engine.workers.get(worker.id) !== worker) return;
+    const params: WorkerRemovedParams = { workerId: worker.id, data: worker.data };
+    for (const other of this.#engine.workers.values()) if (other !== worker) this.#channels.get(other.id)?.notify(Methods.workerRemoved, params);
+    this.#engine.removeWorker(worker);
+  }
+
   #checkHeartbeats(): void {
     const now = Date.now();
     const gap = now - this.#lastCheck;
@@ -267,7 +282,7 @@ export class Scheduler {
       const silentMs = now - Math.max(worker.lastSeen, this.#resumedAt);
       if (silentMs <= this.#workerTimeoutMs) continue;
       this.#log.warn({ worker: worker.id, silentMs }, 'worker missed its heartbeats; removing it');
-      this.#engine.removeWorker(worker);
+      this.#removeWorker(worker);
       // Destroyed, not ended: a hung worker might never close its side (and never free the channel).
       this.#channels.get(worker.id)?.close(new NotRegisteredError(`worker ${worker.id} missed its heartbeats`));
       this.#channels.delete(worker.id);

@@ -25,8 +25,11 @@ export interface PeerAddress {
 export interface ConnectOptions extends ParserOptions {
   token?: string;
   tls?: tls.ConnectionOptions;
+  /** Deadline for connecting and completing the handshake: a frozen peer still accepts connections. */
   connectTimeoutMs: number;
   idleTimeoutMs: number;
+  /** Aborting fails the connection (or its opening) with a TransferError. */
+  signal?: AbortSignal;
 }
 
 /** Whatever is waiting for the server's next messages. */
@@ -75,15 +78,31 @@ export class ClientConnection {
   }
 
   static async open(address: PeerAddress, options: ConnectOptions): Promise<ClientConnection> {
+    const started = performance.now();
     const socket = await connect(address, options);
     const client = new ClientConnection(
       new Connection(socket, { ...options, idleTimeoutMs: options.idleTimeoutMs }),
     );
+    const { signal } = options;
+    if (signal !== undefined) {
+      const abort = (): void => client.connection.fail(abortedError(address, signal));
+      signal.addEventListener('abort', abort, { once: true });
+      client.connection.onClose(() => signal.removeEventListener('abort', abort));
+      if (signal.aborted) abort();
+    }
+    // The TCP connect and the handshake share one deadline: the kernel of a stopped peer
+    // still completes the connect, and only the handshake shows that nobody answers.
+    const remaining = Math.max(1, options.connectTimeoutMs - (performance.now() - started));
+    const deadline = setTimeout(() => {
+      client.connection.fail(new TransferTimeoutError(`connecting to ${address.host}:${address.port} (handshake)`, options.connectTimeoutMs));
+    }, remaining);
     try {
       await client.handshake(options.token);
     } catch (err) {
       client.close();
       throw err;
+    } finally {
+      clearTimeout(deadline);
     }
     return client;
   }
@@ -193,12 +212,22 @@ function connect(address: PeerAddress, options: ConnectOptions): Promise<net.Soc
       options.tls !== undefined
         ? tls.connect({ ...options.tls, host: address.host, port: address.port })
         : net.connect({ host: address.host, port: address.port });
+    const { signal } = options;
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      reject(abortedError(address, signal as AbortSignal));
+    };
     const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
       socket.destroy();
       reject(new TransferTimeoutError(`connecting to ${address.host}:${address.port}`, options.connectTimeoutMs));
     }, options.connectTimeoutMs);
+    if (signal?.aborted === true) return onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
     const onError = (err: Error): void => {
       clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
       reject(
         err.message.includes('certificate') || err.name.includes('TLS')
           ? new AuthError(`TLS handshake with ${address.host}:${address.port} failed: ${err.message}`)
@@ -208,8 +237,15 @@ function connect(address: PeerAddress, options: ConnectOptions): Promise<net.Soc
     socket.once('error', onError);
     socket.once(options.tls !== undefined ? 'secureConnect' : 'connect', () => {
       clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
       socket.off('error', onError);
       resolve(socket);
     });
   });
+}
+
+function abortedError(address: PeerAddress, signal: AbortSignal): TransferError {
+  const reason: unknown = signal.reason;
+  const why = reason instanceof Error ? reason.message : typeof reason === 'string' ? reason : 'aborted';
+  return new TransferError(`connection to ${address.host}:${address.port} abandoned: ${why}`, { cause: reason });
 }

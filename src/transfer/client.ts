@@ -27,6 +27,7 @@ export interface DataClientOptions {
   /** First backoff after "busy", doubled each retry (with jitter). Default 25 ms. */
   busyBackoffMs?: number;
   maxBusyBackoffMs?: number;
+  /** Deadline for connecting to a peer and completing the handshake; TransferTimeoutError after it. Default 5 s. */
   connectTimeoutMs?: number;
   /** A connection silent this long fails with TransferTimeoutError. Default 60 s. */
   idleTimeoutMs?: number;
@@ -65,17 +66,22 @@ export class DataClient {
 
   constructor(options: DataClientOptions = {}) {
     if (options.token !== undefined && options.token.length === 0) throw new InvalidArgumentError('token must not be empty');
+    for (const name of ['connectTimeoutMs', 'idleTimeoutMs'] as const) {
+      const value = options[name];
+      if (value !== undefined && !(Number.isFinite(value) && value > 0)) throw new InvalidArgumentError(`${name} must be a positive number of milliseconds, got ${value}`);
+    }
     this.options = options;
   }
 
-  async fetch(address: PeerAddress | string, keys: readonly string[], store: ReceivingStore): Promise<FetchResult> {
+  /** `signal`: aborting it fails the fetch with a TransferError (the keys it stored are deleted again). */
+  async fetch(address: PeerAddress | string, keys: readonly string[], store: ReceivingStore, options: { signal?: AbortSignal } = {}): Promise<FetchResult> {
     const peer = parseAddress(address);
     const result: FetchResult = { fetched: [], missing: [], present: [], bytes: 0, toDiskBytes: 0, toDisk: 0, toMemory: 0 };
     const wanted: string[] = [];
     for (const key of new Set(keys)) (store.has(key) ? result.present : wanted).push(key);
     if (wanted.length === 0) return result;
     const budget = this.budgetFor(store);
-    const connection = await ClientConnection.open(peer, this.connectOptions());
+    const connection = await ClientConnection.open(peer, { ...this.connectOptions(), signal: options.signal });
     const receivers: GetDataReceiver[] = [];
     try {
       let queue = wanted;
@@ -170,7 +176,7 @@ export class DataClient {
     return {
       token: this.options.token,
       tls: this.options.tls,
-      connectTimeoutMs: this.options.connectTimeoutMs ?? 10_000,
+      connectTimeoutMs: this.options.connectTimeoutMs ?? 5_000,
       idleTimeoutMs: this.options.idleTimeoutMs ?? 60_000,
       maxFrameBytes: this.options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
       maxValueBytes: this.options.maxValueBytes,

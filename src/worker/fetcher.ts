@@ -26,6 +26,10 @@ const addressKey = (a: DataAddress): string => `${a.host}:${a.port}`;
  */
 export class Fetcher {
   readonly #inflight = new Map<string, Promise<MissingKeys>>();
+  /** Fetches in progress, per holder address: aborted when the scheduler removes that holder. */
+  readonly #active = new Map<string, Set<AbortController>>();
+  /** Holders the scheduler removed: skipped until a who-has answer names them again (re-registered). */
+  readonly #gone = new Set<string>();
   /** Fetches that failed and were retried elsewhere, for stats and tests. */
   failures = 0;
   /** Bytes fetched from peers, by where they went: decoded into memory, or written to disk as they came. */
@@ -34,6 +38,16 @@ export class Fetcher {
   readonly replicas = new Set<string>();
 
   constructor(private readonly options: FetcherOptions) {}
+
+  /**
+   * The scheduler removed the worker serving at `address`: fetches from it are abandoned
+   * (a frozen peer would hold them until the idle timeout) and it is no longer tried.
+   */
+  holderRemoved(address: DataAddress): void {
+    const key = addressKey(address);
+    this.#gone.add(key);
+    for (const controller of this.#active.get(key) ?? []) controller.abort(new Error('the scheduler removed this worker'));
+  }
 
   /** Makes every key local; resolves the ones that could not be had (empty when all arrived). */
   async ensure(keys: readonly string[], deps: Readonly<Record<string, DataAddress[]>>): Promise<MissingKeys> {
@@ -78,8 +92,16 @@ export class Fetcher {
       pending = pending.filter((key) => !store.has(key));
       await this.#askScheduler(pending.filter((key) => candidates.get(key)?.length === 0 && !asked.has(key)), candidates, failed, asked);
       const groups = new Map<string, { holder: DataAddress; keys: string[] }>();
+      // Keys whose every holder named with the task is gone: the scheduler is asked next round.
+      const reask: string[] = [];
       for (const key of pending) {
-        const holder = candidates.get(key)?.shift();
+        const list = candidates.get(key) ?? [];
+        let holder = list.shift();
+        while (holder !== undefined && this.#gone.has(addressKey(holder))) holder = list.shift();
+        if (holder === undefined && !asked.has(key)) {
+          reask.push(key);
+          continue;
+        }
         if (holder === undefined) {
           missing.set(key, failed.get(key) ?? []);
           continue;
@@ -89,7 +111,7 @@ export class Fetcher {
         groups.set(addressKey(holder), group);
       }
       const retry = await Promise.all([...groups.values()].map((group) => this.#fetchGroup(group.holder, group.keys)));
-      pending = [];
+      pending = reask;
       retry.forEach((keysToRetry, i) => {
         const holder = [...groups.values()][i].holder;
         for (const key of keysToRetry) {
@@ -103,17 +125,25 @@ export class Fetcher {
 
   /** One batched get-data from one holder; resolves the keys still to be had (all of them when it failed). */
   async #fetchGroup(holder: DataAddress, keys: string[]): Promise<string[]> {
+    const key = addressKey(holder);
+    const controller = new AbortController();
+    const active = this.#active.get(key) ?? new Set();
+    active.add(controller);
+    this.#active.set(key, active);
     try {
-      const result = await this.options.client.fetch(holder, keys, this.options.store);
-      for (const key of result.fetched) this.replicas.add(key);
+      const result = await this.options.client.fetch(holder, keys, this.options.store, { signal: controller.signal });
+      for (const fetched of result.fetched) this.replicas.add(fetched);
       this.received.disk += result.toDiskBytes;
       this.received.memory += result.bytes - result.toDiskBytes;
       return result.missing;
     } catch (err) {
       if (err instanceof ClosedError) throw err;
-      // Busy, dead, unreachable, timed out, bad bytes: the fetch stored nothing; try elsewhere.
+      // Busy, dead, unreachable, timed out, removed, bad bytes: the fetch stored nothing; try elsewhere.
       this.failures++;
       return keys;
+    } finally {
+      active.delete(controller);
+      if (active.size === 0 && this.#active.get(key) === active) this.#active.delete(key);
     }
   }
 
@@ -126,6 +156,8 @@ export class Fetcher {
     } catch {
       return; // scheduler unreachable: these keys are missing; losing it shuts the worker down anyway
     }
+    // A holder the scheduler names now is registered (again): no longer gone.
+    for (const key of keys) for (const address of answer[key] ?? []) this.#gone.delete(addressKey(address));
     for (const key of keys) {
       const tried = failed.get(key) ?? [];
       candidates.set(

@@ -31,6 +31,8 @@ export interface WorkerOptions extends Pick<SpillStoreOptions, 'target' | 'spill
   httpHost?: string;
   /** Overrides the interval the scheduler asks for (ms). */
   heartbeatIntervalMs?: number;
+  /** Deadline for connecting to a peer's DataServer and completing the handshake (ms); a peer past it is skipped. Default 5000. */
+  connectTimeoutMs?: number;
   /**
    * How much lower the task threads' CPU priority is than the event loop's (a nice
    * increment, 0-19; Linux only, where nice is per thread). Default 10: when the cores are
@@ -66,6 +68,7 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
     throw new InvalidArgumentError(`httpPort must be a TCP port (0: any free one), got ${options.httpPort}`);
   }
   if (options.heartbeatIntervalMs !== undefined) positiveInteger(options.heartbeatIntervalMs, 'heartbeatIntervalMs');
+  if (options.connectTimeoutMs !== undefined) positiveInteger(options.connectTimeoutMs, 'connectTimeoutMs');
   const threadNice = options.threadNice ?? 10;
   if (!Number.isInteger(threadNice) || threadNice < 0 || threadNice > 19) {
     throw new InvalidArgumentError(`threadNice must be an integer from 0 to 19, got ${threadNice}`);

@@ -12,6 +12,7 @@ import {
   type ReleaseKeysParams,
   type TaskErrorInfo,
   type WhoHasResult,
+  type WorkerRemovedParams,
   substitute,
 } from '../cluster/protocol.js';
 import { sizeof } from '../codec/index.js';
@@ -32,7 +33,7 @@ import { type ResolvedWorkerOptions, type WorkerOptions, resolveWorkerOptions, r
 import { type QueuedTask, TaskQueue } from './queue.js';
 
 /** What the scheduler tells a worker; handled from before registration (see start). */
-const SCHEDULER_NOTIFICATIONS = [Methods.computeTask, Methods.cancelTask, Methods.releaseKeys];
+const SCHEDULER_NOTIFICATIONS = [Methods.computeTask, Methods.cancelTask, Methods.releaseKeys, Methods.workerRemoved];
 
 /**
  * A worker: a SpillStore, a DataServer serving it to peers, a pool of threads running
@@ -89,7 +90,7 @@ export class Worker extends EventEmitter {
     this.name = parts.name;
     this.nthreads = options.nthreads;
     this.#fetcher = new Fetcher({
-      client: new DataClient({ token: options.token }),
+      client: new DataClient({ token: options.token, connectTimeoutMs: options.connectTimeoutMs }),
       store,
       self: server.address,
       whoHas: (keys) => channel.request<WhoHasResult>(Methods.whoHas, { keys }, 30_000),
@@ -219,6 +220,7 @@ export class Worker extends EventEmitter {
   #dispatch(method: string, params: unknown): void {
     if (method === Methods.computeTask) this.#onComputeTask(params as ComputeTaskParams);
     else if (method === Methods.cancelTask) this.#onCancelTask(params as CancelTaskParams);
+    else if (method === Methods.workerRemoved) this.#onWorkerRemoved(params as WorkerRemovedParams);
     else this.#onReleaseKeys(params as ReleaseKeysParams);
   }
 
@@ -249,6 +251,11 @@ export class Worker extends EventEmitter {
       this.store.delete(key);
       this.#fetcher.replicas.delete(key);
     }
+  }
+
+  #onWorkerRemoved(params: WorkerRemovedParams): void {
+    const data = params?.data;
+    if (typeof data?.host === 'string' && typeof data.port === 'number') this.#fetcher.holderRemoved(data);
   }
 
   #onCancelTask(params: CancelTaskParams): void {

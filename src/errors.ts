@@ -200,6 +200,20 @@ export class KilledWorkerError extends SpillwayError {
   }
 }
 
+/**
+ * A task was ready while no worker could run it (none registered, or all closing) for the
+ * scheduler's `noWorkersTimeoutMs`. `failedKey` is that task (`key` itself, or an input of it).
+ */
+export class NoWorkersError extends SpillwayError {
+  readonly key: string;
+  readonly failedKey: string;
+  constructor(key: string, failedKey: string, info: { message: string }) {
+    super('SPW_ERR_NO_WORKERS', failedKey === key ? info.message : `task ${describeKey(key)} cannot run: its input failed: ${info.message}`);
+    this.key = key;
+    this.failedKey = failedKey;
+  }
+}
+
 /** A tier was asked for a value id it does not hold. */
 export class TierMissingError extends SpillwayError {
   constructor(tier: string, id: number) {

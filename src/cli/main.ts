@@ -57,6 +57,7 @@ program
   .option('--token <token>', 'shared secret of the cluster (default: $SPILLWAY_TOKEN; prefer it, a flag shows in ps)')
   .option('--heartbeat-interval <ms>', 'how often workers send heartbeats', positiveMilliseconds)
   .option('--allowed-failures <n>', 'worker deaths a running task survives before it fails with SPW_ERR_KILLED_WORKER (default 3)', wholeNumber)
+  .option('--without-workers-timeout <ms>', 'ready tasks with no worker for this long fail with SPW_ERR_NO_WORKERS (noWorkersTimeoutMs; default 120000; 0: wait forever)', milliseconds)
   .action(action('scheduler', async (f: SchedulerFlags) => (await import('./scheduler-command.js')).schedulerCommand(f)));
 
 program

@@ -8,6 +8,7 @@ export interface SchedulerFlags {
   token?: string;
   heartbeatInterval?: number;
   allowedFailures?: number;
+  withoutWorkersTimeout?: number;
 }
 
 /** `spillway scheduler`: serves until stopped; its first stdout line is `{"event":"listening",...}`. */
@@ -19,6 +20,7 @@ export async function schedulerCommand(flags: SchedulerFlags): Promise<void> {
     httpPort: flags.httpPort,
     heartbeatIntervalMs: flags.heartbeatInterval,
     allowedFailures: flags.allowedFailures,
+    noWorkersTimeoutMs: flags.withoutWorkersTimeout,
   });
   announce('listening', { address: scheduler.address, httpAddress: scheduler.httpAddress ?? null, pid: process.pid });
   runUntilStopped('scheduler', () => scheduler.close());

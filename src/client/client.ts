@@ -12,7 +12,7 @@ import {
   type SubmitResult,
   type WhoHasResult,
 } from '../cluster/protocol.js';
-import { ClosedError, GraphError, InvalidArgumentError, KilledWorkerError, TaskError } from '../errors.js';
+import { ClosedError, GraphError, InvalidArgumentError, KilledWorkerError, NoWorkersError, TaskError } from '../errors.js';
 import { SpillStore } from '../store/spill-store.js';
 import { DataClient, parseAddress } from '../transfer/client.js';
 import { RemoteError } from '../transfer/errors.js';
@@ -183,10 +183,7 @@ export class Client {
             if (values.size === keys.length) finish();
           }, computation.fail);
         },
-        erred: (params) =>
-          computation.fail(
-            params.error?.code === 'SPW_ERR_KILLED_WORKER' ? new KilledWorkerError(key, params.failedKey, params.error) : new TaskError(key, params.failedKey, params.error),
-          ),
+        erred: (params) => computation.fail(taskFailure(key, params)),
       };
       waiters.set(key, waiter);
       this.#wait(key, waiter);
@@ -373,5 +370,17 @@ export class Client {
     if (this.#lost !== undefined) return;
     this.#lost = err;
     for (const c of this.#computations) c.fail(err);
+  }
+}
+
+/** The typed error for a failed wanted key: the cluster's own verdicts have their classes, a task's exception is a TaskError. */
+function taskFailure(key: string, params: KeyErredParams): Error {
+  switch (params.error?.code) {
+    case 'SPW_ERR_KILLED_WORKER':
+      return new KilledWorkerError(key, params.failedKey, params.error);
+    case 'SPW_ERR_NO_WORKERS':
+      return new NoWorkersError(key, params.failedKey, params.error);
+    default:
+      return new TaskError(key, params.failedKey, params.error);
   }
 }

@@ -45,6 +45,8 @@ export interface Counters {
   tasksRetried: number;
   /** Tasks failed with SPW_ERR_KILLED_WORKER: more of their workers died than `allowedFailures`. */
   tasksKilledWorkers: number;
+  /** Tasks failed with SPW_ERR_NO_WORKERS: ready while no worker could run them for `noWorkersTimeoutMs`. */
+  tasksNoWorkers: number;
   workersLost: number;
   /** Workers that left after `worker-closing` (retired), counted apart from the ones lost. */
   workersRetired: number;
@@ -56,6 +58,7 @@ export interface EngineOptions {
 }
 
 export const KILLED_WORKER_CODE = 'SPW_ERR_KILLED_WORKER';
+export const NO_WORKERS_CODE = 'SPW_ERR_NO_WORKERS';
 
 /**
  * The scheduler's decisions, free of I/O: every method is one event (a message, a lost
@@ -72,6 +75,7 @@ export class Engine {
     tasksRecomputed: 0,
     tasksRetried: 0,
     tasksKilledWorkers: 0,
+    tasksNoWorkers: 0,
     workersLost: 0,
     workersRetired: 0,
   };
@@ -139,6 +143,35 @@ export class Engine {
     }
     for (const record of requeue) if (record.state === 'ready' && record.queue === undefined) this.placement.enqueue(record);
     this.#done();
+  }
+
+  /** Whether a worker is there to take tasks (registered and not closing). */
+  hasOpenWorker(): boolean {
+    for (const worker of this.workers.values()) if (!worker.closing) return true;
+    return false;
+  }
+
+  /**
+   * No worker has been able to run anything for `waitedMs`: every ready task fails with
+   * SPW_ERR_NO_WORKERS, and the tasks waiting on it with it (a client would otherwise wait
+   * forever). Returns how many ready tasks failed.
+   */
+  failForNoWorkers(waitedMs: number): number {
+    const ready = [...this.tasks.values()].filter((record) => record.state === 'ready');
+    for (const record of ready) {
+      if (record.state !== 'ready') continue; // failed already, as a dependent of another
+      this.counters.tasksNoWorkers++;
+      this.#fail(record, {
+        failedKey: record.key,
+        error: {
+          name: 'NoWorkersError',
+          message: `task ${describeKey(record.key)} could not run: no worker for ${Math.round(waitedMs / 1000)} s (noWorkersTimeoutMs)`,
+          code: NO_WORKERS_CODE,
+        },
+      });
+    }
+    this.#done();
+    return ready.length;
   }
 
   taskFinished(worker: WorkerRecord, params: TaskFinishedParams): void {

@@ -16,6 +16,7 @@ import { functionLabel } from '../metrics/task-duration.js';
 import { listenHttp } from './http.js';
 import { type Logger, resolveLogger } from './log.js';
 import { SchedulerMetrics } from './metrics.js';
+import { NoWorkersWatch } from './no-workers.js';
 import { type SchedulerState, snapshot } from './snapshot.js';
 import { TaskStream } from './task-stream.js';
 import { type WorkerRecord, checkRegisterWorker, newWorker, object, string, stringArray } from './workers.js';
@@ -31,6 +32,8 @@ export interface SchedulerOptions {
   workerTimeoutMs?: number;
   /** Worker deaths a running task survives before it fails with SPW_ERR_KILLED_WORKER. Default 3. */
   allowedFailures?: number;
+  /** Ready tasks with no worker to run them for this long fail with SPW_ERR_NO_WORKERS (ms). Default 120 s; 0: they wait forever. */
+  noWorkersTimeoutMs?: number;
   /** Default: silent, unless SPILLWAY_LOG names a pino level. */
   logger?: Logger;
 }
@@ -57,6 +60,7 @@ export class Scheduler {
   readonly #workerTimeoutMs: number;
   readonly #monitor: NodeJS.Timeout;
   readonly #monitorIntervalMs: number;
+  readonly #noWorkers: NoWorkersWatch;
   /** When the heartbeat check last ran, and when this process last came back from a stall of its own. */
   #lastCheck = Date.now();
   #resumedAt = 0;
@@ -75,6 +79,7 @@ export class Scheduler {
     this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? 1000;
     this.#workerTimeoutMs = options.workerTimeoutMs ?? 5 * this.#heartbeatIntervalMs;
     this.#monitorIntervalMs = Math.max(10, Math.min(this.#heartbeatIntervalMs, this.#workerTimeoutMs / 2));
+    this.#noWorkers = new NoWorkersWatch(this.#engine, options.noWorkersTimeoutMs ?? 120_000, log);
     this.#monitor = setInterval(() => this.#checkHeartbeats(), this.#monitorIntervalMs);
     this.#monitor.unref();
     server.on('channel', (channel: Channel) => this.#accept(channel));
@@ -87,6 +92,9 @@ export class Scheduler {
     if (options.workerTimeoutMs !== undefined && !(options.workerTimeoutMs > 0)) throw new InvalidArgumentError('workerTimeoutMs must be a positive number');
     const allowedFailures = options.allowedFailures ?? 3;
     if (!Number.isSafeInteger(allowedFailures) || allowedFailures < 0) throw new InvalidArgumentError(`allowedFailures must be a whole number, got ${String(options.allowedFailures)}`);
+    if (options.noWorkersTimeoutMs !== undefined && !(Number.isFinite(options.noWorkersTimeoutMs) && options.noWorkersTimeoutMs >= 0)) {
+      throw new InvalidArgumentError(`noWorkersTimeoutMs must be a number of milliseconds (0: off), got ${String(options.noWorkersTimeoutMs)}`);
+    }
     const log = resolveLogger(options.logger);
     // The outbox needs the scheduler's channels, which exist once it is constructed.
     const holder: { scheduler?: Scheduler } = {};
@@ -287,6 +295,7 @@ export class Scheduler {
       this.#channels.get(worker.id)?.close(new NotRegisteredError(`worker ${worker.id} missed its heartbeats`));
       this.#channels.delete(worker.id);
     }
+    this.#noWorkers.check(now);
   }
 }
 

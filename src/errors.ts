@@ -269,3 +269,13 @@ export class InternalError extends SpillwayError {
     super('SPW_ERR_INTERNAL', message);
   }
 }
+
+/** A native module Spillway needs (`lz4-napi`) could not be loaded on this platform. */
+export class NativeModuleError extends SpillwayError {
+  /** The package that failed to load. */
+  readonly module: string;
+  constructor(module: string, cause: unknown) {
+    super('SPW_ERR_NATIVE_MODULE', `the native module ${module} could not be loaded (${errorMessage(cause)}); reinstall it for this platform, or choose compression 'none'`, { cause });
+    this.module = module;
+  }
+}

@@ -12,45 +12,45 @@
  * main thread (docs/benchmark-history.md, fourteenth session). And 64 bits catch more corruption.
  */
 import { yieldToLoop } from '../loop.js';
+import { loadXxh64, type Xxh64Binding, type Xxh64Stream } from '../native.js';
 import { FIXED_PREFIX_BYTES, bodyOffset } from './format.js';
 import { Xxh64Portable, xxh64Portable } from './xxh64.js';
 
 /** Bytes hashed per synchronous step when a caller wants to yield in between. */
 export const CHECKSUM_SLICE_BYTES = 4 * 1024 * 1024;
 
-interface Xxh64Stream {
-  update(bytes: Uint8Array): Xxh64Stream;
-  digest(): bigint;
-}
-interface Xxh64Binding {
-  xxh64(input: Uint8Array, seed?: bigint | null): bigint;
-  Xxh64: new (seed?: bigint | null) => Xxh64Stream;
-}
+let native: Xxh64Binding | null | undefined;
 
-async function loadNative(): Promise<Xxh64Binding | undefined> {
-  try {
-    const mod = (await import('@node-rs/xxhash')) as Xxh64Binding;
-    // Guard against a binding that loads but disagrees with the reference.
-    const probe = Uint8Array.from({ length: 67 }, (_, i) => i * 7);
-    const agrees = mod.xxh64(probe, 5n) === xxh64Portable(probe, 5n) && new mod.Xxh64(5n).update(probe).digest() === xxh64Portable(probe, 5n);
-    return agrees ? mod : undefined;
-  } catch {
-    return undefined;
-  }
+/**
+ * The native XXH64, loaded on the first checksum; null when it is missing, disagrees with
+ * the reference, or SPILLWAY_CHECKSUM=portable asks for the fallback (to check it;
+ * docs/protocol.md#checksum).
+ */
+function nativeBinding(): Xxh64Binding | null {
+  if (native !== undefined) return native;
+  const mod = process.env.SPILLWAY_CHECKSUM === 'portable' ? undefined : loadXxh64();
+  // Guard against a binding that loads but disagrees with the reference.
+  const probe = Uint8Array.from({ length: 67 }, (_, i) => i * 7);
+  const agrees = mod !== undefined && mod.xxh64(probe, 5n) === xxh64Portable(probe, 5n) && new mod.Xxh64(5n).update(probe).digest() === xxh64Portable(probe, 5n);
+  native = agrees ? mod : null;
+  return native;
 }
-
-// SPILLWAY_CHECKSUM=portable skips the binding (to check the fallback; docs/protocol.md#checksum).
-const native = process.env.SPILLWAY_CHECKSUM === 'portable' ? undefined : await loadNative();
 
 /** True when the fast native XXH64 is in use (else a portable one computes the same, at ~0.3 GB/s). */
-export const nativeChecksum = native !== undefined;
+export function nativeChecksum(): boolean {
+  return nativeBinding() !== null;
+}
 
 /** One-shot XXH64 of `bytes` with `seed`. */
-export const xxh64: (bytes: Uint8Array, seed: bigint) => bigint = native ? (bytes, seed) => native.xxh64(bytes, seed) : xxh64Portable;
+export function xxh64(bytes: Uint8Array, seed: bigint): bigint {
+  const binding = native ?? nativeBinding();
+  return binding !== null ? binding.xxh64(bytes, seed) : xxh64Portable(bytes, seed);
+}
 
 /** Streaming XXH64 with `seed`: the digest of everything given to `update`. */
 function newXxh64(seed: bigint): Xxh64Stream {
-  return native ? new native.Xxh64(seed) : new Xxh64Portable(seed);
+  const binding = native ?? nativeBinding();
+  return binding !== null ? new binding.Xxh64(seed) : new Xxh64Portable(seed);
 }
 
 const EMPTY = new Uint8Array(0);

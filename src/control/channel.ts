@@ -1,7 +1,8 @@
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import tls from 'node:tls';
-import { Packr } from 'msgpackr';
+import type { Packr } from 'msgpackr';
+import { msgpackr } from '../codec/msgpackr.js';
 import { ClosedError, SpillwayError, errorMessage } from '../errors.js';
 import { Connection } from '../transfer/connection.js';
 import { ProtocolError, RemoteError, TransferError, TransferTimeoutError } from '../transfer/errors.js';
@@ -9,8 +10,13 @@ import { type Message, MessageType } from '../transfer/messages.js';
 import { serializeError, serializeRequest, serializeResponse } from '../transfer/serializer.js';
 import { HandshakeReader, type HandshakeSide, clientHandshake, handshakeTypes, serverHandshake } from './handshake.js';
 
-// variableMapSize: graphs of more than 65 535 tasks are one map.
-const packr = new Packr({ useRecords: false, moreTypes: true, variableMapSize: true });
+let messagePackr: Packr | undefined;
+
+/** The packer of control messages, made on first use. */
+function packr(): Packr {
+  // variableMapSize: graphs of more than 65 535 tasks are one map.
+  return (messagePackr ??= new (msgpackr().Packr)({ useRecords: false, moreTypes: true, variableMapSize: true }));
+}
 
 export type Handler = (params: unknown, channel: Channel) => unknown;
 
@@ -137,14 +143,14 @@ export class Channel extends EventEmitter {
               reject(new TransferTimeoutError(`request ${method}`, timeoutMs));
             }, timeoutMs);
       this.#pending.set(id, { resolve: resolve as (value: unknown) => void, reject, timer });
-      this.#send(serializeRequest(id, packr.pack({ m: method, p: params })));
+      this.#send(serializeRequest(id, packr().pack({ m: method, p: params })));
     });
   }
 
   /** Sends a one-way message; nothing comes back. Dropped if the channel is closed. */
   notify(method: string, params?: unknown): void {
     if (this.#closed) return;
-    this.#send(serializeRequest(0, packr.pack({ m: method, p: params })));
+    this.#send(serializeRequest(0, packr().pack({ m: method, p: params })));
   }
 
   close(err?: Error): void {
@@ -215,7 +221,7 @@ export class Channel extends EventEmitter {
       .then(async () => {
         const result = await handler(decoded.p, this);
         // Packed here: a result msgpack cannot pack is the handler's error, not an unhandled rejection.
-        if (id !== 0) this.#send(serializeResponse(id, packr.pack(result)));
+        if (id !== 0) this.#send(serializeResponse(id, packr().pack(result)));
       })
       .then(
         () => undefined,
@@ -246,7 +252,7 @@ export class Channel extends EventEmitter {
 /** A frame's msgpack body; bytes that are not msgpack are the peer's fault: a ProtocolError. */
 function unpackBody(body: Uint8Array, what: string): unknown {
   try {
-    return packr.unpack(body);
+    return packr().unpack(body);
   } catch (err) {
     throw new ProtocolError(`malformed ${what} body: ${errorMessage(err)}`);
   }

@@ -1,7 +1,7 @@
-import { compress, compressSync, uncompress, uncompressSync } from 'lz4-napi';
 import { Readable } from 'node:stream';
 import { InvalidArgumentError, SpillwayError, TierCorruptError, TierLengthError, errorMessage } from '../errors.js';
 import { yieldToLoop } from '../loop.js';
+import { lz4 } from '../native.js';
 import type { ByteRange, WriteSource } from './tier.js';
 
 /** `lz4`: compress every chunk; `auto`: only chunks a quick probe says will shrink; `none`: never. */
@@ -121,8 +121,9 @@ export async function collectPieces(source: WriteSource, byteLength: number): Pr
   return pieces;
 }
 
-function lz4(raw: Buffer): Promise<Buffer> | Buffer {
-  return raw.byteLength <= SYNC_BYTES ? compressSync(raw) : compress(raw);
+function compressLz4(raw: Buffer): Promise<Buffer> | Buffer {
+  const binding = lz4();
+  return raw.byteLength <= SYNC_BYTES ? binding.compressSync(raw) : binding.compress(raw);
 }
 
 /** Compresses one chunk if it pays; returns the bytes to store and whether they are compressed. */
@@ -131,19 +132,20 @@ export async function compressChunk(raw: Buffer, mode: CompressionMode): Promise
   if (mode === 'auto' && raw.byteLength > 4 * PROBE_BYTES) {
     // A 16 KiB probe from the middle costs ~30 us and spares compressing incompressible data.
     const mid = Math.floor((raw.byteLength - PROBE_BYTES) / 2);
-    const probe = compressSync(raw.subarray(mid, mid + PROBE_BYTES));
+    const probe = lz4().compressSync(raw.subarray(mid, mid + PROBE_BYTES));
     if (probe.byteLength > PROBE_BYTES * (1 - AUTO_MIN_SAVINGS)) return { bytes: raw, compressed: false };
   }
-  const packed = await lz4(raw);
+  const packed = await compressLz4(raw);
   const limit = mode === 'auto' ? raw.byteLength * (1 - AUTO_MIN_SAVINGS) : raw.byteLength - 1;
   return packed.byteLength <= limit ? { bytes: packed, compressed: true } : { bytes: raw, compressed: false };
 }
 
 /** Decompresses a stored chunk, checking it yields the expected length. */
 export async function decompressChunk(stored: Uint8Array, rawLength: number): Promise<Buffer> {
+  const binding = lz4();
   let raw: Buffer;
   try {
-    raw = rawLength <= SYNC_BYTES ? uncompressSync(stored) : await uncompress(stored);
+    raw = rawLength <= SYNC_BYTES ? binding.uncompressSync(stored) : await binding.uncompress(stored);
   } catch (err) {
     // lz4 refuses bytes that are not a block it wrote: the stored copy is corrupt.
     throw new TierCorruptError(`compressed chunk does not decompress: ${errorMessage(err)}`);

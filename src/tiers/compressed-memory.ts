@@ -16,6 +16,7 @@ import {
   type StoredChunk,
 } from './chunks.js';
 import { Slicer } from '../loop.js';
+import { lz4 } from '../native.js';
 import { TierCounters } from './stats.js';
 import type { ByteRange, Tier, TierStats, TierUsage, WriteItem, WriteResults, WriteSource } from './tier.js';
 import { WriteTracker, checkId, checkPositive } from './validate.js';
@@ -85,6 +86,8 @@ export class CompressedMemoryTier implements Tier {
 
   async open(): Promise<void> {
     if (this.closed) throw new ClosedError(`tier "${this.name}"`);
+    // Fails here, with NativeModuleError, rather than at the first spill.
+    lz4();
   }
 
   async write(id: number, source: WriteSource, byteLength: number): Promise<void> {

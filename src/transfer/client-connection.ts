@@ -1,6 +1,6 @@
 import net from 'node:net';
 import tls from 'node:tls';
-import { pack, unpack } from 'msgpackr';
+import { msgpackr } from '../codec/msgpackr.js';
 import { errorMessage } from '../errors.js';
 import { answerHelloOk, newNonce } from './auth.js';
 import { Connection } from './connection.js';
@@ -183,7 +183,7 @@ export class ClientConnection {
       if (message?.type === MessageType.Response && message.requestId === requestId) resolve(unpackResponse(message.body));
       else if (message?.type === MessageType.Error && message.requestId === requestId) reject(new RemoteError(message.code, message.message));
       else throw new ProtocolError('unexpected answer to a request');
-    }, serializeRequest(requestId, pack(body)));
+    }, serializeRequest(requestId, msgpackr().pack(body)));
   }
 
   fail(err: Error): void {
@@ -200,7 +200,7 @@ export class ClientConnection {
 /** A Response's msgpack body; bytes that are not msgpack are the server's fault: a ProtocolError. */
 function unpackResponse(body: Uint8Array): unknown {
   try {
-    return unpack(body);
+    return msgpackr().unpack(body);
   } catch (err) {
     throw new ProtocolError(`malformed Response body: ${errorMessage(err)}`);
   }

@@ -1,4 +1,4 @@
-import { pack, unpack } from 'msgpackr';
+import { msgpackr } from '../codec/msgpackr.js';
 import { KeyNotFoundError, SpillwayError, errorMessage } from '../errors.js';
 import { recycleChunk } from '../tiers/tier.js';
 import { clientProof, newNonce, proofMatches, serverProof, ZERO_PROOF } from './auth.js';
@@ -282,8 +282,8 @@ export class ServerSession {
     let reply: Buffer;
     try {
       if (handler === undefined) throw new ProtocolError('this server takes no generic requests');
-      const result = await handler(unpack(message.body));
-      reply = serializeResponse(message.requestId, pack(result));
+      const result = await handler(msgpackr().unpack(message.body));
+      reply = serializeResponse(message.requestId, msgpackr().pack(result));
     } catch (err) {
       const code = err instanceof SpillwayError ? err.code : 'SPW_ERR_HANDLER';
       reply = serializeError(message.requestId, code, errorMessage(err));

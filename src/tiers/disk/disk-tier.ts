@@ -7,6 +7,7 @@ import { writeFusedBatch, writePackedBatch, type BatchHost } from './batch-write
 import { DiskCatalog, DiskRecord, compressedOnly } from './catalog.js';
 import { readValue, streamRange, writeValueFile, type StoredBytes } from './value-files.js';
 import { ignoreMissing } from './file-io.js';
+import { lz4 } from '../../native.js';
 import { BufferPool } from './buffer-pool.js';
 import { writePacked, type PackedBatch, type PackedWrites } from '../packed.js';
 import { ReadCoalescer } from './read-coalescer.js';
@@ -121,6 +122,8 @@ export class DiskTier implements Tier {
 
   async open(): Promise<void> {
     if (this.closed) throw new ClosedError(`tier "${this.name}"`);
+    // A missing lz4 binding fails here, with NativeModuleError, rather than at the first spill.
+    if (this.compression !== 'none') lz4();
     const dirs: string[] = [];
     try {
       for (const parent of this.parents) {

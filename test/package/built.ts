@@ -1,0 +1,46 @@
+/**
+ * The built package (dist/, as `npm run build` leaves it) and a way to run Node against it
+ * by its name, as an application would. `npm test` builds first.
+ */
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+interface PackageJson {
+  exports: Record<string, { types: string; default: string }>;
+  engines: { node: string };
+  sideEffects: boolean;
+  license: string;
+}
+
+export const packageJson = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as PackageJson;
+
+/** Every import specifier the package offers: 'spillway', 'spillway/transfer', ... */
+export const specifiers = Object.keys(packageJson.exports).map((subpath) => path.posix.join('spillway', subpath));
+
+function newestMtime(dir: string): number {
+  let newest = 0;
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile() && entry.name.endsWith('.ts')) newest = Math.max(newest, fs.statSync(path.join(entry.parentPath, entry.name)).mtimeMs);
+  }
+  return newest;
+}
+
+/** Throws, saying what to run, unless dist/ holds a build at least as new as src/. */
+export function assertBuilt(): void {
+  const index = path.join(root, 'dist', 'index.js');
+  if (!fs.existsSync(index)) throw new Error('dist/ is missing: run `npm run build` first (npm test does)');
+  if (fs.statSync(index).mtimeMs < newestMtime(path.join(root, 'src'))) {
+    throw new Error('dist/ is older than src/: run `npm run build` first (npm test does)');
+  }
+}
+
+/** Runs an ES module script with Node in `cwd` (where 'spillway' resolves to the package) and parses the JSON it prints. */
+export async function runScript<T>(script: string, cwd = root, env: NodeJS.ProcessEnv = process.env): Promise<T> {
+  const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { cwd, env, timeout: 60_000, maxBuffer: 16 * 1024 * 1024 });
+  return JSON.parse(stdout) as T;
+}

@@ -1,6 +1,6 @@
 /**
  * Importing the package changes nothing in the process: no environment read, no listener,
- * no handle or timer, and no native binding loaded before first use.
+ * no handle or timer, no V8 flag, and no native binding loaded before first use.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -11,12 +11,14 @@ interface Effects {
   listeners: string[];
   resources: string[];
   loaded: string[];
+  exposedGc: boolean;
 }
 
 test('importing every entry point reads no environment, adds no listener, handle or native module', async () => {
   assertBuilt();
   const script = `
     import { createRequire } from 'node:module';
+    import vm from 'node:vm';
     const dist = ${JSON.stringify(`${root}/dist/`)};
     const envReads = [];
     const real = process.env;
@@ -45,6 +47,7 @@ test('importing every entry point reads no environment, adds no listener, handle
       envReads,
       listeners: events.filter((e, i) => process.listenerCount(e) !== listenersBefore[i]),
       resources: process.getActiveResourcesInfo().sort().filter((r, i, all) => all.filter((x) => x === r).length > resourcesBefore.filter((x) => x === r).length),
+      exposedGc: vm.runInNewContext('typeof gc') !== 'undefined',
       loaded: cache.filter((file) => /[\\\\/](lz4-napi|@node-rs[\\\\/]xxhash)[\\\\/]/.test(file)),
     }));
   `;
@@ -53,4 +56,5 @@ test('importing every entry point reads no environment, adds no listener, handle
   assert.deepEqual(effects.listeners, [], 'process listeners added at import');
   assert.deepEqual(effects.resources, [], 'handles or timers left by import');
   assert.deepEqual(effects.loaded, [], 'native bindings loaded before first use');
+  assert.equal(effects.exposedGc, false, 'V8 flags (--expose-gc) set at import');
 });

@@ -1,37 +1,62 @@
 #!/usr/bin/env node
 /**
  * `spillway` command line. Exit codes: 0 success, 1 failure (verification or runtime),
- * 2 bad arguments.
+ * 2 bad arguments or configuration (a wrong token, an unreachable scheduler...).
+ * Every flag can also be set as `SPILLWAY_<FLAG>` (src/cli/env.ts).
  */
-import { Command, CommanderError, InvalidArgumentError as BadOption, Option } from 'commander';
+import { readFile } from 'node:fs/promises';
+import { type CommanderError, InvalidArgumentError as BadOption } from 'commander';
+import { AddressError, SchedulerUnreachableError } from '../control/errors.js';
 import { InvalidArgumentError } from '../errors.js';
 import { AuthError } from '../transfer/errors.js';
 import { WORKLOADS } from '../workloads/index.js';
 import { demoCommand } from './demo-command.js';
-import { EXIT_FAILED, EXIT_USAGE, hostPort, milliseconds, niceIncrement, port, positive, positiveMilliseconds, size, wholeNumber } from './options.js';
+import { EnvCommand, checkEnvironment, envOption } from './env.js';
+import {
+  EXIT_FAILED,
+  EXIT_USAGE,
+  duration,
+  hostPort,
+  levelOrOff,
+  memoryLimit,
+  milliseconds,
+  niceIncrement,
+  port,
+  positive,
+  positiveMilliseconds,
+  size,
+  sizeOrOff,
+  wholeNumber,
+} from './options.js';
 import type { LocalFlags } from './local-command.js';
 import type { SchedulerFlags } from './scheduler-command.js';
 import type { WorkerFlags } from './worker-command.js';
 
 // The cluster commands are loaded on use: `demo` does not pay for the scheduler, the worker or piscina.
 
-/** Runs a command's action; a bad argument found late (InvalidArgumentError, AuthError) exits with 2, anything else with 1. */
+/** Errors that restarting the same command will not fix: its arguments or configuration are wrong. */
+const USAGE_ERRORS = [InvalidArgumentError, BadOption, AuthError, AddressError, SchedulerUnreachableError];
+
+/** Runs a command's action; a bad argument found late (InvalidArgumentError, AuthError...) exits with 2, anything else with 1. */
 function action<T>(name: string, run: (flags: T) => Promise<void>): (flags: T) => Promise<void> {
   return async (flags) => {
     try {
       await run(flags);
     } catch (err) {
       // A missing or wrong token is the command line's fault too: restarting will not fix it.
-      const usage = err instanceof InvalidArgumentError || err instanceof BadOption || err instanceof AuthError;
+      const usage = USAGE_ERRORS.some((type) => err instanceof type);
       process.stderr.write(`spillway ${name}: ${usage ? 'error: ' : ''}${err instanceof Error ? err.message : String(err)}\n`);
       process.exitCode = usage ? EXIT_USAGE : EXIT_FAILED;
     }
   };
 }
 
-const program = new Command()
+const { version } = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+
+const program = new EnvCommand()
   .name('spillway')
   .description('Spillway: a memory-bounded, spill-to-disk object store for Node.js')
+  .version(version, '-V, --version', 'print the version and exit')
   .showHelpAfterError('(run with --help for usage)')
   // Commander's own usage errors (unknown option, missing value, bad size) exit with 2.
   .exitOverride((err: CommanderError) => process.exit(err.exitCode === 0 ? 0 : EXIT_USAGE));
@@ -54,7 +79,7 @@ program
   .option('--host <host>', 'interface to listen on', '127.0.0.1')
   .option('--port <port>', 'control port (0: any free port)', port, 8786)
   .option('--http-port <port>', 'port of GET /metrics and /api/state (0: any free port)', port)
-  .option('--token <token>', 'shared secret of the cluster (default: $SPILLWAY_TOKEN; prefer it, a flag shows in ps)')
+  .option('--token <token>', 'shared secret of the cluster (prefer the variable: a flag shows in ps)')
   .option('--heartbeat-interval <ms>', 'how often workers send heartbeats', positiveMilliseconds)
   .option('--allowed-failures <n>', 'worker deaths a running task survives before it fails with SPW_ERR_KILLED_WORKER (default 3)', wholeNumber)
   .option('--without-workers-timeout <ms>', 'ready tasks with no worker for this long fail with SPW_ERR_NO_WORKERS (noWorkersTimeoutMs; default 120000; 0: wait forever)', milliseconds)
@@ -64,14 +89,20 @@ program
   .command('worker')
   .description('run a worker until SIGINT/SIGTERM or until the scheduler is gone; prints {"event":"ready",...} once registered')
   .requiredOption('--scheduler <host:port>', 'the scheduler\'s control address', hostPort)
-  .requiredOption('--memory-limit <size>', 'memory limit of the worker', size)
+  .requiredOption('--memory-limit <size>', 'memory limit of the worker: a size (4Gi, 512MiB), auto (the container\'s limit, else the host\'s memory) or a fraction of auto (0.5)', memoryLimit)
+  .option('--target <fraction>', 'spill least-recently-used values above this share of the memory limit (0-1, or off)', levelOrOff)
+  .option('--spill <fraction>', 'spill on process memory (RSS) above this share of the memory limit (0-1, or off)', levelOrOff)
+  .option('--pause <fraction>', 'pause new work above this share of the memory limit (0-1, or off)', levelOrOff)
+  .option('--max-spill <size>', 'most bytes spilled to disk (or off)', sizeOrOff)
   .option('--nthreads <n>', 'threads running tasks (default: number of cores)', positive)
   .option('--thread-nice <n>', 'how much lower the task threads\' CPU priority is than the event loop\'s, 0-19 (Linux; default 10)', niceIncrement)
   .option('--local-directory <dir>', 'parent directory of the spill folder (default: the OS temp directory)')
-  .option('--token <token>', 'shared secret of the cluster (default: $SPILLWAY_TOKEN)')
+  .option('--token <token>', 'shared secret of the cluster (prefer the variable: a flag shows in ps)')
   .option('--host <host>', 'interface the data server listens on (peers must reach it)', '127.0.0.1')
   .option('--port <port>', 'data server port (0: any free port)', port, 0)
+  .option('--contact-address <host:port>', 'the data address peers are told, when not where the data server listens (default: --host, or this host\'s first non-loopback address for 0.0.0.0)', hostPort)
   .option('--name <name>', 'name shown by the scheduler')
+  .option('--connect-timeout <duration>', 'how long to keep trying to reach the scheduler, at start and after losing it (120s, 2m, 500ms)', duration, 120_000)
   .option('--http-port <port>', 'serve GET /metrics and /health on this port (0: any free port; default: none)', port)
   .action(action('worker', async (f: WorkerFlags) => (await import('./worker-command.js')).workerCommand(f)));
 
@@ -80,7 +111,7 @@ program
   .description('start a local cluster, run a built-in workload larger than its memory, verify it, print a summary')
   .option('--workers <n>', 'worker processes', positive, 2)
   .option('--memory-limit <size>', 'memory limit of each worker', size, 256 * 2 ** 20)
-  .addOption(new Option('--workload <name>', 'the job to run').choices(WORKLOADS).default('shuffle'))
+  .addOption(envOption('--workload <name>', 'the job to run').choices(WORKLOADS).default('shuffle'))
   .option('--size <size>', 'bytes of data to generate (default: 3 × the cluster\'s memory)', size)
   .option('--partitions <n>', 'partitions of the data (default: each ≤ 1/20 of a worker\'s memory)', positive)
   .option('--nthreads <n>', 'task threads per worker (default: cores / workers)', positive)
@@ -89,4 +120,10 @@ program
   .option('--json', 'print a one-line JSON summary instead of text (no progress bar)', false)
   .action(action('local', async (f: LocalFlags) => (await import('./local-command.js')).localCommand(f)));
 
+const environment = checkEnvironment(program);
+for (const name of environment.unknown) process.stderr.write(`spillway: warning: ${name} matches no flag of any command; ignored\n`);
+if (environment.errors.length > 0) {
+  for (const error of environment.errors) process.stderr.write(`spillway: error: ${error}\n`);
+  process.exit(EXIT_USAGE);
+}
 await program.parseAsync(process.argv);

@@ -2,6 +2,7 @@
 import { InvalidArgumentError as BadOption } from 'commander';
 import { InvalidArgumentError } from '../errors.js';
 import { parseBytes } from '../units.js';
+import { type MemoryLimitSpec, checkMemoryLimitSpec } from '../worker/memory-limit.js';
 
 export const EXIT_FAILED = 1;
 export const EXIT_USAGE = 2;
@@ -15,6 +16,41 @@ export function size(value: string): number {
   } catch (err) {
     throw new BadOption(`${err instanceof Error ? err.message : String(err)}`);
   }
+}
+
+/** A worker's memory limit: a size ('4Gi', '512 MiB'), 'auto', or a fraction of 'auto' ('0.5'); resolved when the worker starts. */
+export function memoryLimit(value: string): MemoryLimitSpec {
+  try {
+    checkMemoryLimitSpec(value);
+  } catch (err) {
+    throw new BadOption(`${err instanceof Error ? err.message : String(err)} (or 'auto', or a fraction of it such as 0.5)`);
+  }
+  return value.trim();
+}
+
+/** A store level: a fraction of the memory limit (0 to 1), or 'off'. */
+export function levelOrOff(value: string): number | false {
+  const text = value.trim().toLowerCase();
+  if (text === 'off' || text === 'false') return false;
+  const n = Number(text);
+  if (text === '' || !Number.isFinite(n) || n < 0 || n > 1) throw new BadOption(`expected a fraction of the memory limit from 0 to 1, or 'off', got ${JSON.stringify(value)}`);
+  return n;
+}
+
+/** A size, or 'off' (no limit). */
+export function sizeOrOff(value: string): number | false {
+  const text = value.trim().toLowerCase();
+  return text === 'off' || text === 'false' ? false : size(value);
+}
+
+const DURATION_UNITS: ReadonlyMap<string, number> = new Map([['', 1], ['ms', 1], ['s', 1000], ['m', 60_000], ['min', 60_000], ['h', 3_600_000]]);
+
+/** A duration: '120s', '2m', '500ms', or a number of milliseconds. */
+export function duration(value: string): number {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(value);
+  const factor = match === null ? undefined : DURATION_UNITS.get(match[2].toLowerCase());
+  if (match === null || factor === undefined) throw new BadOption(`expected a duration such as 120s, 2m or 500ms, got ${JSON.stringify(value)}`);
+  return timerDelay(Math.round(Number(match[1]) * factor));
 }
 
 export function wholeNumber(value: string): number {
@@ -67,10 +103,9 @@ export function hostPort(value: string): { host: string; port: number } {
   return { host: match[1], port: Number(match[2]) };
 }
 
-/** The token from --token, else from SPILLWAY_TOKEN (which keeps it out of `ps`); empty means none. */
+/** The token from --token or SPILLWAY_TOKEN (which keeps it out of `ps`); empty means none. */
 export function resolveToken(flag: string | undefined): string | undefined {
-  const token = flag ?? process.env.SPILLWAY_TOKEN;
-  return token === undefined || token === '' ? undefined : token;
+  return flag === undefined || flag === '' ? undefined : flag;
 }
 
 /** One JSON line on stdout: how a parent process (LocalCluster) learns what a command is doing. */

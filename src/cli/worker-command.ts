@@ -1,34 +1,54 @@
 import { once } from 'node:events';
+import type { DataAddress } from '../cluster/protocol.js';
+import type { MemoryLimitSpec } from '../worker/memory-limit.js';
 import { Worker } from '../worker/index.js';
 import { announce, resolveToken, runUntilStopped } from './options.js';
 
 export interface WorkerFlags {
-  scheduler: { host: string; port: number };
-  memoryLimit: number;
+  scheduler: DataAddress;
+  memoryLimit: MemoryLimitSpec;
+  target?: number | false;
+  spill?: number | false;
+  pause?: number | false;
+  maxSpill?: number | false;
   nthreads?: number;
   threadNice?: number;
   localDirectory?: string;
   token?: string;
   host: string;
   port: number;
+  contactAddress?: DataAddress;
   name?: string;
   httpPort?: number;
+  connectTimeout: number;
 }
 
-/** `spillway worker`: runs until stopped or until it loses the scheduler; announces `{"event":"ready",...}`. */
+/**
+ * `spillway worker`: runs until stopped, or until it has lost the scheduler and cannot reach
+ * it again within --connect-timeout; announces `{"event":"ready",...}`, then
+ * `{"event":"reconnected",...}` after each new registration.
+ */
 export async function workerCommand(flags: WorkerFlags): Promise<void> {
   const worker = await Worker.start({
     scheduler: flags.scheduler,
     token: resolveToken(flags.token),
     memoryLimit: flags.memoryLimit,
+    target: flags.target,
+    spill: flags.spill,
+    pause: flags.pause,
+    maxSpill: flags.maxSpill,
     nthreads: flags.nthreads,
     threadNice: flags.threadNice,
     localDirectory: flags.localDirectory,
     host: flags.host,
     port: flags.port,
+    contactAddress: flags.contactAddress,
     name: flags.name,
     httpPort: flags.httpPort,
+    schedulerConnectTimeoutMs: flags.connectTimeout,
   });
-  announce('ready', { workerId: worker.workerId, name: worker.name, data: worker.server.address, httpAddress: worker.httpAddress ?? null, pid: process.pid });
+  announce('ready', { workerId: worker.workerId, name: worker.name, data: worker.address, httpAddress: worker.httpAddress ?? null, memoryLimit: worker.store.memoryLimit, pid: process.pid });
+  worker.on('disconnected', (err?: Error) => announce('disconnected', { reason: err?.message ?? 'connection closed' }));
+  worker.on('reconnected', (info: Record<string, unknown>) => announce('reconnected', info));
   runUntilStopped('worker', () => worker.close(), once(worker, 'close'));
 }

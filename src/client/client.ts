@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { Channel } from '../control/channel.js';
+import type { Channel } from '../control/channel.js';
+import { connectWithRetry } from '../control/connect.js';
 import {
   type DataAddress,
   type Graph,
@@ -30,6 +31,8 @@ export interface ClientOptions {
   name?: string;
   /** How long to keep looking for a result whose holders are gone (it is being recomputed). Default 120 s. */
   resultTimeoutMs?: number;
+  /** Keep trying to reach the scheduler this long (ms), with backoff; then SchedulerUnreachableError. Default 120 s. */
+  connectTimeoutMs?: number;
 }
 
 export interface ComputeProgress {
@@ -118,7 +121,7 @@ export class Client {
     });
     let channel: Channel | undefined;
     try {
-      channel = await Channel.connect(peer, { token: options.token });
+      channel = await connectWithRetry(peer, { token: options.token }, { timeoutMs: options.connectTimeoutMs ?? 120_000 });
       const params: RegisterClientParams = { name: options.name ?? `client-${process.pid}-${randomUUID().slice(0, 8)}` };
       const { clientId } = await channel.request<{ clientId: string }>(Methods.registerClient, params, 30_000);
       return new Client(channel, store, new DataClient({ token: options.token }), text, clientId, options);

@@ -38,6 +38,12 @@ export interface LocalClusterOptions {
    * environment win either way. Default true.
    */
   tuneMalloc?: boolean;
+  /**
+   * How long a worker that lost the scheduler keeps trying to reach it again before it exits
+   * (ms). Default 5 s: a LocalCluster's scheduler is not restarted, but one that stalled and
+   * dropped its workers takes them back.
+   */
+  connectTimeoutMs?: number;
 }
 
 export interface LocalWorkerInfo {
@@ -113,6 +119,9 @@ export class LocalCluster {
       throw new InvalidArgumentError(`allowedFailures must be a whole number, got ${String(options.allowedFailures)}`);
     }
     const nthreads = options.nthreads ?? Math.max(1, Math.floor(os.availableParallelism() / count));
+    if (options.connectTimeoutMs !== undefined && !(Number.isInteger(options.connectTimeoutMs) && options.connectTimeoutMs >= 0)) {
+      throw new InvalidArgumentError(`connectTimeoutMs must be a non-negative integer, got ${options.connectTimeoutMs}`);
+    }
     const token = options.token === false ? undefined : (options.token ?? randomBytes(24).toString('hex'));
     const timeout = options.startTimeoutMs ?? 60_000;
     const stderr = options.stderr ?? 'pipe';
@@ -147,6 +156,7 @@ export class LocalCluster {
           '--nthreads', String(nthreads),
           '--local-directory', directory,
           '--name', `local-${i}`,
+          '--connect-timeout', String(options.connectTimeoutMs ?? 5_000),
         ]),
       );
       const ready = await Promise.all(workers.map((w) => w.waitForEvent('ready', timeout)));

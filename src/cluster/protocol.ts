@@ -108,6 +108,12 @@ export interface RegisterWorkerParams {
   memoryLimit: number;
   nthreads: number;
   pid: number;
+  /**
+   * Keys the worker already holds (in memory or spilled): sent when it registers again after
+   * losing the scheduler. The scheduler records it as a holder of those it still needs and
+   * releases the others.
+   */
+  keys?: string[];
 }
 export interface RegisterWorkerResult {
   workerId: string;

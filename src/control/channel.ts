@@ -119,6 +119,11 @@ export class Channel extends EventEmitter {
     return this.#closed;
   }
 
+  /** The peer's IP address as this side sees it ('' once the socket is gone). */
+  get remoteHost(): string {
+    return this.#connection.socket.remoteAddress ?? '';
+  }
+
   get remoteAddress(): string {
     const s = this.#connection.socket;
     return `${s.remoteAddress ?? '?'}:${s.remotePort ?? '?'}`;

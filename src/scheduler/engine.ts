@@ -93,10 +93,26 @@ export class Engine {
 
   // ---- workers -----------------------------------------------------------------------
 
-  addWorker(worker: WorkerRecord): void {
+  /**
+   * A worker joins. `keys` are results it already holds (it registers again after losing
+   * the scheduler): those still needed in memory elsewhere gain it as a holder, the rest are
+   * released on it (a restarted scheduler knows none of them).
+   */
+  addWorker(worker: WorkerRecord, keys: readonly string[] = []): { reported: number; kept: number } {
     this.workers.set(worker.id, worker);
     this.placement.addWorker(worker.id);
+    let kept = 0;
+    for (const key of keys) {
+      const record = this.tasks.get(key);
+      if (record?.state === 'memory') {
+        this.#addHolder(record, worker);
+        kept++;
+      } else {
+        this.#release(worker, key);
+      }
+    }
     this.#done();
+    return { reported: keys.length, kept };
   }
 
   heartbeat(worker: WorkerRecord, heartbeat: WorkerHeartbeat): void {

@@ -19,7 +19,7 @@ import { SchedulerMetrics } from './metrics.js';
 import { NoWorkersWatch } from './no-workers.js';
 import { type SchedulerState, snapshot } from './snapshot.js';
 import { TaskStream } from './task-stream.js';
-import { type WorkerRecord, checkRegisterWorker, newWorker, object, string, stringArray } from './workers.js';
+import { type WorkerRecord, checkReachable, checkRegisterWorker, newWorker, object, string, stringArray } from './workers.js';
 
 export interface SchedulerOptions {
   host?: string;
@@ -151,11 +151,13 @@ export class Scheduler {
       channel.handle(method, (params) => this.#guard(channel, session.current, method, () => fn(params)));
     };
     on(Methods.registerWorker, (params) => {
-      const worker = newWorker(`w-${this.#nextId++}`, checkRegisterWorker(params));
+      const registration = checkRegisterWorker(params);
+      checkReachable(registration.data, channel.remoteHost);
+      const worker = newWorker(`w-${this.#nextId++}`, registration);
       session.current = { role: 'worker', worker };
       this.#channels.set(worker.id, channel);
-      this.#engine.addWorker(worker);
-      this.#log.info({ worker: worker.id, name: worker.name, data: worker.data, nthreads: worker.nthreads }, 'worker registered');
+      const held = this.#engine.addWorker(worker, registration.keys ?? []);
+      this.#log.info({ worker: worker.id, name: worker.name, data: worker.data, nthreads: worker.nthreads, ...held }, 'worker registered');
       const result: RegisterWorkerResult = { workerId: worker.id, heartbeatIntervalMs: this.#heartbeatIntervalMs };
       return result;
     });

@@ -1,4 +1,6 @@
+import { isLoopback, isUnspecified } from '../cluster/address.js';
 import { InvalidArgumentError } from '../errors.js';
+import { AddressError } from '../control/errors.js';
 import type { DataAddress, RegisterWorkerParams, WorkerHeartbeat } from '../cluster/protocol.js';
 
 /** What the scheduler knows of one connected worker. */
@@ -65,13 +67,30 @@ export function checkRegisterWorker(params: unknown): RegisterWorkerParams {
   if (!Number.isInteger(p.nthreads) || (p.nthreads as number) < 1) throw new InvalidArgumentError('register-worker: nthreads must be a positive integer');
   if (typeof p.memoryLimit !== 'number' || !(p.memoryLimit >= 0)) throw new InvalidArgumentError('register-worker: memoryLimit must be a number of bytes');
   if (!Number.isInteger(p.pid)) throw new InvalidArgumentError('register-worker: pid must be an integer');
+  const keys = p.keys === undefined ? undefined : stringArray(p.keys, 'register-worker: keys');
   return {
     name: p.name,
     data: { host: data.host, port: data.port as number },
     nthreads: p.nthreads as number,
     memoryLimit: p.memoryLimit,
     pid: p.pid as number,
+    ...(keys === undefined ? {} : { keys }),
   };
+}
+
+/**
+ * A worker's advertised data address must be one its peers can reach: one that is loopback
+ * or unspecified (0.0.0.0, ::) reaches nobody on another host. Refused when the worker
+ * connects from another host (the scheduler and it do not share loopback).
+ */
+export function checkReachable(data: DataAddress, remoteHost: string): void {
+  const local = remoteHost === '' || isLoopback(remoteHost);
+  if (isUnspecified(data.host) || (!local && isLoopback(data.host))) {
+    throw new AddressError(
+      `the worker advertises ${data.host}:${data.port} for its data, which peers on other hosts cannot reach (it connected from ${remoteHost}); ` +
+        'start it with --contact-address HOST:PORT (or --host) naming an address of its host that peers can reach',
+    );
+  }
 }
 
 export function object(value: unknown, what: string): Record<string, unknown> {

@@ -5,7 +5,7 @@ import type { SpillStore } from '../store/spill-store.js';
 import type { DataServer } from '../transfer/server.js';
 
 export interface HeartbeatSources {
-  workerId: string;
+  workerId: () => string;
   store: SpillStore;
   server: DataServer;
   /** The spill folder, whose file system's free space is reported. */
@@ -58,7 +58,7 @@ export class Heartbeat {
     const served = server.stats();
     const received = this.sources.received();
     return {
-      workerId: this.sources.workerId,
+      workerId: this.sources.workerId(),
       residentBytes: stats.memory.bytes + stats.spilling.bytes + stats.pinned.bytes,
       memory: { count: stats.memory.count + stats.spilling.count, bytes: stats.memory.bytes + stats.spilling.bytes },
       pinned: stats.pinned,

@@ -3,14 +3,28 @@ import type { DataAddress } from '../cluster/protocol.js';
 import { InvalidArgumentError } from '../errors.js';
 import { DEFAULT_LEVELS, type SpillStoreOptions } from '../store/options.js';
 import { parseBytes } from '../units.js';
+import type { MemoryLimitSpec } from './memory-limit.js';
 
 export interface WorkerOptions extends Pick<SpillStoreOptions, 'target' | 'spill' | 'pause' | 'monitorInterval' | 'maxSpill' | 'spillConcurrency' | 'collectGarbage'> {
   /** The scheduler's control address. */
   scheduler: DataAddress;
   /** Shared secret of the cluster: the scheduler, peers' DataServers and this worker's. */
   token?: string;
-  /** Memory this worker's store may use: bytes or '1 GiB'. */
-  memoryLimit: number | string;
+  /**
+   * Memory this worker's store may use: bytes, a size ('1 GiB', '4Gi'), 'auto' (the
+   * container's cgroup limit, else the host's total memory, divided by workersOnHost) or a
+   * fraction of 'auto' ('0.5').
+   */
+  memoryLimit: MemoryLimitSpec;
+  /** Workers sharing this host's memory, for memoryLimit 'auto' and fractions. Default 1. */
+  workersOnHost?: number;
+  /** Keep trying to reach the scheduler this long (ms), at start and after losing it (`--connect-timeout`). Default 120 s. */
+  schedulerConnectTimeoutMs?: number;
+  /**
+   * After losing the scheduler, connect again and register anew, reporting the keys held
+   * (in memory and spilled). Default true; false closes the worker instead.
+   */
+  reconnect?: boolean;
   /** Threads running tasks. Default os.availableParallelism(). */
   nthreads?: number;
   /** Parent of the spill folder. Default os.tmpdir(). */
@@ -19,6 +33,12 @@ export interface WorkerOptions extends Pick<SpillStoreOptions, 'target' | 'spill
   host?: string;
   /** Port of the DataServer. Default any free one. */
   port?: number;
+  /**
+   * The data address peers are told, when it differs from where the DataServer listens (NAT,
+   * a container's published port): `host:port` or { host, port }. Default: the listening
+   * address, or this host's first non-loopback address when listening on 0.0.0.0 or ::.
+   */
+  contactAddress?: DataAddress | string;
   /** Name shown by the scheduler. Default `worker-<pid>-<port>`. */
   name?: string;
   /** Ready tasks ahead whose spilled inputs are read back in advance. Default nthreads; 0 turns it off. */
@@ -44,6 +64,8 @@ export interface WorkerOptions extends Pick<SpillStoreOptions, 'target' | 'spill
 
 export interface ResolvedWorkerOptions extends WorkerOptions {
   memoryLimit: number;
+  schedulerConnectTimeoutMs: number;
+  reconnect: boolean;
   nthreads: number;
   host: string;
   prefetch: number;
@@ -73,7 +95,12 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
   if (!Number.isInteger(threadNice) || threadNice < 0 || threadNice > 19) {
     throw new InvalidArgumentError(`threadNice must be an integer from 0 to 19, got ${threadNice}`);
   }
-  return { ...options, memoryLimit, nthreads, host: options.host ?? '127.0.0.1', prefetch, fetchConcurrency, threadNice };
+  const schedulerConnectTimeoutMs = options.schedulerConnectTimeoutMs ?? 120_000;
+  if (!Number.isInteger(schedulerConnectTimeoutMs) || schedulerConnectTimeoutMs < 0) {
+    throw new InvalidArgumentError(`schedulerConnectTimeoutMs must be a non-negative integer, got ${schedulerConnectTimeoutMs}`);
+  }
+  const reconnect = options.reconnect ?? true;
+  return { ...options, memoryLimit, nthreads, host: options.host ?? '127.0.0.1', prefetch, fetchConcurrency, threadNice, schedulerConnectTimeoutMs, reconnect };
 }
 
 function positiveInteger(value: number, name: string): void {

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { contactAddress } from '../cluster/address.js';
 import {
   type CancelTaskParams,
   type ComputeTaskParams,
@@ -16,18 +17,21 @@ import {
   substitute,
 } from '../cluster/protocol.js';
 import { sizeof } from '../codec/index.js';
-import { Channel } from '../control/channel.js';
+import type { Channel, ChannelOptions } from '../control/channel.js';
+import { connectWithRetry } from '../control/connect.js';
+import { AddressError } from '../control/errors.js';
 import { InvalidArgumentError, KeyNotFoundError, SpillwayError } from '../errors.js';
 import { SpillStore } from '../store/spill-store.js';
 import type { Lease } from '../store/lease.js';
 import { DataClient } from '../transfer/client.js';
-import { ProtocolError } from '../transfer/errors.js';
+import { ProtocolError, RemoteError } from '../transfer/errors.js';
 import { DataServer } from '../transfer/server.js';
 import { builtinFunction } from './builtins.js';
 import { type ExecutionResult, Executor } from './executor.js';
 import { Fetcher } from './fetcher.js';
 import { Heartbeat } from './heartbeat.js';
 import { WorkerMonitoring } from './monitoring.js';
+import { resolveMemoryLimit } from './memory-limit.js';
 import { makeRoom } from './room.js';
 import { type ResolvedWorkerOptions, type WorkerOptions, resolveWorkerOptions, resumeAtTarget } from './options.js';
 import { type QueuedTask, TaskQueue } from './queue.js';
@@ -41,13 +45,15 @@ const SCHEDULER_NOTIFICATIONS = [Methods.computeTask, Methods.cancelTask, Method
  * (compute-task), fetches inputs from peers, and reports results; see docs/cluster.md#worker.
  *
  * Events: 'task-started' (key), 'task-finished' (TaskFinishedParams), 'task-erred'
- * (TaskErredParams), 'close' (err?: the scheduler connection was lost).
+ * (TaskErredParams), 'disconnected' (err?: the scheduler connection was lost; reconnecting),
+ * 'reconnected' ({ workerId, memoryKeys, spilledKeys }), 'close' (err?: the scheduler could
+ * not be reached again within schedulerConnectTimeoutMs, or reconnecting is off).
  */
 export class Worker extends EventEmitter {
   readonly store: SpillStore;
   readonly server: DataServer;
-  readonly channel: Channel;
-  readonly workerId: string;
+  /** The data address peers are told (the contact address, else where the server listens). */
+  readonly address: DataAddress;
   readonly name: string;
   readonly nthreads: number;
   readonly #options: ResolvedWorkerOptions;
@@ -65,6 +71,10 @@ export class Worker extends EventEmitter {
   readonly #outputBytes = new Map<string, number>();
   #fetches = 0;
   #closing: Promise<void> | undefined;
+  #channel: Channel;
+  #workerId: string;
+  /** Stops a reconnection in progress when the worker closes. */
+  readonly #stop = new AbortController();
 
   private constructor(parts: {
     options: ResolvedWorkerOptions;
@@ -75,6 +85,7 @@ export class Worker extends EventEmitter {
     executor: Executor;
     registration: RegisterWorkerResult;
     name: string;
+    address: DataAddress;
   }) {
     super();
     const { options, store, server, channel } = parts;
@@ -82,23 +93,24 @@ export class Worker extends EventEmitter {
     this.#directory = parts.directory;
     this.store = store;
     this.server = server;
-    this.channel = channel;
+    this.address = parts.address;
+    this.#channel = channel;
     this.#executor = parts.executor;
     // The pool has replaced the thread; the tasks and the data are unaffected.
     this.#executor.onThreadError = (err) => this.emit('thread-error', err);
-    this.workerId = parts.registration.workerId;
+    this.#workerId = parts.registration.workerId;
     this.name = parts.name;
     this.nthreads = options.nthreads;
     this.#fetcher = new Fetcher({
       client: new DataClient({ token: options.token, connectTimeoutMs: options.connectTimeoutMs }),
       store,
-      self: server.address,
-      whoHas: (keys) => channel.request<WhoHasResult>(Methods.whoHas, { keys }, 30_000),
+      self: parts.address,
+      whoHas: (keys) => this.#channel.request<WhoHasResult>(Methods.whoHas, { keys }, 30_000),
     });
     const fetcher = this.#fetcher;
     this.#heartbeat = new Heartbeat(
       {
-        workerId: this.workerId,
+        workerId: () => this.#workerId,
         store,
         server,
         directory: parts.directory,
@@ -108,13 +120,13 @@ export class Worker extends EventEmitter {
         errors: () => ({ ...this.#storeErrors }),
       },
       options.heartbeatIntervalMs ?? parts.registration.heartbeatIntervalMs,
-      (beat) => channel.notify(Methods.heartbeat, beat),
+      (beat) => this.#channel.notify(Methods.heartbeat, beat),
     );
     this.#monitoring = new WorkerMonitoring({
       name: this.name,
       memoryLimit: options.memoryLimit,
       figures: () => this.#heartbeat.figures(),
-      healthy: () => !this.closed && !channel.closed,
+      healthy: () => !this.closed && !this.#channel.closed,
     });
     store.on('resume', () => this.#pump());
     // Spill and read failures lose no data (the store keeps the value); they must not crash the worker.
@@ -126,7 +138,8 @@ export class Worker extends EventEmitter {
 
   /** Opens the store and the DataServer, connects to the scheduler and registers. */
   static async start(options: WorkerOptions): Promise<Worker> {
-    const opts = resolveWorkerOptions(options);
+    const memoryLimit = await resolveMemoryLimit(options?.memoryLimit, { workersOnHost: options?.workersOnHost });
+    const opts = resolveWorkerOptions({ ...options, memoryLimit });
     const directory = await mkdtemp(path.join(opts.localDirectory ?? os.tmpdir(), 'spillway-worker-'));
     const cleanup: (() => Promise<void>)[] = [() => rm(directory, { recursive: true, force: true })];
     try {
@@ -149,25 +162,15 @@ export class Worker extends EventEmitter {
       cleanup.unshift(() => server.close());
       const executor = new Executor(opts.nthreads, { nice: opts.threadNice, collectGarbage: opts.collectGarbage ?? true });
       cleanup.unshift(() => executor.close());
-      const channel = await Channel.connect(opts.scheduler, { token: opts.token });
-      cleanup.unshift(async () => channel.close());
-      // Handlers first: a compute-task (and a cancel-task of it) may follow the registration
-      // answer at once. The channel picks a message's handler when it reads it and calls it a
-      // microtask later: one read with the registration answer still lands here, and is
-      // replayed in order once the worker exists.
-      const early: { method: string; params: unknown }[] = [];
-      const started: { worker?: Worker } = {};
-      for (const method of SCHEDULER_NOTIFICATIONS) {
-        channel.handle(method, (params) => {
-          if (started.worker === undefined) early.push({ method, params });
-          else started.worker.#dispatch(method, params);
-        });
-      }
+      const address = await contactAddress(server.address, opts.contactAddress);
       const name = opts.name ?? `worker-${process.pid}-${server.address.port}`;
-      const params: RegisterWorkerParams = { name, data: server.address, memoryLimit: opts.memoryLimit, nthreads: opts.nthreads, pid: process.pid };
-      const registration = await channel.request<RegisterWorkerResult>(Methods.registerWorker, params, 30_000);
-      checkRegistration(registration, opts.heartbeatIntervalMs);
-      const worker = new Worker({ options: opts, directory, store, server, channel, executor, registration, name });
+      const started: { worker?: Worker } = {};
+      const params: RegisterWorkerParams = { name, data: address, memoryLimit: opts.memoryLimit, nthreads: opts.nthreads, pid: process.pid };
+      const { channel, registration, replay } = await register(opts, params, (method, message) => {
+        if (started.worker !== undefined) started.worker.#dispatch(method, message);
+      });
+      cleanup.unshift(async () => channel.close());
+      const worker = new Worker({ options: opts, directory, store, server, channel, executor, registration, name, address });
       if (opts.httpPort !== undefined) {
         try {
           await worker.#monitoring.listen(opts.httpHost ?? opts.host, opts.httpPort);
@@ -178,7 +181,7 @@ export class Worker extends EventEmitter {
       }
       worker.#listen();
       started.worker = worker;
-      for (const { method, params: message } of early) worker.#dispatch(method, message);
+      replay();
       return worker;
     } catch (err) {
       for (const step of cleanup) await step().catch(() => undefined);
@@ -189,6 +192,16 @@ export class Worker extends EventEmitter {
   /** Where GET /metrics and GET /health are served, when `httpPort` was given. */
   get httpAddress(): { host: string; port: number } | undefined {
     return this.#monitoring.httpAddress;
+  }
+
+  /** The control channel to the scheduler (a new one after each reconnection). */
+  get channel(): Channel {
+    return this.#channel;
+  }
+
+  /** The id the scheduler gave at the last registration. */
+  get workerId(): string {
+    return this.#workerId;
   }
 
   /** Tasks waiting in the queue (inputs being fetched, or no free thread). */
@@ -211,9 +224,60 @@ export class Worker extends EventEmitter {
   }
 
   #listen(): void {
-    const channel = this.channel;
-    channel.once('close', (err?: Error) => void this.#shutdown(err));
+    this.#channel.once('close', (err?: Error) => void this.#onDisconnect(err));
     this.#heartbeat.beat();
+  }
+
+  /**
+   * The scheduler connection is gone (the scheduler restarted, stalled and dropped this
+   * worker, or the network failed). The queued tasks were the old registration's: the
+   * scheduler places them again. Tasks running go on; what they produce stays in the store
+   * and is reported with the rest at the next registration.
+   */
+  async #onDisconnect(err?: Error): Promise<void> {
+    if (this.closed) return;
+    if (!this.#options.reconnect) return this.#shutdown(err);
+    this.emit('disconnected', err);
+    for (const task of [...this.#queue.values()]) {
+      this.#queue.delete(task.key);
+      this.#dropReplicas(task.inputs);
+    }
+    const held = this.#heldKeys();
+    const params: RegisterWorkerParams = {
+      name: this.name,
+      data: this.address,
+      memoryLimit: this.#options.memoryLimit,
+      nthreads: this.nthreads,
+      pid: process.pid,
+      keys: [...held.memory, ...held.spilled],
+    };
+    let registered: Awaited<ReturnType<typeof register>>;
+    try {
+      registered = await register(this.#options, params, (method, message) => this.#dispatch(method, message), this.#stop.signal);
+    } catch (reconnectErr) {
+      return this.#shutdown(reconnectErr instanceof Error ? reconnectErr : err);
+    }
+    if (this.closed) {
+      registered.channel.close();
+      return;
+    }
+    this.#channel = registered.channel;
+    this.#workerId = registered.registration.workerId;
+    this.#listen();
+    registered.replay();
+    this.emit('reconnected', { workerId: this.#workerId, memoryKeys: held.memory.length, spilledKeys: held.spilled.length });
+    this.#pump();
+  }
+
+  /** The keys this worker holds as results (fetched copies the scheduler never knew of are left out), by where they are. */
+  #heldKeys(): { memory: string[]; spilled: string[] } {
+    const memory: string[] = [];
+    const spilled: string[] = [];
+    for (const key of this.store.keys()) {
+      if (this.#fetcher.replicas.has(key)) continue;
+      (this.store.where(key) === 'memory' ? memory : spilled).push(key);
+    }
+    return { memory, spilled };
   }
 
   /** The scheduler's notifications to a worker. */
@@ -441,8 +505,9 @@ export class Worker extends EventEmitter {
   /** Stops everything: tasks in flight are abandoned, the spill folder is removed. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
+      this.#stop.abort();
       this.#heartbeat.stop();
-      this.channel.close();
+      this.#channel.close();
       await this.#monitoring.close();
       await this.#executor.close().catch(() => undefined);
       // Each step runs even if one before it failed: the spill folder goes in any case.
@@ -471,6 +536,45 @@ function toErrorInfo(err: unknown): TaskErrorInfo {
     return { name: err.name, message: err.message, stack: err.stack, code: err instanceof SpillwayError ? err.code : undefined };
   }
   return { name: 'Error', message: String(err) };
+}
+
+/**
+ * Connects to the scheduler (retrying until the connect timeout) and registers. Handlers
+ * first: a compute-task (and a cancel-task of it) may follow the registration answer at
+ * once. The channel picks a message's handler when it reads it and calls it a microtask
+ * later: one read with the registration answer still lands here, and is replayed in order
+ * (`replay`) once the worker can take it.
+ */
+async function register(
+  opts: ResolvedWorkerOptions,
+  params: RegisterWorkerParams,
+  dispatch: (method: string, params: unknown) => void,
+  signal?: AbortSignal,
+): Promise<{ channel: Channel; registration: RegisterWorkerResult; replay: () => void }> {
+  const channelOptions: ChannelOptions = { token: opts.token };
+  const channel = await connectWithRetry(opts.scheduler, channelOptions, { timeoutMs: opts.schedulerConnectTimeoutMs, signal });
+  const early: { method: string; params: unknown }[] = [];
+  let live = false;
+  for (const method of SCHEDULER_NOTIFICATIONS) {
+    channel.handle(method, (message) => {
+      if (!live) early.push({ method, params: message });
+      else dispatch(method, message);
+    });
+  }
+  try {
+    const registration = await channel.request<RegisterWorkerResult>(Methods.registerWorker, params, 30_000);
+    checkRegistration(registration, opts.heartbeatIntervalMs);
+    const replay = (): void => {
+      live = true;
+      for (const { method, params: message } of early.splice(0)) dispatch(method, message);
+    };
+    return { channel, registration, replay };
+  } catch (err) {
+    channel.close();
+    // The scheduler refused the data address: a configuration error, named as one here.
+    if (err instanceof RemoteError && err.remoteCode === 'SPW_ERR_ADDRESS') throw new AddressError(err.message);
+    throw err;
+  }
 }
 
 /** A registration answer the worker can run on: a workerId, and heartbeats at a sane interval (its own, if set). */

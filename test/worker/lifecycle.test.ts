@@ -37,9 +37,9 @@ describe('worker: event loop and lifecycle', () => {
     }
   });
 
-  test('losing the scheduler shuts the worker down: store closed, spill folder removed, close emitted', async () => {
+  test('a scheduler gone for longer than connectTimeoutMs shuts the worker down: store closed, spill folder removed, close emitted', async () => {
     const scheduler = await FakeScheduler.start();
-    const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, localDirectory: dir, monitorInterval: false });
+    const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, localDirectory: dir, monitorInterval: false, schedulerConnectTimeoutMs: 300 });
     scheduler.compute(worker.workerId, 'big', fn('make', 1));
     await scheduler.finishedKey('big');
     await worker.store.evict();

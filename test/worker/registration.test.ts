@@ -87,7 +87,7 @@ test('a registration answer without a sane heartbeat interval fails start() with
 test('a worker whose close fails when it loses its scheduler still emits close, with no unhandled rejection', { timeout: 10_000 }, async (t) => {
   const scheduler = await FakeScheduler.start();
   const localDirectory = await mkdtemp(path.join(os.tmpdir(), 'spillway-test-worker-'));
-  const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, monitorInterval: false, localDirectory });
+  const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, monitorInterval: false, localDirectory, reconnect: false });
   const rejections: unknown[] = [];
   const onRejection = (reason: unknown): void => void rejections.push(reason);
   process.on('unhandledRejection', onRejection);

@@ -49,7 +49,12 @@ export async function localCommand(flags: LocalFlags): Promise<void> {
       partitions: flags.partitions,
       nthreads: flags.nthreads,
       localDirectory: flags.localDirectory,
+      httpPort: flags.httpPort,
       seed: flags.seed,
+      // Before the progress bar: where to watch the run. On stderr with --json, whose stdout is one line.
+      onStarted: (cluster) => {
+        if (cluster.httpAddress !== undefined) (flags.json ? process.stderr : process.stdout).write(`dashboard: ${cluster.httpAddress}/status\n`);
+      },
       onSample: (sample) => progress.update(sample),
     });
   } finally {

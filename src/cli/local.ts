@@ -15,6 +15,8 @@ export interface LocalOptions {
   partitions?: number;
   nthreads?: number;
   localDirectory?: string;
+  /** Port of the scheduler's HTTP server (dashboard, metrics). Default: a free one. */
+  httpPort?: number;
   seed?: number;
   /** Called about 5 times a second with the cluster's progress. */
   onSample?: (sample: ClusterSample) => void;
@@ -54,6 +56,7 @@ export async function runLocal(options: LocalOptions): Promise<LocalSummary> {
     memoryLimit: options.memoryLimit,
     nthreads: options.nthreads,
     localDirectory: options.localDirectory,
+    httpPort: options.httpPort,
     heartbeatIntervalMs: HEARTBEAT_MS,
   });
   const startupSeconds = (performance.now() - startedAt) / 1000;

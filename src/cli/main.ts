@@ -78,7 +78,7 @@ program
   .description('run a scheduler until SIGINT/SIGTERM; prints {"event":"listening",...} as its first line')
   .option('--host <host>', 'interface to listen on', '127.0.0.1')
   .option('--port <port>', 'control port (0: any free port)', port, 8786)
-  .option('--http-port <port>', 'port of GET /metrics and /api/state (0: any free port)', port)
+  .option('--http-port <port>', 'port of the dashboard (/status), GET /metrics and /api/state (0: any free port; default: no HTTP)', port)
   .option('--token <token>', 'shared secret of the cluster (prefer the variable: a flag shows in ps)')
   .option('--heartbeat-interval <ms>', 'how often workers send heartbeats', positiveMilliseconds)
   .option('--allowed-failures <n>', 'worker deaths a running task survives before it fails with SPW_ERR_KILLED_WORKER (default 3)', wholeNumber)
@@ -116,6 +116,7 @@ program
   .option('--partitions <n>', 'partitions of the data (default: each ≤ 1/20 of a worker\'s memory)', positive)
   .option('--nthreads <n>', 'task threads per worker (default: cores / workers)', positive)
   .option('--local-directory <dir>', 'parent directory for spill files (default: the OS temp directory)')
+  .option('--http-port <port>', 'port of the scheduler\'s dashboard, /metrics and /api/state (default: a free port, printed)', port)
   .option('--seed <n>', 'seed of the generated data', wholeNumber, 0x5eed)
   .option('--json', 'print a one-line JSON summary instead of text (no progress bar)', false)
   .action(action('local', async (f: LocalFlags) => (await import('./local-command.js')).localCommand(f)));

@@ -1,4 +1,5 @@
 import { Scheduler } from '../scheduler/index.js';
+import { httpUrl } from '../http/server.js';
 import { announce, resolveToken, runUntilStopped } from './options.js';
 
 export interface SchedulerFlags {
@@ -23,5 +24,6 @@ export async function schedulerCommand(flags: SchedulerFlags): Promise<void> {
     noWorkersTimeoutMs: flags.withoutWorkersTimeout,
   });
   announce('listening', { address: scheduler.address, httpAddress: scheduler.httpAddress ?? null, pid: process.pid });
+  if (scheduler.httpAddress !== undefined) process.stdout.write(`dashboard: ${httpUrl(scheduler.httpAddress, '/status')}\n`);
   runUntilStopped('scheduler', () => scheduler.close());
 }

@@ -13,6 +13,7 @@ import { AlreadyRegisteredError, NotRegisteredError, WrongRoleError } from './er
 import { validateSubmission } from './graph.js';
 import type { HttpServer } from '../http/server.js';
 import { functionLabel } from '../metrics/task-duration.js';
+import { Dashboard, type DashboardOptions } from '../dashboard/dashboard.js';
 import { listenHttp } from './http.js';
 import { type Logger, resolveLogger } from './log.js';
 import { SchedulerMetrics } from './metrics.js';
@@ -25,8 +26,10 @@ export interface SchedulerOptions {
   host?: string;
   port?: number;
   token?: string;
-  /** Serve /metrics and /api/state here: 0 = any free port; undefined = no HTTP. */
+  /** Serve /metrics, /api/state and the dashboard (/status) here: 0 = any free port; undefined = no HTTP. */
   httpPort?: number;
+  /** The dashboard's update interval and limits (docs/dashboard.md). */
+  dashboard?: DashboardOptions;
   heartbeatIntervalMs?: number;
   /** A worker silent for this long is removed. Default 5 × heartbeatIntervalMs. */
   workerTimeoutMs?: number;
@@ -52,6 +55,7 @@ export class Scheduler {
   readonly #engine: Engine;
   readonly #log: Logger;
   readonly #http: HttpServer | undefined;
+  readonly #dashboard: Dashboard | undefined;
   readonly #metrics: SchedulerMetrics;
   /** The last finished tasks: where they ran, how long, how long they waited for data. */
   readonly tasks: TaskStream;
@@ -68,11 +72,21 @@ export class Scheduler {
   #closed = false;
   #closing: Promise<void> | undefined;
 
-  private constructor(parts: { server: ControlServer; options: SchedulerOptions; log: Logger; http: HttpServer | undefined; engine: Engine; metrics: SchedulerMetrics; tasks: TaskStream }) {
+  private constructor(parts: {
+    server: ControlServer;
+    options: SchedulerOptions;
+    log: Logger;
+    http: HttpServer | undefined;
+    dashboard: Dashboard | undefined;
+    engine: Engine;
+    metrics: SchedulerMetrics;
+    tasks: TaskStream;
+  }) {
     const { server, options, log } = parts;
     this.#server = server;
     this.#log = log;
     this.#http = parts.http;
+    this.#dashboard = parts.dashboard;
     this.#engine = parts.engine;
     this.#metrics = parts.metrics;
     this.tasks = parts.tasks;
@@ -103,15 +117,27 @@ export class Scheduler {
     const tasks = new TaskStream();
     const server = await ControlServer.listen({ host: options.host ?? '127.0.0.1', port: options.port ?? 0, token: options.token });
     let http: HttpServer | undefined;
+    let dashboard: Dashboard | undefined;
     try {
       if (options.httpPort !== undefined) {
-        http = await listenHttp(options.host ?? '127.0.0.1', options.httpPort, { metrics, state: () => holder.scheduler?.state() });
+        dashboard = await Dashboard.create(
+          {
+            state: () => snapshot(engine, server.address, http?.address),
+            stream: tasks,
+            registry: metrics.registry,
+            heartbeatIntervalMs: interval,
+            workerTimeoutMs: options.workerTimeoutMs ?? 5 * interval,
+          },
+          options.dashboard,
+        );
+        http = await listenHttp(options.host ?? '127.0.0.1', options.httpPort, { metrics, state: () => holder.scheduler?.state(), extra: dashboard.routes });
       }
     } catch (err) {
+      dashboard?.close();
       await server.close();
       throw err;
     }
-    holder.scheduler = new Scheduler({ server, options, log, http, engine, metrics, tasks });
+    holder.scheduler = new Scheduler({ server, options, log, http, dashboard, engine, metrics, tasks });
     log.info({ address: server.address, http: http?.address }, 'scheduler started');
     return holder.scheduler;
   }
@@ -134,6 +160,7 @@ export class Scheduler {
     this.#closing ??= (async () => {
       this.#closed = true;
       clearInterval(this.#monitor);
+      this.#dashboard?.close();
       await Promise.all([this.#server.close(), this.#http?.close()]);
       this.#log.info({}, 'scheduler closed');
     })();

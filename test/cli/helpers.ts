@@ -35,6 +35,18 @@ export function firstJsonLine(child: ChildProcess): Promise<Record<string, unkno
   });
 }
 
+/** Resolves the first stdout line matching `pattern` (read alongside firstJsonLine). */
+export function stdoutLine(child: ChildProcess, pattern: RegExp): Promise<string> {
+  return new Promise((resolve) => {
+    let text = '';
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+      text += chunk;
+      const found = text.split('\n').find((l, i, all) => i < all.length - 1 && pattern.test(l));
+      if (found !== undefined) resolve(found);
+    });
+  });
+}
+
 /** A fresh folder for one test, removed when it ends. */
 export async function scratch(t: TestContext, prefix: string): Promise<string> {
   const dir = await fsp.mkdtemp(path.join(os.tmpdir(), prefix));

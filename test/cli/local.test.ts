@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { Client } from '../../src/client/client.js';
 import type { LocalSummary } from '../../src/cli/local.js';
 import type { ChildProcess } from 'node:child_process';
-import { cli as runCli, firstJsonLine, spawnCli } from './helpers.js';
+import { cli as runCli, firstJsonLine, spawnCli, stdoutLine } from './helpers.js';
 
 
 const cli = (args: string[]): ReturnType<typeof runCli> => runCli(args, { timeoutMs: 120_000 });
@@ -16,6 +16,8 @@ test('local --json runs a shuffle larger than the cluster and prints one verifie
   assert.equal(code, 0, stderr);
   const lines = stdout.trim().split('\n');
   assert.equal(lines.length, 1);
+  // Where to watch it: on stderr, since --json keeps stdout to one line.
+  assert.match(stderr, /^dashboard: http:\/\/127\.0\.0\.1:\d+\/status$/m);
   const s = JSON.parse(lines[0]) as LocalSummary;
   assert.equal(s.workload, 'shuffle');
   assert.equal(s.completed, true);
@@ -52,13 +54,22 @@ test('scheduler and worker commands take the token from SPILLWAY_TOKEN, serve a 
     return { child, line: firstJsonLine(child) };
   };
   const scheduler = start(['scheduler', '--port', '0', '--http-port', '0']);
+  const dashboardLine = stdoutLine(scheduler.child, /^dashboard: /);
   try {
     const listening = await scheduler.line;
     assert.equal(listening.event, 'listening');
     const address = listening.address as { host: string; port: number };
-    const worker = start(['worker', '--scheduler', `${address.host}:${address.port}`, '--memory-limit', '64MiB', '--nthreads', '1', '--thread-nice', '3']);
+    const http = listening.httpAddress as { host: string; port: number };
+    assert.equal(await dashboardLine, `dashboard: http://${http.host}:${http.port}/status`);
+    assert.equal((await fetch(`http://${http.host}:${http.port}/status`)).status, 200);
+    const worker = start(['worker', '--scheduler', `${address.host}:${address.port}`, '--memory-limit', '64MiB', '--nthreads', '1', '--thread-nice', '3', '--http-port', '0']);
     try {
-      assert.equal((await worker.line).event, 'ready');
+      const ready = await worker.line;
+      assert.equal(ready.event, 'ready');
+      const workerHttp = ready.httpAddress as { host: string; port: number };
+      const health = await fetch(`http://${workerHttp.host}:${workerHttp.port}/health`);
+      assert.equal(health.status, 200);
+      assert.equal(((await health.json()) as { status: string }).status, 'ok');
       const client = await Client.connect(address, { token: 'env-secret' });
       const fn = { module: new URL('../cluster/fixtures/tasks.ts', import.meta.url).href, name: 'add' };
       assert.deepEqual(await client.compute({ x: { fn, args: [20, 22] } }, ['x']), [42]);

@@ -1,8 +1,18 @@
 import http from 'node:http';
-import { errorMessage } from '../errors.js';
+import { InvalidArgumentError, errorMessage } from '../errors.js';
 
 /** Answers one GET (or HEAD) request; a thrown error or a rejected promise becomes a 500. */
 export type RouteHandler = (req: http.IncomingMessage, res: http.ServerResponse) => void | Promise<void>;
+
+/** What one slow or silent client may hold: a monitoring port must not take the process's descriptors. */
+export interface HttpLimits {
+  /** A connection that has not sent a request's complete headers this long after it opened (or after its last request) gets 408 and is closed. Default 10 s. */
+  headersTimeoutMs?: number;
+  /** A request not received whole this long after it began gets 408 and is closed. Default 30 s. */
+  requestTimeoutMs?: number;
+  /** Connections open at once; more are closed as they arrive. Default 100. */
+  maxConnections?: number;
+}
 
 /**
  * A small HTTP server for monitoring routes: exact paths, GET and HEAD only, 404 for any
@@ -15,9 +25,20 @@ export class HttpServer {
     this.#server = server;
   }
 
-  static listen(host: string, port: number, routes: Readonly<Record<string, RouteHandler>>): Promise<HttpServer> {
+  static listen(host: string, port: number, routes: Readonly<Record<string, RouteHandler>>, limits: HttpLimits = {}): Promise<HttpServer> {
+    const headersTimeout = limits.headersTimeoutMs ?? 10_000;
+    const requestTimeout = limits.requestTimeoutMs ?? 30_000;
+    const maxConnections = limits.maxConnections ?? 100;
+    if (!(Number.isSafeInteger(headersTimeout) && headersTimeout > 0)) throw new InvalidArgumentError(`headersTimeoutMs must be a positive whole number, got ${headersTimeout}`);
+    if (!(Number.isSafeInteger(requestTimeout) && requestTimeout >= headersTimeout)) {
+      throw new InvalidArgumentError(`requestTimeoutMs must be a whole number at least headersTimeoutMs, got ${requestTimeout}`);
+    }
+    if (!(Number.isSafeInteger(maxConnections) && maxConnections > 0)) throw new InvalidArgumentError(`maxConnections must be a positive whole number, got ${maxConnections}`);
     const table = new Map(Object.entries(routes));
-    const server = http.createServer((req, res) => {
+    // Node reads the timeouts at construction, and checks them every connectionsCheckingInterval
+    // (30 s by default): a silent connection is closed within a fraction of its timeout.
+    const options: http.ServerOptions = { headersTimeout, requestTimeout, connectionsCheckingInterval: Math.max(100, Math.min(1000, headersTimeout / 4)) };
+    const server = http.createServer(options, (req, res) => {
       const path = (req.url ?? '/').split('?')[0];
       const route = table.get(path);
       if (route === undefined) return sendText(res, 404, 'not found\n');
@@ -38,6 +59,7 @@ export class HttpServer {
     });
     // Idle monitoring connections must not keep close() waiting.
     server.keepAliveTimeout = 1000;
+    server.maxConnections = maxConnections;
     return new Promise((resolve, reject) => {
       server.once('error', reject);
       server.listen(port, host, () => {

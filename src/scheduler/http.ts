@@ -1,4 +1,4 @@
-import { HttpServer, type RouteHandler, send, sendJson } from '../http/server.js';
+import { type HttpLimits, HttpServer, type RouteHandler, send, sendJson } from '../http/server.js';
 import type { SchedulerMetrics } from './metrics.js';
 
 export interface SchedulerHttpSources {
@@ -7,6 +7,7 @@ export interface SchedulerHttpSources {
   state: () => unknown;
   /** More routes (the dashboard's). */
   extra?: Readonly<Record<string, RouteHandler>>;
+  limits?: HttpLimits;
 }
 
 /** The scheduler's HTTP server: GET /metrics (Prometheus text), GET /api/state (JSON), and any extra routes; 404 for the rest. */
@@ -16,5 +17,5 @@ export function listenHttp(host: string, port: number, sources: SchedulerHttpSou
     '/metrics': async (_req, res) => send(res, 200, metrics.contentType, await metrics.render()),
     '/api/state': (_req, res) => sendJson(res, 200, sources.state() ?? null),
     ...sources.extra,
-  });
+  }, sources.limits);
 }

@@ -11,7 +11,7 @@ import { type Channel, ControlServer } from '../control/index.js';
 import { Engine, type Outbox } from './engine.js';
 import { AlreadyRegisteredError, NotRegisteredError, WrongRoleError } from './errors.js';
 import { validateSubmission } from './graph.js';
-import type { HttpServer } from '../http/server.js';
+import type { HttpLimits, HttpServer } from '../http/server.js';
 import { functionLabel } from '../metrics/task-duration.js';
 import { Dashboard, type DashboardOptions } from '../dashboard/dashboard.js';
 import { listenHttp } from './http.js';
@@ -37,6 +37,10 @@ export interface SchedulerOptions {
   allowedFailures?: number;
   /** Ready tasks with no worker to run them for this long fail with SPW_ERR_NO_WORKERS (ms). Default 120 s; 0: they wait forever. */
   noWorkersTimeoutMs?: number;
+  /** An authenticated control connection that has not registered as a worker or a client this long is closed (ms). Default 10 s. */
+  registerTimeoutMs?: number;
+  /** Limits of the HTTP endpoint: header and request deadlines, connections at once. */
+  http?: HttpLimits;
   /** Default: silent, unless SPILLWAY_LOG names a pino level. */
   logger?: Logger;
 }
@@ -62,6 +66,7 @@ export class Scheduler {
   readonly #channels = new Map<string, Channel>();
   readonly #heartbeatIntervalMs: number;
   readonly #workerTimeoutMs: number;
+  readonly #registerTimeoutMs: number;
   readonly #monitor: NodeJS.Timeout;
   readonly #monitorIntervalMs: number;
   readonly #noWorkers: NoWorkersWatch;
@@ -92,6 +97,7 @@ export class Scheduler {
     this.tasks = parts.tasks;
     this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? 1000;
     this.#workerTimeoutMs = options.workerTimeoutMs ?? 5 * this.#heartbeatIntervalMs;
+    this.#registerTimeoutMs = options.registerTimeoutMs ?? 10_000;
     this.#monitorIntervalMs = Math.max(10, Math.min(this.#heartbeatIntervalMs, this.#workerTimeoutMs / 2));
     this.#noWorkers = new NoWorkersWatch(this.#engine, options.noWorkersTimeoutMs ?? 120_000, log);
     this.#monitor = setInterval(() => this.#checkHeartbeats(), this.#monitorIntervalMs);
@@ -106,6 +112,9 @@ export class Scheduler {
     if (options.workerTimeoutMs !== undefined && !(options.workerTimeoutMs > 0)) throw new InvalidArgumentError('workerTimeoutMs must be a positive number');
     const allowedFailures = options.allowedFailures ?? 3;
     if (!Number.isSafeInteger(allowedFailures) || allowedFailures < 0) throw new InvalidArgumentError(`allowedFailures must be a whole number, got ${String(options.allowedFailures)}`);
+    if (options.registerTimeoutMs !== undefined && !(Number.isSafeInteger(options.registerTimeoutMs) && options.registerTimeoutMs > 0)) {
+      throw new InvalidArgumentError(`registerTimeoutMs must be a positive whole number of milliseconds, got ${String(options.registerTimeoutMs)}`);
+    }
     if (options.noWorkersTimeoutMs !== undefined && !(Number.isFinite(options.noWorkersTimeoutMs) && options.noWorkersTimeoutMs >= 0)) {
       throw new InvalidArgumentError(`noWorkersTimeoutMs must be a number of milliseconds (0: off), got ${String(options.noWorkersTimeoutMs)}`);
     }
@@ -130,7 +139,7 @@ export class Scheduler {
           },
           options.dashboard,
         );
-        http = await listenHttp(options.host ?? '127.0.0.1', options.httpPort, { metrics, state: () => holder.scheduler?.state(), extra: dashboard.routes });
+        http = await listenHttp(options.host ?? '127.0.0.1', options.httpPort, { metrics, state: () => holder.scheduler?.state(), extra: dashboard.routes, limits: options.http });
       }
     } catch (err) {
       dashboard?.close();
@@ -174,6 +183,14 @@ export class Scheduler {
 
   #accept(channel: Channel): void {
     const session: { current: Session } = { current: { role: 'none' } };
+    // An authenticated peer that never says who it is would hold its connection forever.
+    const deadline = setTimeout(() => {
+      if (session.current.role !== 'none') return;
+      this.#log.warn({ remote: channel.remoteAddress, ms: this.#registerTimeoutMs }, 'control connection did not register; closing it');
+      channel.close(new NotRegisteredError(`no register-worker or register-client within ${this.#registerTimeoutMs} ms`));
+    }, this.#registerTimeoutMs);
+    deadline.unref();
+    channel.once('close', () => clearTimeout(deadline));
     const on = (method: string, fn: (params: unknown) => unknown): void => {
       channel.handle(method, (params) => this.#guard(channel, session.current, method, () => fn(params)));
     };

@@ -12,7 +12,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
-import { DiskTier, SlowTier, SpillStore } from '../src/index.js';
+import { DiskTier, SpillStore } from '../src/index.js';
+import { SlowTier } from '../src/testing/index.js';
 import { GiB, MiB, fill, fmt, gbps, gc, mismatches, rows, sleep, tick } from './_store-common.js';
 import { throughput } from './_store-throughput.js';
 

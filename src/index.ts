@@ -1,19 +1,75 @@
+/**
+ * `spillway`: the store, its tiers, the errors, byte units, and the cluster from a client's
+ * side (`Client`, `LocalCluster`, the graph helpers). Wire-level pieces are in
+ * `spillway/transfer`, the control-plane messages in `spillway/protocol`, tier-testing
+ * helpers in `spillway/testing`, the scheduler and worker in `spillway/scheduler` and
+ * `spillway/worker` (they load piscina, pino and prom-client, which a store does not need).
+ */
+
+// The store
 export { SpillStore, type SetOptions } from './store/spill-store.js';
 export type { SpillStoreOptions } from './store/options.js';
 export type { StoreStats, UnspillableEvent, TierStatsSummary } from './store/stats.js';
+export type { CountBytes } from './store/entry.js';
 export type { StoreCounters } from './store/counters.js';
 export type { EncodedReadStream } from './store/encoded-io.js';
 export { Lease } from './store/lease.js';
+
+// Tiers
 export * from './tiers/index.js';
-export * from './transfer/index.js';
-export { encode, encodedBatches, encodeToBuffer, decodeVerified, sizeof, type Encoded } from './codec/index.js';
-export { parseBytes, formatBytes } from './units.js';
-export * from './errors.js';
-export { Client, type ClientOptions, type ComputeOptions, type ComputeProgress } from './client/client.js';
-export { LocalCluster, type LocalClusterOptions } from './client/local-cluster.js';
-export * from './cluster/protocol.js';
+
+// Errors (those of the scheduler and the worker are in their own entry points)
+export {
+  SpillwayError,
+  InvalidArgumentError,
+  CodecError,
+  FormatError,
+  ChecksumError,
+  KeyNotFoundError,
+  ClosedError,
+  LeaseReleasedError,
+  NotLeasedError,
+  SpillCapError,
+  TiersFullError,
+  TierWriteError,
+  TierReadError,
+  TierWriteCancelledError,
+  GraphError,
+  TaskError,
+  KilledWorkerError,
+  NoWorkersError,
+  TierMissingError,
+  TierDuplicateIdError,
+  TierNotOpenError,
+  TierLengthError,
+  TierTruncatedError,
+  TierCorruptError,
+  TierShortWriteError,
+  InternalError,
+  NativeModuleError,
+} from './errors.js';
+export { ProtocolError, ProtocolVersionError, FrameTooLargeError, AuthError, BusyError, TransferError, TransferTimeoutError, RemoteError } from './transfer/errors.js';
 export { SchedulerLostError, ResultUnavailableError } from './client/errors.js';
 export { ClusterProcessError } from './client/processes.js';
 export { StateUnavailableError } from './client/state.js';
-// Scheduler and Worker are the entry points 'spillway/scheduler' and 'spillway/worker': here they
-// would load piscina, pino and prom-client into every process that only wants a store.
+
+// Units
+export { parseBytes, formatBytes } from './units.js';
+
+// The cluster, from a client's side
+export { Client, type ClientOptions, type ComputeOptions, type ComputeProgress } from './client/client.js';
+export { LocalCluster, type LocalClusterOptions, type LocalWorkerInfo } from './client/local-cluster.js';
+export {
+  ref,
+  literal,
+  builtins,
+  BUILTINS_MODULE,
+  type Graph,
+  type TaskSpec,
+  type FunctionRef,
+  type DataAddress,
+  type WhoHasResult,
+  type ClusterState,
+  type ClusterStateWorker,
+  type WorkerHeartbeat,
+} from './cluster/protocol.js';

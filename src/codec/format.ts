@@ -23,7 +23,7 @@ export const TRAILER_BYTES = 8;
 /** Refuse absurd frame tables before allocating anything for them. */
 export const MAX_FRAMES = 1 << 20;
 
-export const enum HeaderKind {
+export enum HeaderKind {
   Binary = 0,
   Msgpack = 1,
   V8 = 2,

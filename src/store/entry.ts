@@ -122,7 +122,7 @@ export class Entry {
 }
 
 /** The accounting buckets. Every in-memory byte of the store is in exactly one. */
-export const enum Bucket {
+export enum Bucket {
   None = 0,
   Memory = 1,
   Spilling = 2,

@@ -3,4 +3,4 @@ export { recycleChunk } from './tier.js';
 export { DiskTier, type DiskTierOptions } from './disk/disk-tier.js';
 export { CompressedMemoryTier, type CompressedMemoryTierOptions } from './compressed-memory.js';
 export type { CompressionMode } from './chunks.js';
-export { TierWrapper, SlowTier, FaultyTier, type FaultPlan } from './wrappers.js';
+export { TierWrapper } from './wrappers.js';

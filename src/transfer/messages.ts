@@ -16,7 +16,7 @@ export const FRAME_HEADER_BYTES = 5;
 export const NONCE_BYTES = 32;
 export const PROOF_BYTES = 32;
 
-export const enum MessageType {
+export enum MessageType {
   Hello = 0x01,
   HelloOk = 0x02,
   Auth = 0x03,

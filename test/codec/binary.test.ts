@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { binaryTag } from '../../src/codec/binary.js';
-import { CodecError, encodeToBuffer } from '../../src/index.js';
+import { CodecError } from '../../src/index.js';
+import { encodeToBuffer } from '../../src/transfer/index.js';
 
 class MyBytes extends Uint8Array {}
 

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { FormatError, decodeVerified, encodeToBuffer } from '../../src/index.js';
+import { FormatError } from '../../src/index.js';
+import { decodeVerified, encodeToBuffer } from '../../src/transfer/index.js';
 import { keyArb } from './arbitraries.js';
 import { referenceChecksum } from './checksum-reference.js';
 

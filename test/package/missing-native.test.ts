@@ -46,11 +46,12 @@ test('without lz4-napi and @node-rs/xxhash: import works, checksums fall back, l
   const script = `
     import { createRequire } from 'node:module';
     const s = await import('spillway');
+    const transfer = await import('spillway/transfer');
     const require = createRequire(process.cwd() + '/node_modules/spillway/');
     const hidden = ${JSON.stringify([...NATIVE])}.filter((name) => { try { require.resolve(name); return false; } catch { return true; } });
     const failure = async (open) => { try { await open(); return ['opened', '', false]; } catch (err) { return [err.name, err.code, err instanceof s.NativeModuleError]; } };
     const value = { rows: [1, 2, 3], payload: new Float64Array(4096).fill(0.5) };
-    const roundTrip = JSON.stringify(await s.decodeVerified(await s.encodeToBuffer(value))) === JSON.stringify(value);
+    const roundTrip = JSON.stringify(await transfer.decodeVerified(await transfer.encodeToBuffer(value))) === JSON.stringify(value);
     const store = await s.SpillStore.open({ memoryLimit: '64 MiB', directory: ${JSON.stringify(dir)} });
     for (let i = 0; i < 4; i++) store.set('k' + i, new Float64Array(256 * 1024).fill(i));
     await store.evict();

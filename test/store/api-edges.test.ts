@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { FaultyTier, InvalidArgumentError, SpillStore, TierReadError } from '../../src/index.js';
+import { InvalidArgumentError, SpillStore, TierReadError } from '../../src/index.js';
+import { FaultyTier } from '../../src/testing/index.js';
 import { resolveOptions } from '../../src/store/options.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
 import { MiB, onCleanup, openStore, tempDir } from '../helpers/store.js';

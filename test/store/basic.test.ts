@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ClosedError, DiskTier, InvalidArgumentError, KeyNotFoundError, SlowTier, SpillStore } from '../../src/index.js';
+import { ClosedError, DiskTier, InvalidArgumentError, KeyNotFoundError, SpillStore } from '../../src/index.js';
+import { SlowTier } from '../../src/testing/index.js';
 import { majorCollectionWatchers } from '../../src/runtime/garbage-collection.js';
 import { KiB, MiB, f64, filesUnder, openStore, tempDir } from '../helpers/store.js';
 

@@ -1,7 +1,8 @@
 /** Small values spilled in batches (`Tier.writeMany`): success, failures, races, fallbacks. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { CompressedMemoryTier, DiskTier, FaultyTier, SlowTier, SpillStore, TierWrapper, TierWriteError, type Tier, type TierUsage, type WriteItem, type WriteResults } from '../../src/index.js';
+import { CompressedMemoryTier, DiskTier, SpillStore, TierWrapper, TierWriteError, type Tier, type TierUsage, type WriteItem, type WriteResults } from '../../src/index.js';
+import { FaultyTier, SlowTier } from '../../src/testing/index.js';
 import { windowBatchBytes } from '../../src/store/batch-writer.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
 import { KiB, MiB, assertSpillsOnRetry, f64, filesUnder, nextTick, onCleanup, openStore, tempDir, waitFor } from '../helpers/store.js';

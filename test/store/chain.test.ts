@@ -102,7 +102,7 @@ test('a misconfigured chain is rejected at open', async (t) => {
 
 test('a lower tier that fails its writes leaves values in the tier above, and says so', async (t) => {
   const dir = await tempDir(t);
-  const { FaultyTier } = await import('../../src/index.js');
+  const { FaultyTier } = await import('../../src/testing/index.js');
   const failing = new FaultyTier(new DiskTier({ directory: dir }), { failWrite: () => 'EIO' });
   const store = await SpillStore.open({
     memoryLimit: 256 * KiB,

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ClosedError, encodeToBuffer } from '../../src/index.js';
+import { ClosedError } from '../../src/index.js';
+import { encodeToBuffer } from '../../src/transfer/index.js';
 import { MiB, f64, filesUnder, openStore } from '../helpers/store.js';
 
 function within<T>(promise: Promise<T>, ms: number): Promise<T | 'timed out'> {

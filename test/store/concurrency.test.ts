@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import fsp from 'node:fs/promises';
 import { test } from 'node:test';
-import { DiskTier, SlowTier, SpillStore } from '../../src/index.js';
+import { DiskTier, SpillStore } from '../../src/index.js';
+import { SlowTier } from '../../src/testing/index.js';
 import { KiB, MiB, f64, filesUnder, openStore, tempDir, waitFor } from '../helpers/store.js';
 
 test('delete during a spill cancels it cleanly: no orphan file, no resurrection', async (t) => {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { InvalidArgumentError, LeaseReleasedError, NotLeasedError, SlowTier } from '../../src/index.js';
+import { InvalidArgumentError, LeaseReleasedError, NotLeasedError } from '../../src/index.js';
+import { SlowTier } from '../../src/testing/index.js';
 import { KiB, MiB, f64, openStore } from '../helpers/store.js';
 import { garbageCollector } from '../../src/runtime/garbage-collection.js';
 

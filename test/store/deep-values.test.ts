@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { CodecError, sizeof } from '../../src/index.js';
+import { CodecError } from '../../src/index.js';
+import { sizeof } from '../../src/transfer/index.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
 import { MiB, openStore } from '../helpers/store.js';
 

@@ -2,17 +2,8 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { test } from 'node:test';
-import {
-  ChecksumError,
-  CodecError,
-  FaultyTier,
-  SlowTier,
-  SpillCapError,
-  TierReadError,
-  TierWriteError,
-  TiersFullError,
-  type FaultPlan,
-} from '../../src/index.js';
+import { ChecksumError, CodecError, SpillCapError, TierReadError, TierWriteError, TiersFullError } from '../../src/index.js';
+import { FaultyTier, SlowTier, type FaultPlan } from '../../src/testing/index.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
 import { KiB, MiB, f64, filesUnder, openStore, waitFor } from '../helpers/store.js';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { SlowTier } from '../../src/index.js';
+import { SlowTier } from '../../src/testing/index.js';
 import { sampleMemory } from '../../src/store/spill-store.js';
 import { KiB, MiB, f64, openStore, waitFor } from '../helpers/store.js';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { encodeToBuffer } from '../../src/index.js';
+import { encodeToBuffer } from '../../src/transfer/index.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
 import { MiB, f64, openStore } from '../helpers/store.js';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { encodeToBuffer } from '../../src/index.js';
+import { encodeToBuffer } from '../../src/transfer/index.js';
 import { MiB, f64, openStore } from '../helpers/store.js';
 
 // Each putEncoded reading a caller's source listens for the store's close on one shared

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { FaultyTier, InvalidArgumentError, TierWrapper, type Tier, type WriteSource } from '../../src/index.js';
+import { InvalidArgumentError, TierWrapper, type Tier, type WriteSource } from '../../src/index.js';
+import { FaultyTier } from '../../src/testing/index.js';
 import { checkInvariants, sampleMemory } from '../../src/store/spill-store.js';
 import { resolveOptions } from '../../src/store/options.js';
 import { resumeAtTarget } from '../../src/worker/options.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { SlowTier } from '../../src/index.js';
+import { SlowTier } from '../../src/testing/index.js';
 import { KiB, MiB, f64, filesUnder, openStore, waitFor } from '../helpers/store.js';
 
 test('over target, the least recently used values are spilled in the background', async (t) => {

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { buffer } from 'node:stream/consumers';
-import { ChecksumError, FormatError, encodeToBuffer } from '../../src/index.js';
+import { ChecksumError, FormatError } from '../../src/index.js';
+import { encodeToBuffer } from '../../src/transfer/index.js';
 import { KiB, MiB, f64, openStore, waitFor } from '../helpers/store.js';
 
 test('createReadStream of an in-memory value yields exactly its encoding, and pins it meanwhile', async (t) => {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DiskTier, FaultyTier, SlowTier, SpillStore, type Lease } from '../../src/index.js';
+import { DiskTier, SpillStore, type Lease } from '../../src/index.js';
+import { FaultyTier, SlowTier } from '../../src/testing/index.js';
 import { CompressedMemoryTier } from '../../src/tiers/compressed-memory.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
 import { KiB, f64, tempDir } from '../helpers/store.js';

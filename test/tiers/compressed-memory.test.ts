@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { CompressedMemoryTier } from '../../src/tiers/compressed-memory.js';
-import { tierContract } from './contract.js';
+import { tierContract } from '../../src/testing/index.js';
 import { collect, noise, randomWalk, rawSource } from './helpers.js';
 
 const MiB = 1024 * 1024;

@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { InvalidArgumentError, TierDuplicateIdError } from '../../src/errors.js';
 import type { CompressionMode } from '../../src/tiers/chunks.js';
 import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk/disk-tier.js';
-import { tierContract } from './contract.js';
+import { tierContract } from '../../src/testing/index.js';
 import { collect, filesUnder, noise, noiseItems, randomWalk, rawSource, tempDir, withDiskTier } from './helpers.js';
 
 const KiB = 1024;
@@ -333,7 +333,7 @@ describe('DiskTier', () => {
 
 describe('tier wrappers', () => {
   it('SlowTier and FaultyTier still work over DiskTier and forward stats', async () => {
-    const { SlowTier, FaultyTier } = await import('../../src/tiers/wrappers.js');
+    const { SlowTier, FaultyTier } = await import('../../src/testing/index.js');
     const parent = await tempDir();
     const disk = new DiskTier({ directory: parent });
     const faulty = new FaultyTier(new SlowTier(disk, 1), { failWrite: (id) => (id === 2 ? 'ENOSPC' : undefined) });

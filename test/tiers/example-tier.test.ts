@@ -3,7 +3,7 @@ import fsp from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import { ThrottledRemoteTier } from '../../examples/throttled-remote-tier.js';
 import { InvalidArgumentError, type Tier } from '../../src/index.js';
-import { tierContract } from './contract.js';
+import { tierContract } from '../../src/testing/index.js';
 import { noise, rawSource, tempDir } from './helpers.js';
 
 const MiB = 1024 * 1024;

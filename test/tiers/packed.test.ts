@@ -5,8 +5,9 @@ import { ClosedError, SpillwayError } from '../../src/errors.js';
 import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk/disk-tier.js';
 import { packedWritesOf, type PackedBatch, type PackedWrites } from '../../src/tiers/packed.js';
 import type { WriteResults } from '../../src/tiers/tier.js';
-import { FaultyTier, SlowTier, TierWrapper } from '../../src/tiers/wrappers.js';
-import { assertMissing, roundTrip } from './contract.js';
+import { TierWrapper } from '../../src/tiers/wrappers.js';
+import { FaultyTier, SlowTier } from '../../src/testing/index.js';
+import { assertMissing, roundTrip } from '../../src/testing/index.js';
 import { noise, rawSource, tempDir } from './helpers.js';
 
 const KiB = 1024;

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { afterEach, describe, it } from 'node:test';
-import { ChecksumError, FormatError, encodeToBuffer } from '../../src/index.js';
+import { ChecksumError, FormatError } from '../../src/index.js';
+import { encodeToBuffer } from '../../src/transfer/index.js';
 import {
   DataClient,
   DataServer,

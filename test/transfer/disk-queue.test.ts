@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
-import { encodeToBuffer } from '../../src/index.js';
+import { encodeToBuffer } from '../../src/transfer/index.js';
 import { DataClient } from '../../src/transfer/index.js';
 import { serializeDataDone, serializeValue } from '../../src/transfer/serializer.js';
 import { Fixture, fakeServer, pattern, requestIdOf, watchIncoming } from './helpers.js';

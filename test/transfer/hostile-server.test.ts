@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import fc from 'fast-check';
-import { SpillwayError, encodeToBuffer } from '../../src/index.js';
+import { SpillwayError } from '../../src/index.js';
+import { encodeToBuffer } from '../../src/transfer/index.js';
 import { DataClient, MessageType } from '../../src/transfer/index.js';
 import {
   serialize,

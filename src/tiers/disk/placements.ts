@@ -22,7 +22,7 @@ const PAGE_MASK = PAGE_SLOTS - 1;
 /** The segment column of a slot whose value has no place (yet, or any more). */
 export const NO_SEGMENT = -1;
 
-export const enum SlotState {
+export enum SlotState {
   Free = 0,
   /** Registered by a write in flight: not readable, not counted, but its id is taken. */
   Writing = 1,

@@ -4,10 +4,10 @@
  */
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import { ClosedError, SpillwayError } from '../../src/errors.js';
-import type { Tier, WriteItem, WriteResults } from '../../src/tiers/tier.js';
-import { assertMissing, roundTrip, withTier, type TierHarness } from './contract.js';
-import { filesUnder, noise, randomWalk } from './helpers.js';
+import { ClosedError, SpillwayError } from '../errors.js';
+import type { Tier, WriteItem, WriteResults } from '../tiers/tier.js';
+import { assertMissing, roundTrip, withTier, type TierHarness } from './tier-contract.js';
+import { filesUnder, noise, randomWalk } from './sources.js';
 
 const MiB = 1024 * 1024;
 

@@ -4,11 +4,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { decodeVerified } from '../../src/codec/index.js';
-import { ClosedError, InvalidArgumentError, SpillwayError } from '../../src/errors.js';
-import type { Tier } from '../../src/tiers/tier.js';
-import { writeManyContract } from './contract-write-many.js';
-import { collect, encodedSource, entriesUnder, failingSource, filesUnder, noise, randomWalk, rawSource, slowSource } from './helpers.js';
+import { decodeVerified } from '../codec/index.js';
+import { ClosedError, InvalidArgumentError, SpillwayError } from '../errors.js';
+import type { Tier } from '../tiers/tier.js';
+import { writeManyContract } from './tier-contract-write-many.js';
+import { collect, encodedSource, entriesUnder, failingSource, filesUnder, noise, randomWalk, rawSource, slowSource } from './sources.js';
 
 export interface TierHarness {
   tier: Tier;

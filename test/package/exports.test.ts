@@ -1,0 +1,74 @@
+/**
+ * The export map of the built package against what the README documents: every entry point
+ * resolves and exports the names its row lists, the root keeps wire-level pieces out, and
+ * the public type declarations hold no `any` and no `const enum` (which consumers compiling
+ * with isolatedModules cannot use).
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { assertBuilt, packageJson, root, runScript, specifiers } from './built.js';
+
+/** The README's entry-point table: specifier -> the names it lists. */
+function documentedExports(): Map<string, string[]> {
+  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
+  const rows = new Map<string, string[]>();
+  for (const match of readme.matchAll(/^\| `(spillway[^`]*)` \| [^|]+ \| (.+) \|$/gm)) {
+    rows.set(match[1], [...match[2].matchAll(/`([A-Za-z_]\w*)`/g)].map((m) => m[1]));
+  }
+  return rows;
+}
+
+test('every entry point resolves from the built package and exports what the README lists', async () => {
+  assertBuilt();
+  const documented = documentedExports();
+  assert.deepEqual([...documented.keys()].sort(), [...specifiers].sort(), 'the README lists exactly the entry points of package.json');
+  const exported = await runScript<Record<string, string[]>>(`
+    const out = {};
+    for (const name of ${JSON.stringify(specifiers)}) out[name] = Object.keys(await import(name));
+    process.stdout.write(JSON.stringify(out));
+  `);
+  for (const [specifier, names] of documented) {
+    const missing = names.filter((name) => !exported[specifier].includes(name));
+    assert.deepEqual(missing, [], `${specifier} lacks what the README lists`);
+  }
+  for (const wireLevel of ['DataServer', 'DataClient', 'Parser', 'serializer', 'MessageType', 'Methods', 'SlowTier', 'FaultyTier', 'tierContract']) {
+    assert.ok(!exported.spillway.includes(wireLevel), `'spillway' does not export ${wireLevel}`);
+  }
+  for (const { types, default: js } of Object.values(packageJson.exports)) {
+    assert.ok(fs.existsSync(path.join(root, types)), `${types} is built`);
+    assert.ok(fs.existsSync(path.join(root, js)), `${js} is built`);
+  }
+});
+
+/** Every declaration file reachable from the entry points' types. */
+function publicDeclarations(): string[] {
+  const seen = new Set<string>();
+  const pending = Object.values(packageJson.exports).map((entry) => path.join(root, entry.types));
+  for (let file = pending.pop(); file !== undefined; file = pending.pop()) {
+    if (seen.has(file)) continue;
+    seen.add(file);
+    const text = fs.readFileSync(file, 'utf8');
+    for (const m of text.matchAll(/(?:from|import)\s*\(?\s*'(\.{1,2}\/[^']+)\.js'/g)) pending.push(path.resolve(path.dirname(file), `${m[1]}.d.ts`));
+  }
+  return [...seen];
+}
+
+test('public type declarations use no any and no const enum', () => {
+  assertBuilt();
+  const files = publicDeclarations();
+  assert.ok(files.length > Object.keys(packageJson.exports).length, 'declarations were followed through their imports');
+  const offences: string[] = [];
+  for (const file of files) {
+    const code = fs
+      .readFileSync(file, 'utf8')
+      .replace(/\/\*[\s\S]*?\*\//g, '')
+      .replace(/\/\/.*$/gm, '')
+      .replace(/'(?:[^'\\\n]|\\.)*'/g, "''");
+    for (const line of code.split('\n')) {
+      if (/\bconst enum\b/.test(line) || /\bany\b/.test(line)) offences.push(`${path.relative(root, file)}: ${line.trim()}`);
+    }
+  }
+  assert.deepEqual(offences, []);
+});

@@ -52,17 +52,14 @@ interface Bar {
   parts: Record<string, number>;
 }
 
-/** Every worker row as the page shows it: state, and the bytes of the memory bar's parts. */
-function bars(page: Page): Promise<Bar[]> {
-  return page.$$eval('#worker-rows tr', (rows) =>
-    rows.map((row) => {
-      const tr = row as HTMLTableRowElement;
-      const bar = tr.querySelector('.bar') as HTMLElement;
-      const parts: Record<string, number> = {};
-      for (const seg of bar.querySelectorAll<HTMLElement>('.seg')) parts[seg.dataset.part ?? ''] = Number(seg.dataset.bytes);
-      return { name: tr.dataset.worker ?? '', state: tr.dataset.state ?? '', rss: Number(bar.dataset.rss), parts };
-    }),
-  );
+/** Every worker row as the page shows it: state, and the bytes of the memory bar's parts. (Page code is a string: the tests compile without the DOM's types.) */
+async function bars(page: Page): Promise<Bar[]> {
+  return (await page.evaluate(`[...document.querySelectorAll('#worker-rows tr')].map((tr) => {
+    const bar = tr.querySelector('.bar');
+    const parts = {};
+    for (const seg of bar.querySelectorAll('.seg')) parts[seg.dataset.part] = Number(seg.dataset.bytes);
+    return { name: tr.dataset.worker, state: tr.dataset.state, rss: Number(bar.dataset.rss), parts };
+  })`)) as Bar[];
 }
 
 const sum = (parts: Record<string, number>): number => Object.values(parts).reduce((a, b) => a + b, 0);
@@ -102,9 +99,9 @@ test('the dashboard during a real shuffle: a bar per worker summing to its RSS, 
   });
 
   const { page, errors } = await open(browser, `${cluster.httpAddress}/status`);
-  await page.waitForFunction(() => document.querySelectorAll('#worker-rows tr[data-state="running"], #worker-rows tr[data-state="paused"]').length === 3, null, { timeout: 30_000 });
+  await page.waitForFunction(`document.querySelectorAll('#worker-rows tr[data-state="running"], #worker-rows tr[data-state="paused"]').length === 3`, null, { timeout: 30_000 });
   // Wait for the shuffle to be under way (tasks done, memory held) before reading figures.
-  await page.waitForFunction(() => Number(document.getElementById('progress-done')?.textContent) > 3, null, { timeout: 30_000 });
+  await page.waitForFunction(`Number(document.getElementById('progress-done').textContent) > 3`, null, { timeout: 30_000 });
 
   const first = await bars(page);
   const readAt = Date.now();
@@ -118,7 +115,8 @@ test('the dashboard during a real shuffle: a bar per worker summing to its RSS, 
   }
 
   // Live: the same figures a second later are not the same.
-  const figures = (): Promise<string> => page.evaluate(() => [document.getElementById('updated')?.textContent, ...[...document.querySelectorAll('#worker-rows .bar')].map((b) => (b as HTMLElement).dataset.rss), document.getElementById('task-states')?.textContent].join('|'));
+  const figures = async (): Promise<string> =>
+    String(await page.evaluate(`[document.getElementById('updated').textContent, ...[...document.querySelectorAll('#worker-rows .bar')].map((b) => b.dataset.rss), document.getElementById('task-states').textContent].join('|')`));
   const before = await figures();
   const updatedBefore = await page.textContent('#updated');
   await new Promise((resolve) => setTimeout(resolve, 1100));
@@ -128,7 +126,7 @@ test('the dashboard during a real shuffle: a bar per worker summing to its RSS, 
   // kill -9: the worker is shown as lost within the heartbeat timeout.
   const killedAt = Date.now();
   await cluster.killWorker(1, 'SIGKILL');
-  await page.waitForFunction(() => document.querySelector('#worker-rows tr[data-worker="local-1"]')?.getAttribute('data-state') === 'lost', null, { timeout: 30_000 });
+  await page.waitForFunction(`document.querySelector('#worker-rows tr[data-worker="local-1"]')?.dataset.state === 'lost'`, null, { timeout: 30_000 });
   const lostAfter = Date.now() - killedAt;
   // The scheduler hears of it when the socket closes, and the next frame (every 500 ms) shows it.
   assert.ok(lostAfter <= workerTimeoutMs, `shown as lost after ${lostAfter} ms (timeout ${workerTimeoutMs} ms)`);
@@ -148,7 +146,7 @@ test('the dashboard copes with no worker and with 200', async (t) => {
   const scheduler = await startScheduler(t, { httpPort: 0, heartbeatIntervalMs: 250, workerTimeoutMs: 60_000, dashboard: { intervalMs: 250 } });
   const http = scheduler.httpAddress as { host: string; port: number };
   const { page, errors } = await open(browser, `http://${http.host}:${http.port}/status`);
-  await page.waitForFunction(() => document.getElementById('connection')?.dataset.state === 'live');
+  await page.waitForFunction(`document.getElementById('connection').dataset.state === 'live'`);
   assert.equal(await page.isVisible('#no-workers'), true, 'says there is no worker');
   assert.equal((await bars(page)).length, 0);
 
@@ -156,8 +154,8 @@ test('the dashboard copes with no worker and with 200', async (t) => {
   const client = await FakeClient.connect(t, scheduler);
   const graph = Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`t${i}`, task()]));
   await client.submit(graph, Object.keys(graph));
-  await page.waitForFunction(() => document.querySelectorAll('#worker-rows tr[data-state="running"]').length === 200, null, { timeout: 30_000 });
-  await page.waitForFunction(() => document.getElementById('progress-done')?.textContent === '2000', null, { timeout: 30_000 });
+  await page.waitForFunction(`document.querySelectorAll('#worker-rows tr[data-state="running"]').length === 200`, null, { timeout: 30_000 });
+  await page.waitForFunction(`document.getElementById('progress-done').textContent === '2000'`, null, { timeout: 30_000 });
   const all = await bars(page);
   assert.equal(all.length, 200);
   assert.equal(new Set(all.map((b) => b.name)).size, 200);

@@ -4,7 +4,8 @@ import { once } from 'node:events';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { test } from 'node:test';
-import { scratch, spawnCli } from './helpers.js';
+import { tempDir } from '../helpers/temp-dir.js';
+import { spawnCli } from './helpers.js';
 
 
 async function du(dir: string): Promise<number> {
@@ -16,7 +17,7 @@ async function du(dir: string): Promise<number> {
 }
 
 test('SIGINT to `spillway demo` removes its spill folder', async (t) => {
-  const dir = await scratch(t, 'spillway-test-demo-');
+  const dir = await tempDir(t, 'spillway-test-demo-');
   const child = spawnCli(['demo', '--directory', dir, '--memory-limit', '32MiB', '--data', '1GiB', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = once(child, 'exit');
   const deadline = Date.now() + 30_000;

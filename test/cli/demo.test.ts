@@ -3,11 +3,12 @@ import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { runDemo, type DemoSummary } from '../../src/cli/demo.js';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { cli, scratch } from './helpers.js';
+import { tempDir as freshDir } from '../helpers/temp-dir.js';
+import { cli } from './helpers.js';
 
 const MiB = 1024 * 1024;
 
-const tempDir = (t: TestContext): Promise<string> => scratch(t, 'spillway-cli-test-');
+const tempDir = (t: TestContext): Promise<string> => freshDir(t, 'spillway-cli-test-');
 
 function assertSpilledAndVerified(s: DemoSummary, limit: number): void {
   assert.equal(s.verified, true);

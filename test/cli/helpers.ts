@@ -1,9 +1,6 @@
 /** Running the CLI from source in the CLI tests: one process per command, real signals. */
 import { type ChildProcess, type StdioOptions, execFile, spawn } from 'node:child_process';
-import fsp from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
-import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -45,11 +42,4 @@ export function stdoutLine(child: ChildProcess, pattern: RegExp): Promise<string
       if (found !== undefined) resolve(found);
     });
   });
-}
-
-/** A fresh folder for one test, removed when it ends. */
-export async function scratch(t: TestContext, prefix: string): Promise<string> {
-  const dir = await fsp.mkdtemp(path.join(os.tmpdir(), prefix));
-  t.after(() => fsp.rm(dir, { recursive: true, force: true }));
-  return dir;
 }

@@ -5,7 +5,8 @@ import fsp from 'node:fs/promises';
 import { test } from 'node:test';
 import { CliProcess } from '../../src/client/processes.js';
 import { runLocal } from '../../src/cli/local.js';
-import { scratch, spawnCli } from './helpers.js';
+import { tempDir } from '../helpers/temp-dir.js';
+import { spawnCli } from './helpers.js';
 
 const MiB = 1024 * 1024;
 
@@ -24,7 +25,7 @@ test('runLocal completes where a process\'s memory cannot be read (macOS: no /pr
 });
 
 test('SIGINT to `spillway local` leaves no scratch folder behind', async (t) => {
-  const dir = await scratch(t, 'spillway-test-local-');
+  const dir = await tempDir(t, 'spillway-test-local-');
   const child = spawnCli(['local', '--local-directory', dir, '--memory-limit', '64MiB', '--size', '400MiB', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = once(child, 'exit');
   // Wait until the cluster is up and the client connected (its folder exists, or the run is on).

@@ -5,7 +5,8 @@ import { Client } from '../../src/client/client.js';
 import { builtins, ref, type Graph } from '../../src/cluster/protocol.js';
 import { GraphError, TaskError } from '../../src/errors.js';
 import { AuthError } from '../../src/transfer/errors.js';
-import { eventually, fixture, MiB, startCluster } from './helpers.js';
+import { fixture, MiB, startCluster } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 test('errors and releases on a real cluster', async (t) => {
   const cluster = await startCluster(t);
@@ -83,11 +84,7 @@ test('errors and releases on a real cluster', async (t) => {
     const held = async (): Promise<number> => (await cluster.state()).workers.reduce((n, w) => n + w.keys, 0);
     assert.ok((await held()) >= 4, 'the kept keys are on the workers');
     await other.close();
-    await eventually(async () => (await held()) === 0 && (await cluster.state()).tasks.total === 0, 10_000, 'the keys to be released');
-    await eventually(
-      async () => (await cluster.state()).workers.every((w) => w.lastHeartbeat !== null && w.lastHeartbeat.memory.count + w.lastHeartbeat.disk.count === 0),
-      10_000,
-      "the workers' stores to be empty",
-    );
+    await waitFor(async () => (await held()) === 0 && (await cluster.state()).tasks.total === 0, 'the keys to be released');
+    await waitFor(async () => (await cluster.state()).workers.every((w) => w.lastHeartbeat !== null && w.lastHeartbeat.memory.count + w.lastHeartbeat.disk.count === 0), "the workers' stores to be empty");
   });
 });

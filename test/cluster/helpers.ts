@@ -38,15 +38,6 @@ export async function startCluster(t: TestContext, options: LocalClusterOptions 
   return cluster;
 }
 
-/** Polls until `check` returns true or `timeoutMs` passes. */
-export async function eventually(check: () => Promise<boolean> | boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 /** A data server holding x = 42, as a worker would (no scheduler: the tests play it). */
 export async function holderOfX(t: TestContext): Promise<DataServer> {
   const data = await SpillStore.open({ memoryLimit: '64 MiB', monitorInterval: false });

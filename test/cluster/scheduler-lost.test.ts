@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Client } from '../../src/client/client.js';
 import { SchedulerLostError } from '../../src/client/errors.js';
-import { eventually, alive, fixture, startCluster } from './helpers.js';
+import { alive, fixture, startCluster } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 test('a lost scheduler rejects pending computes with SchedulerLostError; the workers exit', async (t) => {
   const cluster = await startCluster(t);
@@ -20,5 +21,5 @@ test('a lost scheduler rejects pending computes with SchedulerLostError; the wor
   });
   await assert.rejects(client.compute({ x: { fn: fixture('add'), args: [1, 2] } }, ['x']), SchedulerLostError);
   // Workers without a scheduler shut themselves down.
-  await eventually(() => cluster.workers.every((pid) => !alive(pid)), 15_000, 'the workers to exit');
+  await waitFor(() => cluster.workers.every((pid) => !alive(pid)), 'the workers to exit', 15_000);
 });

@@ -1,24 +1,17 @@
 /** Both built-in workloads on real processes, with more data than the cluster's memory, verified exactly. */
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
+import { readdir } from 'node:fs/promises';
 import { test } from 'node:test';
 import type { LocalCluster } from '../../src/client/local-cluster.js';
 import { runLocal } from '../../src/cli/local.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { alive, MiB } from './helpers.js';
 
 const LIMIT = 64 * MiB;
 const DATA = 256 * MiB; // 2× the memory of 2 workers
 
-async function scratch(t: { after: (fn: () => Promise<void>) => void }): Promise<string> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'spillway-e2e-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
-  return dir;
-}
-
 test('shuffle: every worker serves spilled pieces to the other; the result verifies', async (t) => {
-  const dir = await scratch(t);
+  const dir = await tempDir(t, 'spillway-e2e-');
   let cluster: LocalCluster | undefined;
   const s = await runLocal({ workers: 2, memoryLimit: LIMIT, workload: 'shuffle', size: DATA, nthreads: 1, localDirectory: dir, onStarted: (c) => (cluster = c) });
   assert.deepEqual(s.problems, []);
@@ -34,7 +27,7 @@ test('shuffle: every worker serves spilled pieces to the other; the result verif
 });
 
 test('map-reduce: the mean and the sum of squared deviations are exact', async (t) => {
-  const dir = await scratch(t);
+  const dir = await tempDir(t, 'spillway-e2e-');
   const s = await runLocal({ workers: 2, memoryLimit: LIMIT, workload: 'map-reduce', size: DATA, nthreads: 1, localDirectory: dir });
   assert.deepEqual(s.problems, []);
   assert.equal(s.completed && s.verified, true);
@@ -43,7 +36,7 @@ test('map-reduce: the mean and the sum of squared deviations are exact', async (
 });
 
 test('shuffle survives a worker SIGKILLed in the middle: lost keys are recomputed and the result verifies', async (t) => {
-  const dir = await scratch(t);
+  const dir = await tempDir(t, 'spillway-e2e-');
   let cluster: LocalCluster | undefined;
   let killedAt: number | undefined;
   const s = await runLocal({

@@ -1,40 +1,15 @@
 import assert from 'node:assert/strict';
 import fsp from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import type { TestContext } from 'node:test';
 import { DiskTier, SpillStore, type SpillStoreOptions, type Tier } from '../../src/index.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
+import { onCleanup } from './cleanup.js';
+import { tempDir } from './temp-dir.js';
 
 export const KiB = 1024;
 export const MiB = 1024 * 1024;
 
-const cleanups = new WeakMap<TestContext, (() => unknown)[]>();
-
-/**
- * Runs `fn` when the test ends, in reverse order of registration (a store closes before
- * the folder it writes into is removed). `t.after` hooks run in registration order, so a
- * folder removed by its own hook went first and raced the store's last background writes.
- */
-export function onCleanup(t: TestContext, fn: () => unknown): void {
-  let stack = cleanups.get(t);
-  if (!stack) {
-    const created: (() => unknown)[] = [];
-    cleanups.set(t, created);
-    stack = created;
-    t.after(async () => {
-      for (let next = created.pop(); next; next = created.pop()) await next();
-    });
-  }
-  stack.push(fn);
-}
-
-/** A fresh parent directory, removed when the test ends, after what was opened in it closes. */
-export async function tempDir(t: TestContext): Promise<string> {
-  const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'spillway-test-'));
-  onCleanup(t, () => fsp.rm(dir, { recursive: true, force: true }));
-  return dir;
-}
 
 /**
  * A store on a tiny memory limit with the RSS monitor off (the test process's own RSS
@@ -75,15 +50,6 @@ export async function filesUnder(dir: string): Promise<string[]> {
 
 export function nextTick(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
-}
-
-/** Waits until `predicate` holds (polling), or fails after `ms`. */
-export async function waitFor(predicate: () => boolean, ms = 5000, what = 'condition'): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
 }
 
 /**

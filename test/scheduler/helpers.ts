@@ -14,6 +14,7 @@ import {
 } from '../../src/cluster/protocol.js';
 import { Channel } from '../../src/control/index.js';
 import { Scheduler, type SchedulerOptions } from '../../src/scheduler/index.js';
+import { waitFor } from '../helpers/wait.js';
 
 export const TOKEN = 'scheduler-test-token';
 
@@ -31,15 +32,6 @@ export async function startScheduler(t: Cleanup, options: SchedulerOptions = {})
 /** A task of the fake module: fake workers never import it, they only report it finished. */
 export function task(...deps: string[]): TaskSpec {
   return { fn: { module: 'file:///fake/module.js', name: 'f' }, args: deps.map((d) => ref(d)) };
-}
-
-/** Polls until `check` holds (fails the test after `timeoutMs`). */
-export async function until(check: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -258,12 +250,12 @@ export class FakeClient {
     return this.channel.request<ProgressParams>(Methods.progress, {});
   }
 
-  async waitReady(keys: string[], timeoutMs = 5000): Promise<void> {
-    await until(() => keys.every((k) => this.ready.has(k)), `key-ready for ${keys.join(', ')}`, timeoutMs);
+  async waitReady(keys: string[], timeoutMs = 10_000): Promise<void> {
+    await waitFor(() => keys.every((k) => this.ready.has(k)), `key-ready for ${keys.join(', ')}`, timeoutMs);
   }
 
-  async waitErred(keys: string[], timeoutMs = 5000): Promise<void> {
-    await until(() => keys.every((k) => this.erred.has(k)), `key-erred for ${keys.join(', ')}`, timeoutMs);
+  async waitErred(keys: string[], timeoutMs = 10_000): Promise<void> {
+    await waitFor(() => keys.every((k) => this.erred.has(k)), `key-erred for ${keys.join(', ')}`, timeoutMs);
   }
 
   close(): void {

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Methods } from '../../src/cluster/protocol.js';
-import { FakeClient, FakeWorker, startScheduler, task, until } from './helpers.js';
+import { FakeClient, FakeWorker, startScheduler, task } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 async function get(address: { host: string; port: number } | undefined, path: string): Promise<{ status: number; type: string; body: string }> {
   assert.ok(address !== undefined);
@@ -17,18 +18,18 @@ test('GET /metrics and /api/state over real HTTP; 404 otherwise', async (t) => {
   const b = await FakeWorker.connect(t, scheduler, { auto: false, name: 'beta' });
   const client = await FakeClient.connect(t, scheduler);
   await client.submit({ x: task(), y: task('x'), z: task() }, ['y', 'z']);
-  await until(() => b.computes.length === 2, 'x and z sent');
+  await waitFor(() => b.computes.length === 2, 'x and z sent');
   b.fail('z', 'nope');
   b.finish('x');
-  await until(() => b.computes.length === 3, 'y sent');
+  await waitFor(() => b.computes.length === 3, 'y sent');
   b.finish('y');
   await client.waitReady(['y']);
   const a = await FakeWorker.connect(t, scheduler, { name: 'alpha' });
-  await until(() => client.erred.has('z') && scheduler.state().workers.every((w) => w.lastHeartbeat !== null), 'z erred, heartbeats in');
+  await waitFor(() => client.erred.has('z') && scheduler.state().workers.every((w) => w.lastHeartbeat !== null), 'z erred, heartbeats in');
   // beta leaves with y: alpha computes x and y again.
   b.close();
   // The fake worker holds y before the scheduler has read its task-finished message: wait for the scheduler.
-  await until(() => scheduler.state().workers.length === 1 && scheduler.state().counters.tasksFinished === 4, 'y recomputed on alpha');
+  await waitFor(() => scheduler.state().workers.length === 1 && scheduler.state().counters.tasksFinished === 4, 'y recomputed on alpha');
   assert.ok(a.store.has('y'));
   const metrics = await get(scheduler.httpAddress, '/metrics');
   assert.equal(metrics.status, 200);
@@ -89,7 +90,7 @@ test('a heartbeat carrying a 64-bit integer (a BigInt once decoded) does not tak
   const scheduler = await startScheduler(t, { httpPort: 0, heartbeatIntervalMs: 60_000 });
   const w = await FakeWorker.connect(t, scheduler, { heartbeats: false });
   w.channel.notify(Methods.heartbeat, { ...w.heartbeatPayload(), rss: 2n ** 63n });
-  await until(() => scheduler.state().workers[0]?.lastHeartbeat !== null, 'heartbeat in');
+  await waitFor(() => scheduler.state().workers[0]?.lastHeartbeat !== null, 'heartbeat in');
   const state = await get(scheduler.httpAddress, '/api/state');
   assert.equal(state.status, 200);
   JSON.parse(state.body);

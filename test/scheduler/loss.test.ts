@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { FakeClient, FakeWorker, sleep, startScheduler, task, until } from './helpers.js';
+import { FakeClient, FakeWorker, sleep, startScheduler, task } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const sumGraph = (n: number): Record<string, ReturnType<typeof task>> => {
   const graph: Record<string, ReturnType<typeof task>> = {};
@@ -15,18 +16,18 @@ test('a worker whose connection drops mid-graph: its tasks and the keys only it 
   const b = await FakeWorker.connect(t, scheduler, { auto: false });
   const client = await FakeClient.connect(t, scheduler);
   await client.submit(sumGraph(8), ['total']);
-  await until(() => a.computes.length === 4 && b.computes.length === 4, 'roots placed');
+  await waitFor(() => a.computes.length === 4 && b.computes.length === 4, 'roots placed');
   const onA = a.computes.map((c) => c.key);
   a.finish(onA[0]);
   a.finish(onA[1]);
   for (const c of b.computes) b.finish(c.key);
-  await until(() => scheduler.state().tasks.memory === 6, 'six in memory');
+  await waitFor(() => scheduler.state().tasks.memory === 6, 'six in memory');
   a.close();
   // onA[0..1] were held only by a, onA[2..3] were running there: all four run on b.
-  await until(() => b.computes.length === 8, 'a’s work moved to b');
+  await waitFor(() => b.computes.length === 8, 'a’s work moved to b');
   assert.deepEqual(new Set(b.computes.slice(4).map((c) => c.key)), new Set(onA));
   for (const c of b.computes.slice(4)) b.finish(c.key);
-  await until(() => b.computes.some((c) => c.key === 'total'), 'total sent');
+  await waitFor(() => b.computes.some((c) => c.key === 'total'), 'total sent');
   const total = b.computes.find((c) => c.key === 'total');
   assert.ok(Object.values(total?.deps ?? {}).every((holders) => holders.length === 1 && holders[0].port === b.data.port));
   b.finish('total');
@@ -42,14 +43,14 @@ test('a worker that stops heartbeating is removed and its work is redone elsewhe
   const silent = await FakeWorker.connect(t, scheduler, { auto: false, heartbeats: false });
   const client = await FakeClient.connect(t, scheduler);
   await client.submit({ a: task(), b: task('a') }, ['b']);
-  await until(() => silent.computes.length === 1, 'a sent');
+  await waitFor(() => silent.computes.length === 1, 'a sent');
   silent.finish('a');
-  await until(() => silent.computes.length === 2, 'b sent');
+  await waitFor(() => silent.computes.length === 2, 'b sent');
   const healthy = await FakeWorker.connect(t, scheduler);
   await client.waitReady(['b'], 3000);
   assert.deepEqual(client.ready.get('b')?.holders, [healthy.data]);
   assert.deepEqual(healthy.computes.map((c) => c.key), ['a', 'b']);
-  await until(() => silent.closed, 'the silent worker’s channel closed');
+  await waitFor(() => silent.closed, 'the silent worker’s channel closed');
   assert.equal(scheduler.state().counters.workersLost, 1);
   // The healthy one heartbeats and stays.
   await sleep(200);
@@ -63,20 +64,20 @@ test('missing-data: the failed holder is dropped, the key recomputed, the task s
   const b = await FakeWorker.connect(t, scheduler, { auto: false });
   const client = await FakeClient.connect(t, scheduler);
   await client.submit({ p: task(), q: task(), r: task(), s: task(), u: task() }, ['p', 'q', 'r', 's', 'u']);
-  await until(() => a.computes.length === 4 && b.computes.length === 1, 'roots placed');
+  await waitFor(() => a.computes.length === 4 && b.computes.length === 1, 'roots placed');
   // a: p q r s; b: u.
   a.finish('p', 10);
   b.finish('u', 1000);
   await client.submit({ t: task('p', 'u') }, ['t']);
-  await until(() => b.computes.some((c) => c.key === 't'), 't on b (holds more bytes)');
+  await waitFor(() => b.computes.some((c) => c.key === 't'), 't on b (holds more bytes)');
   assert.deepEqual(b.computes.find((c) => c.key === 't')?.deps, { p: [a.data], u: [b.data] });
   b.missing('t', 'p', [a.data]);
-  await until(() => a.released().includes('p'), 'a told to drop its copy of p');
+  await waitFor(() => a.released().includes('p'), 'a told to drop its copy of p');
   const recompute = (): boolean => [...a.computes, ...b.computes].filter((c) => c.key === 'p').length === 2;
-  await until(recompute, 'p computed again');
+  await waitFor(recompute, 'p computed again');
   const again = a.computes.filter((c) => c.key === 'p').length === 2 ? a : b;
   again.finish('p', 10);
-  await until(() => b.computes.filter((c) => c.key === 't').length === 2 || a.computes.some((c) => c.key === 't'), 't sent again');
+  await waitFor(() => b.computes.filter((c) => c.key === 't').length === 2 || a.computes.some((c) => c.key === 't'), 't sent again');
   const resent = [...a.computes, ...b.computes].filter((c) => c.key === 't').at(-1);
   assert.deepEqual(resent?.deps.p, [again.data]);
   assert.equal(scheduler.state().counters.tasksRecomputed, 1);
@@ -87,10 +88,10 @@ test('a task error reaches every wanted key depending on it, with failedKey; the
   const w = await FakeWorker.connect(t, scheduler, { auto: false });
   const client = await FakeClient.connect(t, scheduler);
   await client.submit({ a: task(), b: task('a'), c: task('b'), d: task('b'), ok: task() }, ['c', 'd', 'ok']);
-  await until(() => w.computes.length === 2, 'a and ok sent');
+  await waitFor(() => w.computes.length === 2, 'a and ok sent');
   w.fail('a', 'boom');
   w.finish('ok');
-  await until(() => client.erred.size === 2 && client.ready.has('ok'), 'c and d erred');
+  await waitFor(() => client.erred.size === 2 && client.ready.has('ok'), 'c and d erred');
   for (const key of ['c', 'd']) {
     const erred = client.erred.get(key);
     assert.equal(erred?.failedKey, 'a');
@@ -103,8 +104,8 @@ test('a task error reaches every wanted key depending on it, with failedKey; the
   // Another client asking for an erred key hears at once.
   const other = await FakeClient.connect(t, scheduler);
   await other.submit({}, ['d']);
-  await until(() => other.erred.has('d'), 'd erred for the other client');
+  await waitFor(() => other.erred.has('d'), 'd erred for the other client');
   await client.release(['c', 'd', 'ok']);
   await other.release(['d']);
-  await until(() => scheduler.state().tasks.total === 0, 'all forgotten');
+  await waitFor(() => scheduler.state().tasks.total === 0, 'all forgotten');
 });

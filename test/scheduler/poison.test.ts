@@ -1,7 +1,8 @@
 /** Poison tasks (allowedFailures, SPW_ERR_KILLED_WORKER) and per-task retries, with fake workers. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { FakeClient, FakeWorker, startScheduler, task, until } from './helpers.js';
+import { FakeClient, FakeWorker, startScheduler, task } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 test('a task whose workers keep dying fails with SPW_ERR_KILLED_WORKER after allowedFailures; independent tasks finish', async (t) => {
   const scheduler = await startScheduler(t, { allowedFailures: 2 });
@@ -10,10 +11,10 @@ test('a task whose workers keep dying fails with SPW_ERR_KILLED_WORKER after all
   for (let death = 1; death <= 3; death++) {
     // Each victim gets both roots; it dies running the poison, while 'other' only waited there.
     const victim = await FakeWorker.connect(t, scheduler, { name: `victim-${death}`, auto: false });
-    await until(() => victim.inFlight.has('poison') && victim.inFlight.has('other'), 'roots placed');
+    await waitFor(() => victim.inFlight.has('poison') && victim.inFlight.has('other'), 'roots placed');
     victim.start('poison');
     victim.close();
-    await until(() => scheduler.state().counters.workersLost === death, `death ${death} seen`);
+    await waitFor(() => scheduler.state().counters.workersLost === death, `death ${death} seen`);
   }
   await client.waitErred(['after']);
   const erred = client.erred.get('after');
@@ -32,13 +33,13 @@ test('tasks merely queued on a dying worker are not held against; a retiring wor
   const client = await FakeClient.connect(t, scheduler);
   await client.submit({ a: task(), b: task() }, ['a', 'b']);
   const first = await FakeWorker.connect(t, scheduler, { auto: false, nthreads: 1 });
-  await until(() => first.inFlight.size === 2, 'both sent');
+  await waitFor(() => first.inFlight.size === 2, 'both sent');
   first.close(); // neither said task-started: both innocent
   const second = await FakeWorker.connect(t, scheduler, { auto: false });
-  await until(() => second.inFlight.size === 2, 'both sent again');
+  await waitFor(() => second.inFlight.size === 2, 'both sent again');
   second.start('a');
   second.channel.notify('worker-closing', {});
-  await until(() => scheduler.state().workers.some((w) => w.closing), 'closing seen');
+  await waitFor(() => scheduler.state().workers.some((w) => w.closing), 'closing seen');
   second.close(); // it said it was leaving: its started task is not suspected
   const third = await FakeWorker.connect(t, scheduler);
   await client.waitReady(['a', 'b']);
@@ -55,13 +56,13 @@ test('retries: a task that throws is run again up to its retries, then fails wit
   const worker = await FakeWorker.connect(t, scheduler, { auto: false });
   await client.submit({ flaky: { ...task(), retries: 2 }, doomed: { ...task(), retries: 1 } }, ['flaky', 'doomed']);
   const attempts = (key: string): number => worker.computes.filter((c) => c.key === key).length;
-  await until(() => attempts('flaky') === 1 && attempts('doomed') === 1, 'first attempts');
+  await waitFor(() => attempts('flaky') === 1 && attempts('doomed') === 1, 'first attempts');
   worker.fail('flaky', 'once');
   worker.fail('doomed', 'once');
-  await until(() => attempts('flaky') === 2 && attempts('doomed') === 2, 'second attempts');
+  await waitFor(() => attempts('flaky') === 2 && attempts('doomed') === 2, 'second attempts');
   worker.fail('flaky', 'twice');
   worker.fail('doomed', 'for good');
-  await until(() => attempts('flaky') === 3, 'third attempt');
+  await waitFor(() => attempts('flaky') === 3, 'third attempt');
   worker.finish('flaky');
   await client.waitReady(['flaky']);
   await client.waitErred(['doomed']);

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Methods } from '../../src/cluster/protocol.js';
 import { RemoteError } from '../../src/index.js';
-import { FakeClient, FakeWorker, startScheduler, task, until } from './helpers.js';
+import { FakeClient, FakeWorker, startScheduler, task } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 test("progress counts a client's tasks: done (even once released after use), erred, total", async (t) => {
   const scheduler = await startScheduler(t);
@@ -11,23 +12,23 @@ test("progress counts a client's tasks: done (even once released after use), err
   assert.deepEqual(await client.progress(), { done: 0, erred: 0, total: 0 });
   await client.submit({ a: task(), b: task('a'), c: task('b'), bad: task(), after: task('bad') }, ['c', 'after']);
   assert.deepEqual(await client.progress(), { done: 0, erred: 0, total: 5 });
-  await until(() => w.computes.some((c) => c.key === 'a'), 'a sent');
+  await waitFor(() => w.computes.some((c) => c.key === 'a'), 'a sent');
   w.finish('a');
-  await until(() => w.computes.some((c) => c.key === 'b'), 'b sent');
+  await waitFor(() => w.computes.some((c) => c.key === 'b'), 'b sent');
   w.finish('b');
   // a was released once b used it: it still counts as done.
-  await until(() => w.released().includes('a'), 'a released');
+  await waitFor(() => w.released().includes('a'), 'a released');
   assert.deepEqual(await client.progress(), { done: 2, erred: 0, total: 5 });
   w.fail('bad', 'no');
   // bad and the task waiting on it are erred.
-  await until(() => client.erred.has('after'), 'after erred');
+  await waitFor(() => client.erred.has('after'), 'after erred');
   assert.deepEqual(await client.progress(), { done: 2, erred: 2, total: 5 });
   w.finish('c');
   await client.waitReady(['c']);
   assert.deepEqual(await client.progress(), { done: 3, erred: 2, total: 5 });
   // Released by the client and forgotten by the scheduler: no longer counted.
   await client.release(['c', 'after']);
-  await until(() => scheduler.state().tasks.total === 0, 'all forgotten');
+  await waitFor(() => scheduler.state().tasks.total === 0, 'all forgotten');
   assert.deepEqual(await client.progress(), { done: 0, erred: 0, total: 0 });
 });
 
@@ -37,7 +38,7 @@ test("a graph's keys the scheduler already knew (another client's) count in this
   const first = await FakeClient.connect(t, scheduler);
   const second = await FakeClient.connect(t, scheduler);
   await first.submit({ a: task(), b: task('a') }, ['b']);
-  await until(() => w.computes.length === 1, 'a sent');
+  await waitFor(() => w.computes.length === 1, 'a sent');
   w.finish('a');
   await second.submit({ a: task(), b: task('a'), c: task('b') }, ['c']);
   assert.deepEqual(await second.progress(), { done: 1, erred: 0, total: 3 });
@@ -59,7 +60,7 @@ test("a client that never asks for progress does not make the scheduler keep eve
     await client.waitReady([`b${i}`]);
     await client.release([`b${i}`]);
   }
-  await until(() => scheduler.state().tasks.total === 0, 'all forgotten');
+  await waitFor(() => scheduler.state().tasks.total === 0, 'all forgotten');
   // The client's progress tracked 100 keys; all are forgotten, so none may be kept for it.
   assert.equal(scheduler.state().clients[0].tasks, 0);
   assert.deepEqual(await client.progress(), { done: 0, erred: 0, total: 0 });

@@ -3,7 +3,8 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import type { Graph } from '../../src/cluster/protocol.js';
 import { Scheduler } from '../../src/scheduler/index.js';
-import { type Cleanup, FakeClient, FakeWorker, TOKEN, sleep, task, until } from './helpers.js';
+import { type Cleanup, FakeClient, FakeWorker, TOKEN, sleep, task } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 interface Scenario {
   deps: number[][];
@@ -76,7 +77,7 @@ async function run(s: Scenario): Promise<void> {
       await sleep(1);
     }
     // The last key-ready may predate a death: wait until every wanted key sits on a live worker.
-    await until(() => wanted.every((k) => {
+    await waitFor(() => wanted.every((k) => {
       const holders = client.ready.get(k)?.holders ?? [];
       return holders.length > 0 && holders.every((h) => workers.some((w) => !w.closed && w.data.port === h.port && w.store.has(k)));
     }), 'wanted keys on live workers');
@@ -98,7 +99,7 @@ async function run(s: Scenario): Promise<void> {
     if (killed === 0) for (const key of wanted) assert.equal(client.readyCount.get(key), 1);
     // Everything is released at the end: no leak on any worker, nothing left at the scheduler.
     await client.release(wanted);
-    await until(() => live.every((w) => w.store.size === 0) && scheduler.state().tasks.total === 0, 'all released');
+    await waitFor(() => live.every((w) => w.store.size === 0) && scheduler.state().tasks.total === 0, 'all released');
   } finally {
     for (const fn of cleanups) await fn();
     await scheduler.close();

@@ -4,7 +4,8 @@ import { type Graph, Methods } from '../../src/cluster/protocol.js';
 import { Channel } from '../../src/control/index.js';
 import { GraphError, RemoteError } from '../../src/index.js';
 import { validateSubmission } from '../../src/scheduler/index.js';
-import { FakeClient, FakeWorker, TOKEN, sleep, startScheduler, task, until } from './helpers.js';
+import { FakeClient, FakeWorker, TOKEN, sleep, startScheduler, task } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const graphError = (pattern: RegExp) => (e: unknown) => e instanceof RemoteError && e.remoteCode === 'SPW_ERR_GRAPH' && pattern.test(e.message);
 
@@ -33,7 +34,7 @@ test('bad graphs are refused with a GraphError naming the keys; nothing reaches 
   assert.equal(scheduler.state().tasks.total, 0);
   // The channel is still usable.
   await client.submit({ fine: task() }, ['fine']);
-  await until(() => w.computes.length === 1, 'fine sent');
+  await waitFor(() => w.computes.length === 1, 'fine sent');
 });
 
 test('a known key may be referred to without its task; an unknown one may not', async (t) => {
@@ -45,7 +46,7 @@ test('a known key may be referred to without its task; an unknown one may not', 
   assert.deepEqual(await client.submit({ next: task('base') }, ['next']), { added: 1 });
   await client.waitReady(['next']);
   await client.release(['base', 'next']);
-  await until(() => scheduler.state().tasks.total === 0, 'forgotten');
+  await waitFor(() => scheduler.state().tasks.total === 0, 'forgotten');
   await assert.rejects(client.submit({ again: task('base') }, ['again']), graphError(/"again" → "base"/));
 });
 
@@ -54,7 +55,7 @@ test('the first message must be a registration; roles are enforced', async (t) =
   const stranger = await Channel.connect(scheduler.address, { token: TOKEN });
   t.after(() => stranger.close());
   await assert.rejects(stranger.request(Methods.submit, { graph: {}, wanted: [] }), (e: unknown) => e instanceof RemoteError && e.remoteCode === 'SPW_ERR_NOT_REGISTERED');
-  await until(() => stranger.closed, 'channel closed by the scheduler');
+  await waitFor(() => stranger.closed, 'channel closed by the scheduler');
 
   const client = await FakeClient.connect(t, scheduler);
   await assert.rejects(client.channel.request(Methods.taskFinished, { key: 'x', size: 1, where: 'memory' }), (e: unknown) => e instanceof RemoteError && e.remoteCode === 'SPW_ERR_WRONG_ROLE');
@@ -113,11 +114,11 @@ test('100k-task graphs validate in many event-loop turns and schedule', async (t
   // 2 s bound failed on a loaded host; 0.34 s when idle).
   assert.deepEqual(await client.submit(first, Object.keys(first)), { added: n / 2 });
   assert.deepEqual(await client.submit(second, Object.keys(second)), { added: n / 2 + 1 });
-  await until(() => w.computes.length === 4, 'four sent');
+  await waitFor(() => w.computes.length === 4, 'four sent');
   assert.equal(scheduler.state().tasks.total, n + 1);
   // The client's progress is counted over several loop turns (4096 tasks a turn).
   assert.deepEqual(await client.progress(), { done: 0, erred: 0, total: n + 1 });
   client.close();
-  await until(() => scheduler.state().tasks.total === 0, 'all forgotten', 10_000);
-  await until(() => w.cancels.length === 4, 'the four running tasks cancelled');
+  await waitFor(() => scheduler.state().tasks.total === 0, 'all forgotten');
+  await waitFor(() => w.cancels.length === 4, 'the four running tasks cancelled');
 });

@@ -4,7 +4,9 @@ import { InvalidArgumentError, SpillStore, TierReadError } from '../../src/index
 import { FaultyTier } from '../../src/testing/index.js';
 import { resolveOptions } from '../../src/store/options.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
-import { MiB, onCleanup, openStore, tempDir } from '../helpers/store.js';
+import { MiB, openStore } from '../helpers/store.js';
+import { onCleanup } from '../helpers/cleanup.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 // A string is an Iterable<string>, so TypeScript accepts acquire('key'): the store leased
 // the key's characters (or failed with KeyNotFoundError for one of them).

@@ -3,7 +3,8 @@ import { test } from 'node:test';
 import { ClosedError, DiskTier, InvalidArgumentError, KeyNotFoundError, SpillStore } from '../../src/index.js';
 import { SlowTier } from '../../src/testing/index.js';
 import { majorCollectionWatchers } from '../../src/runtime/garbage-collection.js';
-import { KiB, MiB, f64, filesUnder, openStore, tempDir } from '../helpers/store.js';
+import { KiB, MiB, f64, filesUnder, openStore } from '../helpers/store.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 test('set, get, peek, has, where, delete on in-memory values', async (t) => {
   const { store } = await openStore(t);

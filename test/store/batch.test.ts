@@ -5,7 +5,10 @@ import { CompressedMemoryTier, DiskTier, SpillStore, TierWrapper, TierWriteError
 import { FaultyTier, SlowTier } from '../../src/testing/index.js';
 import { windowBatchBytes } from '../../src/store/batch-writer.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
-import { KiB, MiB, assertSpillsOnRetry, f64, filesUnder, nextTick, onCleanup, openStore, tempDir, waitFor } from '../helpers/store.js';
+import { KiB, MiB, assertSpillsOnRetry, f64, filesUnder, nextTick, openStore } from '../helpers/store.js';
+import { onCleanup } from '../helpers/cleanup.js';
+import { tempDir } from '../helpers/temp-dir.js';
+import { waitFor } from '../helpers/wait.js';
 
 test('small values spill in batches: few writeMany calls, every value readable, invariants kept', async (t) => {
   let faulty: FaultyTier | undefined;
@@ -116,7 +119,7 @@ test('keys deleted or overwritten while their batch is in flight: no stale value
     assert.deepEqual(await store.get(`k${i}`), f64(2 * KiB, i));
   }
   // The copies of deleted and overwritten keys are removed in the background.
-  await waitFor(() => disk.usage().count === 20, 2000, 'orphaned copies deleted');
+  await waitFor(() => disk.usage().count === 20, 'orphaned copies deleted');
   assert.deepEqual(store[checkInvariants](), []);
 });
 

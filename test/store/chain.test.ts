@@ -3,7 +3,10 @@ import { test } from 'node:test';
 import { CompressedMemoryTier } from '../../src/tiers/compressed-memory.js';
 import { DiskTier, InvalidArgumentError, SpillStore, TiersFullError, type Tier } from '../../src/index.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
-import { KiB, MiB, f64, onCleanup, openStore, tempDir, waitFor } from '../helpers/store.js';
+import { KiB, MiB, f64, openStore } from '../helpers/store.js';
+import { onCleanup } from '../helpers/cleanup.js';
+import { tempDir } from '../helpers/temp-dir.js';
+import { waitFor } from '../helpers/wait.js';
 
 /** Compressible data: a rounded random walk. */
 function walk(n: number, seed: number): Float64Array {
@@ -37,7 +40,7 @@ test('values flow memory → compressed memory → disk, coldest first; where() 
     store.set(`k${i}`, walk(8 * KiB, i));
     await store.flush();
   }
-  await waitFor(() => store.stats().tiers[0].bytes <= 100 * KiB, 3000, 'demotion');
+  await waitFor(() => store.stats().tiers[0].bytes <= 100 * KiB, 'demotion');
   await store.flush();
   const places = Array.from({ length: 16 }, (_, i) => store.where(`k${i}`));
   assert.ok(places.includes('disk'), places.join());
@@ -85,7 +88,7 @@ test('deleting keys during demotion leaves no copy anywhere', async (t) => {
   await store.evict();
   for (let i = 0; i < 12; i++) store.delete(`k${i}`);
   await store.flush();
-  await waitFor(() => store.stats().disk.count === 0, 3000, 'all copies removed');
+  await waitFor(() => store.stats().disk.count === 0, 'all copies removed');
   assert.deepEqual(store[checkInvariants](), []);
 });
 
@@ -181,7 +184,7 @@ test('a compressing tier still moves values down once what it stores passes its 
   for (let i = 0; i < 12; i++) store.set(`r${i}`, f64(64 * KiB, Math.PI * (i + 1)));
   await store.evict();
   await store.flush();
-  await waitFor(() => compressed.usage().bytes <= 256 * KiB, 3000, 'demotion');
+  await waitFor(() => compressed.usage().bytes <= 256 * KiB, 'demotion');
   const places = Array.from({ length: 12 }, (_, i) => store.where(`r${i}`));
   assert.ok(places.includes('disk') && places.includes('lz4'), places.join());
   for (let i = 0; i < 12; i += 3) assert.deepEqual(await store.get(`r${i}`), f64(64 * KiB, Math.PI * (i + 1)));

@@ -3,7 +3,9 @@ import fsp from 'node:fs/promises';
 import { test } from 'node:test';
 import { DiskTier, SpillStore } from '../../src/index.js';
 import { SlowTier } from '../../src/testing/index.js';
-import { KiB, MiB, f64, filesUnder, openStore, tempDir, waitFor } from '../helpers/store.js';
+import { KiB, MiB, f64, filesUnder, openStore } from '../helpers/store.js';
+import { tempDir } from '../helpers/temp-dir.js';
+import { waitFor } from '../helpers/wait.js';
 
 test('delete during a spill cancels it cleanly: no orphan file, no resurrection', async (t) => {
   const { store, dir } = await openStore(t, { memoryLimit: 10 * MiB, wrap: (disk) => new SlowTier(disk, 40) });
@@ -14,7 +16,7 @@ test('delete during a spill cancels it cleanly: no orphan file, no resurrection'
   assert.equal(store.has('k'), false);
   assert.equal(await evicting, 0);
   await store.flush();
-  await waitFor(() => store.stats().disk.count === 0, 2000, 'cancelled file removal');
+  await waitFor(() => store.stats().disk.count === 0, 'cancelled file removal');
   await new Promise((resolve) => setTimeout(resolve, 60));
   assert.deepEqual(await filesUnder(dir), []);
   assert.equal(store.has('k'), false);
@@ -30,7 +32,7 @@ test('overwrite during a spill keeps the new value; the old write leaves nothing
   await store.flush();
   assert.equal(await store.get('k'), 'new');
   assert.equal(store.where('k'), 'memory');
-  await waitFor(() => store.stats().disk.count === 0, 2000, 'old file removal');
+  await waitFor(() => store.stats().disk.count === 0, 'old file removal');
   await new Promise((resolve) => setTimeout(resolve, 60));
   assert.deepEqual(await filesUnder(dir), []);
   await store.evict();
@@ -60,7 +62,7 @@ test('delete during a load: the reader gets its value, the key stays deleted, th
   store.delete('k');
   assert.equal(await loading, 'v');
   assert.equal(store.has('k'), false);
-  await waitFor(() => store.stats().disk.count === 0, 2000, 'file removal');
+  await waitFor(() => store.stats().disk.count === 0, 'file removal');
   await new Promise((resolve) => setTimeout(resolve, 60));
   assert.deepEqual(await filesUnder(dir), []);
 });

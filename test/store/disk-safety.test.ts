@@ -3,7 +3,9 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { test } from 'node:test';
 import { SpillStore } from '../../src/index.js';
-import { MiB, filesUnder, onCleanup, tempDir } from '../helpers/store.js';
+import { MiB, filesUnder } from '../helpers/store.js';
+import { onCleanup } from '../helpers/cleanup.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 const strangeKeys = ['../../x', 'a/b', '/etc/passwd', '\u0000', '', '.', '..', 'C:\\\\win', 'ключ', '🙂'.repeat(10), 'x'.repeat(1024 * 1024)];
 

@@ -5,7 +5,8 @@ import { test } from 'node:test';
 import { ChecksumError, CodecError, SpillCapError, TierReadError, TierWriteError, TiersFullError } from '../../src/index.js';
 import { FaultyTier, SlowTier, type FaultPlan } from '../../src/testing/index.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
-import { KiB, MiB, f64, filesUnder, openStore, waitFor } from '../helpers/store.js';
+import { KiB, MiB, f64, filesUnder, openStore } from '../helpers/store.js';
+import { waitFor } from '../helpers/wait.js';
 
 test('a failing write (ENOSPC) keeps the value in memory, reports it, and is retried later', async (t) => {
   let failing = true;
@@ -37,7 +38,7 @@ test('background spilling with a full disk never loses data and retries after th
   const { store } = await openStore(t, { memoryLimit: 256 * KiB, retryDelay: 20, wrap: (disk) => new FaultyTier(disk, plan) });
   store.on('error', () => undefined);
   for (let i = 0; i < 8; i++) store.set(`k${i}`, f64(64 * KiB, i));
-  await waitFor(() => store.residentBytes <= store.targetBytes && store.stats().spilling.count === 0, 5000, 'spilling');
+  await waitFor(() => store.residentBytes <= store.targetBytes && store.stats().spilling.count === 0, 'spilling');
   for (let i = 0; i < 8; i++) assert.deepEqual(await store.get(`k${i}`), f64(64 * KiB, i));
   assert.equal(store.stats().counters.writeErrors, 3);
 });

@@ -4,7 +4,8 @@ import fc from 'fast-check';
 import { DiskTier, SpillStore, type Lease } from '../../src/index.js';
 import { CompressedMemoryTier } from '../../src/tiers/compressed-memory.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
-import { KiB, f64, tempDir } from '../helpers/store.js';
+import { KiB, f64 } from '../helpers/store.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 type Kind = 'str' | 'f64' | 'obj';
 type Op =

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SlowTier } from '../../src/testing/index.js';
 import { sampleMemory } from '../../src/store/spill-store.js';
-import { KiB, MiB, f64, openStore, waitFor } from '../helpers/store.js';
+import { KiB, MiB, f64, openStore } from '../helpers/store.js';
+import { waitFor } from '../helpers/wait.js';
 
 test('producers that outrun the disk are paused, then resumed once memory is back under the resume level', async (t) => {
   const { store } = await openStore(t, { memoryLimit: 1 * MiB, wrap: (disk) => new SlowTier(disk, 30) });
@@ -39,7 +40,7 @@ test('the memory monitor spills LRU and pauses when process memory is over the l
   const unspillable = new Promise<{ reason: string; rss?: number }>((resolve) => store.once('unspillable', resolve));
   const info = (await paused) as { rss: number };
   assert.ok(info.rss > 0);
-  await waitFor(() => store.stats().disk.count === 4, 3000, 'monitor spill');
+  await waitFor(() => store.stats().disk.count === 4, 'monitor spill');
   for (let i = 0; i < 4; i++) assert.equal(store.where(`k${i}`), 'disk');
   // RSS stays over the pause level, but nothing is left to spill: pausing cannot help, so
   // the store resumes and says why instead of stalling its producers forever.

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { encodeToBuffer } from '../../src/transfer/index.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
-import { MiB, f64, filesUnder, openStore, waitFor } from '../helpers/store.js';
+import { MiB, f64, filesUnder, openStore } from '../helpers/store.js';
+import { waitFor } from '../helpers/wait.js';
 
 // A key's versions, not flags (docs/architecture.md): work still running for an older call
 // must never undo a later one. putEncoded's write used to replace whatever held the key when
@@ -17,7 +18,7 @@ test('a key deleted while a putEncoded of it writes stays deleted, and the writt
   await put;
   assert.equal(store.has('k'), false, 'the delete made after the call wins');
   assert.equal(store.size, 0);
-  await waitFor(() => store.stats().disk.count === 0, 2000, 'the discarded copy to be deleted');
+  await waitFor(() => store.stats().disk.count === 0, 'the discarded copy to be deleted');
   assert.deepEqual(await filesUnder(dir), []);
   assert.deepEqual(store[checkInvariants](), []);
 });
@@ -38,7 +39,7 @@ test('a set made while a putEncoded of the same key writes is not overwritten by
   store.set('k', 'newer');
   await put;
   assert.equal(await store.get('k'), 'newer');
-  await waitFor(() => store.stats().disk.count === 0, 2000, 'the discarded copy to be deleted');
+  await waitFor(() => store.stats().disk.count === 0, 'the discarded copy to be deleted');
   assert.deepEqual(store[checkInvariants](), []);
 });
 
@@ -50,7 +51,7 @@ test('of two putEncoded calls of one key, the later call wins whichever finishes
   const b = store.putEncoded('k', second, second.byteLength);
   await Promise.all([a, b]);
   assert.equal(await store.get('k'), 'small');
-  await waitFor(() => store.stats().disk.count === 1, 2000, 'the discarded copy to be deleted');
+  await waitFor(() => store.stats().disk.count === 1, 'the discarded copy to be deleted');
 });
 
 test('a putEncoded with nothing made meanwhile still replaces the value it found', async (t) => {

@@ -5,7 +5,8 @@ import { FaultyTier } from '../../src/testing/index.js';
 import { checkInvariants, sampleMemory } from '../../src/store/spill-store.js';
 import { resolveOptions } from '../../src/store/options.js';
 import { resumeAtTarget } from '../../src/worker/options.js';
-import { KiB, MiB, f64, openStore, waitFor } from '../helpers/store.js';
+import { KiB, MiB, f64, openStore } from '../helpers/store.js';
+import { waitFor } from '../helpers/wait.js';
 
 /** Holds every write until the test lets it through, one at a time, in arrival order. */
 class GatedTier extends TierWrapper {
@@ -43,7 +44,7 @@ async function pausedStore(t: Parameters<typeof openStore>[0], resume?: number) 
   assert.ok(held !== undefined, 'the store did not wrap its disk');
   let i = 0;
   while (!store.paused) store.set(`k${i++}`, f64(VALUE, i));
-  await waitFor(() => held.waiting >= 2, 2000, 'two writes held');
+  await waitFor(() => held.waiting >= 2, 'two writes held');
   return { store, gate: held, count: i };
 }
 
@@ -72,7 +73,7 @@ test('a paused store resumes once a write lands, while others are still in fligh
   const { store, gate } = await pausedStore(t);
   assert.ok(store.resumeBytes > store.targetBytes && store.resumeBytes < store.pauseBytes);
   gate.release();
-  await waitFor(() => !store.paused, 2000, 'a resume after one write landed');
+  await waitFor(() => !store.paused, 'a resume after one write landed');
   assert.ok(store.residentBytes <= store.resumeBytes, `${store.residentBytes} > ${store.resumeBytes}`);
   // Resumed before memory was back at target: the other writes have not landed yet.
   assert.ok(store.residentBytes > store.targetBytes, 'resumed only at target');
@@ -89,7 +90,7 @@ test('with resume at target, a paused store waits for every write it started', a
   while (inFlight > 1) {
     gate.release();
     inFlight--;
-    await waitFor(() => store.stats().spilling.count === inFlight, 2000, 'the write to land');
+    await waitFor(() => store.stats().spilling.count === inFlight, 'the write to land');
     assert.equal(store.paused, true, `resumed with ${inFlight} writes in flight`);
   }
   const resumed = store.whenResumed();

@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ClosedError, DiskTier, InvalidArgumentError, SpillStore, TierWrapper, type Tier } from '../../src/index.js';
 import { checkInvariants, sampleMemory } from '../../src/store/spill-store.js';
-import { KiB, MiB, f64, onCleanup, openStore, tempDir } from '../helpers/store.js';
+import { KiB, MiB, f64, openStore } from '../helpers/store.js';
+import { onCleanup } from '../helpers/cleanup.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 // zict's "avoid useless movement for heavy values": a value larger than the target read
 // back from disk was made resident, and the spiller then pushed every other value out

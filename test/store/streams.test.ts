@@ -3,7 +3,8 @@ import { test } from 'node:test';
 import { buffer } from 'node:stream/consumers';
 import { ChecksumError, FormatError } from '../../src/index.js';
 import { encodeToBuffer } from '../../src/transfer/index.js';
-import { KiB, MiB, f64, openStore, waitFor } from '../helpers/store.js';
+import { KiB, MiB, f64, openStore } from '../helpers/store.js';
+import { waitFor } from '../helpers/wait.js';
 
 test('createReadStream of an in-memory value yields exactly its encoding, and pins it meanwhile', async (t) => {
   const { store } = await openStore(t, { memoryLimit: 10 * MiB });
@@ -17,7 +18,7 @@ test('createReadStream of an in-memory value yields exactly its encoding, and pi
   await store.evict();
   assert.equal(store.where('k'), 'memory', 'a key being streamed is not evicted');
   assert.deepEqual(await buffer(stream), expected);
-  await waitFor(() => store.stats().pinned.count === 0, 1000, 'unpin');
+  await waitFor(() => store.stats().pinned.count === 0, 'unpin');
 });
 
 test('createReadStream of a spilled value streams its file without decoding', async (t) => {
@@ -45,7 +46,7 @@ test('deleting a key while its file is streamed lets the stream finish, then rem
   const stream = store.createReadStream('k');
   store.delete('k');
   assert.equal((await buffer(stream)).byteLength, stream.byteLength);
-  await waitFor(() => store.stats().disk.count === 0, 2000, 'file removal');
+  await waitFor(() => store.stats().disk.count === 0, 'file removal');
 });
 
 test('putEncoded stores received bytes on disk without decoding them', async (t) => {

@@ -4,7 +4,8 @@ import { DiskTier, SpillStore, type Lease } from '../../src/index.js';
 import { FaultyTier, SlowTier } from '../../src/testing/index.js';
 import { CompressedMemoryTier } from '../../src/tiers/compressed-memory.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
-import { KiB, f64, tempDir } from '../helpers/store.js';
+import { KiB, f64 } from '../helpers/store.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 /** xorshift32: a seeded sequence in [0, 1), so a failing seed replays exactly. */
 function rng(seed: number): () => number {

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { DiskTier, type DiskTierOptions, type RecyclingStream } from '../../src/tiers/index.js';
 import { encode, encodedBatches, type Encoded } from '../../src/codec/index.js';
-import { onCleanup, tempDir } from '../helpers/store.js';
+import { onCleanup } from '../helpers/cleanup.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 async function openTier(t: TestContext, options: Omit<DiskTierOptions, 'directory'>): Promise<DiskTier> {
   const tier = new DiskTier({ directory: await tempDir(t), ...options });

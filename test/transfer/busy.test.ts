@@ -3,7 +3,8 @@ import net from 'node:net';
 import { afterEach, describe, it } from 'node:test';
 import { BusyError, DataClient, DataServer, MessageType } from '../../src/transfer/index.js';
 import { serialize, serializeBusy } from '../../src/transfer/serializer.js';
-import { Fixture, fakeServer, pattern, requestIdOf, waitFor } from './helpers.js';
+import { Fixture, fakeServer, pattern, requestIdOf } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const MiB = 1024 * 1024;
 

@@ -95,14 +95,6 @@ export function requestIdOf(frame: Buffer): number {
   return frame.readUInt32LE(5);
 }
 
-export async function waitFor(predicate: () => boolean, timeoutMs = 5000): Promise<void> {
-  const start = Date.now();
-  while (!predicate()) {
-    if (Date.now() - start > timeoutMs) throw new Error('timed out waiting for a condition');
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 /**
  * The store as the client sees it, with a hook on the bytes of each incoming disk value
  * (to act mid-transfer: kill the peer, delete the key on the server...): called before the

@@ -5,7 +5,8 @@ import path from 'node:path';
 import { afterEach, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { DataClient, DataServer, TransferError } from '../../src/transfer/index.js';
-import { Fixture, pattern, waitFor, watchIncoming } from './helpers.js';
+import { Fixture, pattern, watchIncoming } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const MiB = 1024 * 1024;
 const child = path.join(path.dirname(fileURLToPath(import.meta.url)), 'child-peer.ts');
@@ -63,9 +64,9 @@ describe('peer killed mid-transfer', () => {
     const server = await DataServer.listen(source);
     fx.defer(() => server.close());
     const { proc } = await spawnPeer(fx, ['fetch', String(server.address.port), 'big']);
-    await waitFor(() => server.stats().bytesInFlight > 0, 10_000);
+    await waitFor(() => server.stats().bytesInFlight > 0);
     proc.kill('SIGKILL');
-    await waitFor(() => server.stats().activeRequests === 0 && server.stats().bytesInFlight === 0, 10_000);
+    await waitFor(() => server.stats().activeRequests === 0 && server.stats().bytesInFlight === 0);
     assert.equal(server.stats().aborted, 1);
     assert.equal(source.delete('big'), true);
     source.set('next', pattern(1000));

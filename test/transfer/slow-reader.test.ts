@@ -3,7 +3,8 @@ import net from 'node:net';
 import { afterEach, describe, it } from 'node:test';
 import { DataClient, DataServer, MessageType } from '../../src/transfer/index.js';
 import { serialize } from '../../src/transfer/serializer.js';
-import { Fixture, pattern, waitFor } from './helpers.js';
+import { Fixture, pattern } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const MiB = 1024 * 1024;
 

@@ -8,6 +8,7 @@ import { Methods, ref } from '../../src/cluster/protocol.js';
 import { garbageCollector } from '../../src/runtime/garbage-collection.js';
 import { Worker } from '../../src/worker/index.js';
 import { FakeScheduler, TASKS, fn } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const gc = garbageCollector() ?? ((): void => assert.fail('no way to collect garbage here'));
 
@@ -31,7 +32,7 @@ after(async () => {
 
 test('a compute-task whose args are not an array is answered with a typed task-erred', async () => {
   scheduler.channelOf(a.workerId).notify(Methods.computeTask, { key: 'bad-args', spec: { fn: { module: TASKS, name: 'add' }, args: 5 }, deps: {}, priority: 0 });
-  await scheduler.until(() => scheduler.erred.some((e) => e.key === 'bad-args'), 3000, 'task-erred bad-args');
+  await waitFor(() => scheduler.erred.some((e) => e.key === 'bad-args'), 'task-erred bad-args');
   const erred = scheduler.erred.find((e) => e.key === 'bad-args') ?? assert.fail();
   assert.equal(erred.error.code, 'SPW_ERR_INVALID_ARG');
   // the worker goes on
@@ -59,7 +60,7 @@ test('a task whose local input cannot be read back drops the copies it fetched',
   assert.equal(a.store.where('k') === 'memory', false);
   for (const file of await files(dir)) await truncate(file, 10);
   scheduler.compute(a.workerId, 'use', fn('dot', ref('r'), ref('k')), { deps: { r: [b.server.address] } });
-  await scheduler.until(() => scheduler.erred.some((e) => e.key === 'use') || scheduler.finished.some((f) => f.key === 'use'), 5000, 'use');
+  await waitFor(() => scheduler.erred.some((e) => e.key === 'use') || scheduler.finished.some((f) => f.key === 'use'), 'use');
   const useErr = scheduler.erred.find((e) => e.key === 'use') ?? assert.fail('the read should fail');
   assert.match(String(useErr.error.code), /SPW_ERR_(TIER_READ|CHECKSUM|CODEC)/, JSON.stringify(useErr.error));
   await sleep(50);

@@ -5,6 +5,7 @@ import { SpillStore } from '../../src/store/spill-store.js';
 import { DataClient } from '../../src/transfer/client.js';
 import { Worker } from '../../src/worker/index.js';
 import { FakeScheduler, TASKS, fn } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 describe('worker: registration, tasks, errors', () => {
   let scheduler: FakeScheduler;
@@ -26,7 +27,7 @@ describe('worker: registration, tasks, errors', () => {
     assert.equal(params.memoryLimit, 256 * 1024 * 1024);
     assert.equal(params.nthreads, 2);
     assert.equal(params.pid, process.pid);
-    await scheduler.until(() => scheduler.heartbeats.length >= 2, 5000, 'two heartbeats');
+    await waitFor(() => scheduler.heartbeats.length >= 2, 'two heartbeats');
     const { beat } = scheduler.heartbeats.at(-1) ?? assert.fail('no heartbeat');
     assert.equal(beat.workerId, worker.workerId);
     assert.equal(typeof beat.eventLoopDelayMs, 'number');
@@ -63,7 +64,7 @@ describe('worker: registration, tasks, errors', () => {
   test('a throwing task is reported with its message and stack; the worker goes on', async () => {
     const id = worker.workerId;
     scheduler.compute(id, 'boom', fn('fail', 'it broke'));
-    await scheduler.until(() => scheduler.erred.some((e) => e.key === 'boom'), 5000, 'task-erred');
+    await waitFor(() => scheduler.erred.some((e) => e.key === 'boom'), 'task-erred');
     const { error } = scheduler.erred.find((e) => e.key === 'boom') ?? assert.fail();
     assert.equal(error.name, 'TypeError');
     assert.equal(error.message, 'it broke');
@@ -78,7 +79,7 @@ describe('worker: registration, tasks, errors', () => {
     scheduler.compute(id, 'nofn', fn('nope'));
     scheduler.compute(id, 'notfn', fn('notAFunction'));
     scheduler.compute(id, 'nomod', { fn: { module: new URL('./fixtures/missing.ts', TASKS).href, name: 'x' }, args: [] });
-    await scheduler.until(() => ['nofn', 'notfn', 'nomod'].every((k) => scheduler.erred.some((e) => e.key === k)), 5000, 'three errors');
+    await waitFor(() => ['nofn', 'notfn', 'nomod'].every((k) => scheduler.erred.some((e) => e.key === k)), 'three errors');
     const code = (key: string): string | undefined => scheduler.erred.find((e) => e.key === key)?.error.code;
     assert.equal(code('nofn'), 'SPW_ERR_TASK_FUNCTION');
     assert.equal(code('notfn'), 'SPW_ERR_TASK_FUNCTION');
@@ -92,12 +93,12 @@ describe('worker: registration, tasks, errors', () => {
     await scheduler.finishedKey('r1');
     assert.ok(worker.store.has('r1'));
     scheduler.channelOf(id).notify('release-keys', { keys: ['r1'] });
-    await scheduler.until(() => !worker.store.has('r1'), 2000, 'r1 deleted');
+    await waitFor(() => !worker.store.has('r1'), 'r1 deleted');
     // Two threads busy, so the third task waits in the queue until cancelled.
     scheduler.compute(id, 'busy1', fn('slow', 1, 300));
     scheduler.compute(id, 'busy2', fn('slow', 2, 300));
     scheduler.compute(id, 'cancelled', fn('add', 1, 2));
-    await scheduler.until(() => worker.queued === 1, 2000, 'queued task');
+    await waitFor(() => worker.queued === 1, 'queued task');
     scheduler.channelOf(id).notify('cancel-task', { key: 'cancelled' });
     await scheduler.finishedKey('busy2');
     await scheduler.finishedKey('busy1');

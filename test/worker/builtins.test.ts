@@ -5,6 +5,7 @@ import { builtinFunction } from '../../src/worker/builtins.js';
 import { BuiltinArgumentError } from '../../src/worker/errors.js';
 import { Worker } from '../../src/worker/index.js';
 import { FakeScheduler, fn } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const getitem = builtinFunction(builtins.getitem) ?? assert.fail('getitem is a built-in');
 
@@ -81,7 +82,7 @@ describe('worker: built-in tasks run on its loop', () => {
     const part = (await worker.store.get('part-2')) as Float64Array;
     assert.equal(part.length, 1000);
     assert.equal(part[0], 2);
-    await scheduler.until(() => scheduler.erred.some((e) => e.key === 'part-9'), 5000, 'task-erred');
+    await waitFor(() => scheduler.erred.some((e) => e.key === 'part-9'), 'task-erred');
     const { error } = scheduler.erred.find((e) => e.key === 'part-9') ?? assert.fail();
     assert.equal(error.code, 'SPW_ERR_BUILTIN_ARGUMENT');
     assert.match(error.message, /out of range/);

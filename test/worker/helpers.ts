@@ -16,6 +16,7 @@ import {
 } from '../../src/cluster/protocol.js';
 import type { Channel } from '../../src/control/channel.js';
 import { ControlServer } from '../../src/control/server.js';
+import { waitFor } from '../helpers/wait.js';
 
 export const TASKS = pathToFileURL(path.join(import.meta.dirname, 'fixtures', 'tasks.ts')).href;
 
@@ -41,7 +42,6 @@ export class FakeScheduler {
   readonly heartbeats: { at: number; beat: WorkerHeartbeat }[] = [];
   readonly whoHasAsked: string[][] = [];
   whoHas: WhoHasResult = {};
-  #waiters: (() => void)[] = [];
 
   private constructor(
     readonly server: ControlServer,
@@ -63,21 +63,18 @@ export class FakeScheduler {
     channel.handle(Methods.registerWorker, (params) => {
       const workerId = `w${this.workers.length}`;
       this.workers.push({ params: params as RegisterWorkerParams, channel, workerId });
-      this.#changed();
       return { workerId, heartbeatIntervalMs: this.heartbeatIntervalMs };
     });
     const record =
       <T>(list: T[]) =>
       (params: unknown): void => {
         list.push(params as T);
-        this.#changed();
       };
     channel.handle(Methods.taskFinished, record(this.finished));
     channel.handle(Methods.taskErred, record(this.erred));
     channel.handle(Methods.missingData, record(this.missing));
     channel.handle(Methods.heartbeat, (params) => {
       this.heartbeats.push({ at: performance.now(), beat: params as WorkerHeartbeat });
-      this.#changed();
     });
     channel.handle(Methods.whoHas, (params) => {
       const { keys } = params as WhoHasParams;
@@ -97,30 +94,8 @@ export class FakeScheduler {
     this.channelOf(workerId).notify(Methods.computeTask, params);
   }
 
-  #changed(): void {
-    const waiters = this.#waiters;
-    this.#waiters = [];
-    for (const wake of waiters) wake();
-  }
-
-  /** Resolves once `predicate` holds (checked after every message); rejects after `timeoutMs`. */
-  async until(predicate: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
-    const deadline = performance.now() + timeoutMs;
-    while (!predicate()) {
-      const left = deadline - performance.now();
-      if (left <= 0) throw new Error(`timed out waiting for ${what}`);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, Math.min(left, 50));
-        this.#waiters.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-    }
-  }
-
   finishedKey(key: string): Promise<TaskFinishedParams> {
-    return this.until(() => this.finished.some((f) => f.key === key), 10_000, `task-finished ${key}`).then(
+    return waitFor(() => this.finished.some((f) => f.key === key), `task-finished ${key}`).then(
       () => this.finished.find((f) => f.key === key) as TaskFinishedParams,
     );
   }

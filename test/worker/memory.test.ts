@@ -4,6 +4,7 @@ import { ref } from '../../src/cluster/protocol.js';
 import { checkInvariants } from '../../src/store/spill-store.js';
 import { Worker, type WorkerOptions } from '../../src/worker/index.js';
 import { FakeScheduler, deadAddress, fn } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const MiB = 1024 * 1024;
 const floats = (bytes: number, value = 1): Float64Array => new Float64Array(bytes / 8).fill(value);
@@ -36,7 +37,7 @@ describe('worker: memory-aware execution', () => {
     assert.equal(worker.store.where('cold'), 'disk');
     assert.equal(worker.store.where('hot'), 'memory');
     scheduler.compute(worker.workerId, 'blocker', fn('slow', 0, 300));
-    await scheduler.until(() => started.includes('blocker'), 5000, 'blocker started');
+    await waitFor(() => started.includes('blocker'), 'blocker started');
     scheduler.compute(worker.workerId, 'uses-cold', fn('sum', ref('cold')), { priority: 0 });
     scheduler.compute(worker.workerId, 'uses-hot', fn('sum', ref('hot')), { priority: 10 });
     await Promise.all([scheduler.finishedKey('uses-cold'), scheduler.finishedKey('uses-hot')]);
@@ -49,9 +50,9 @@ describe('worker: memory-aware execution', () => {
     worker.store.set('cold2', floats(MiB, 1));
     await worker.store.evict();
     scheduler.compute(worker.workerId, 'blocker2', fn('slow', 0, 400));
-    await scheduler.until(() => started.includes('blocker2'), 5000, 'blocker started');
+    await waitFor(() => started.includes('blocker2'), 'blocker started');
     scheduler.compute(worker.workerId, 'next', fn('sum', ref('cold2')));
-    await scheduler.until(() => worker.store.where('cold2') === 'memory', 2000, 'prefetch');
+    await waitFor(() => worker.store.where('cold2') === 'memory', 'prefetch');
     assert.ok(!scheduler.finished.some((f) => f.key === 'blocker2'), 'read back before the thread was free');
     await scheduler.finishedKey('next');
   });
@@ -65,7 +66,7 @@ describe('worker: memory-aware execution', () => {
     const dead = await deadAddress();
     scheduler.compute(worker.workerId, 'waits', fn('add', 1, 2));
     scheduler.compute(worker.workerId, 'needs-fetch', fn('add', ref('elsewhere'), 1), { deps: { elsewhere: [dead] } });
-    await scheduler.until(() => scheduler.heartbeats.some((h) => h.beat.workerId === worker.workerId && h.beat.paused), 3000, 'paused heartbeat');
+    await waitFor(() => scheduler.heartbeats.some((h) => h.beat.workerId === worker.workerId && h.beat.paused), 'paused heartbeat');
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.deepEqual(started, []);
     assert.equal(worker.queued, 2);
@@ -73,7 +74,7 @@ describe('worker: memory-aware execution', () => {
     lease.release();
     await scheduler.finishedKey('waits');
     assert.equal(worker.store.paused, false);
-    await scheduler.until(() => scheduler.missing.some((m) => m.task === 'needs-fetch'), 5000, 'fetch after resume');
+    await waitFor(() => scheduler.missing.some((m) => m.task === 'needs-fetch'), 'fetch after resume');
   });
 
   test('inputs stay pinned in memory for the whole task, even under pressure and after release-keys', async () => {
@@ -81,7 +82,7 @@ describe('worker: memory-aware execution', () => {
     scheduler.compute(worker.workerId, 'input', fn('make', 1));
     await scheduler.finishedKey('input');
     scheduler.compute(worker.workerId, 'held', fn('slowSum', ref('input'), 600));
-    await scheduler.until(() => started.includes('held') && worker.store.stats().pinned.count === 1, 5000, 'pinned');
+    await waitFor(() => started.includes('held') && worker.store.stats().pinned.count === 1, 'pinned');
     for (let i = 0; i < 3; i++) worker.store.set(`filler-${i}`, floats(8 * MiB));
     await worker.store.evict();
     await worker.store.flush(); // writes the set itself started
@@ -89,7 +90,7 @@ describe('worker: memory-aware execution', () => {
     assert.equal(worker.store.where('filler-0'), 'disk');
     // Released while its task runs: the key goes at once, the task keeps the version it pinned.
     scheduler.channelOf(worker.workerId).notify('release-keys', { keys: ['input'] });
-    await scheduler.until(() => !worker.store.has('input'), 2000, 'released');
+    await waitFor(() => !worker.store.has('input'), 'released');
     await scheduler.finishedKey('held');
     assert.equal(await worker.store.get('held'), MiB);
     assert.deepEqual(worker.store[checkInvariants](), []);

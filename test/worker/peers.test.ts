@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { ref } from '../../src/cluster/protocol.js';
 import { Worker } from '../../src/worker/index.js';
 import { FakeScheduler, deadAddress, fn } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 describe('worker: inputs from peers', () => {
   let scheduler: FakeScheduler;
@@ -67,7 +68,7 @@ describe('worker: inputs from peers', () => {
     const dead = await deadAddress();
     scheduler.whoHas = {};
     scheduler.compute(a.workerId, 'orphan', fn('add', ref('gone'), 1), { deps: { gone: [dead, b.server.address] } });
-    await scheduler.until(() => scheduler.missing.some((m) => m.task === 'orphan'), 10_000, 'missing-data');
+    await waitFor(() => scheduler.missing.some((m) => m.task === 'orphan'), 'missing-data');
     const report = scheduler.missing.find((m) => m.task === 'orphan') ?? assert.fail();
     assert.equal(report.key, 'gone');
     assert.equal(report.workerId, a.workerId);

@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ref } from '../../src/cluster/protocol.js';
 import { Worker } from '../../src/worker/index.js';
 import { FakeScheduler, fn } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 let scheduler: FakeScheduler;
 let a: Worker;
@@ -28,7 +29,7 @@ test('a key this worker computed and reported is kept, even if it first held it 
   await new Promise<void>((resolve) => a.once('task-started', () => resolve()));
   // ...then b is lost and the scheduler recomputes x on a, which reports it.
   scheduler.compute(a.workerId, 'x', fn('make', 1, 1024));
-  await scheduler.until(() => scheduler.finished.some((f) => f.key === 'x' && f.workerId === a.workerId), 10_000, 'x on a');
+  await waitFor(() => scheduler.finished.some((f) => f.key === 'x' && f.workerId === a.workerId), 'x on a');
   await scheduler.finishedKey('consumer');
   await sleep(50);
   assert.equal(a.store.has('x'), true, 'a reported x as finished, then deleted it: the scheduler believes a holds it');

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Executor } from '../../src/worker/executor.js';
-import { waitFor } from '../helpers/store.js';
+import { waitFor } from '../helpers/wait.js';
 
 const TASKS = new URL('./fixtures/tasks.ts', import.meta.url).href;
 
@@ -11,7 +11,7 @@ test("an idle task thread's event loop runs: a timer a task set fires without an
     const flag = new Int32Array(new SharedArrayBuffer(4)); // shared with the thread, not copied
     const result = await executor.run({ module: TASKS, name: 'setLater' }, [flag, 20]);
     assert.ok(result.ok);
-    await waitFor(() => Atomics.load(flag, 0) === 1, 5000, 'the timer a task set to fire while the thread is idle');
+    await waitFor(() => Atomics.load(flag, 0) === 1, 'the timer a task set to fire while the thread is idle');
   } finally {
     await executor.close();
   }
@@ -28,7 +28,7 @@ test("the copy of a task's large input is freed after the task, without another 
     // memory counts it until the thread frees it.
     const result = await executor.run({ module: TASKS, name: 'sum' }, [input]);
     assert.ok(result.ok && result.value === input.length);
-    await waitFor(() => process.memoryUsage().arrayBuffers < before + 16 * MiB, 5000, "the thread's copy of the input to be freed");
+    await waitFor(() => process.memoryUsage().arrayBuffers < before + 16 * MiB, "the thread's copy of the input to be freed");
   } finally {
     await executor.close();
   }

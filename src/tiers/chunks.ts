@@ -9,11 +9,11 @@ export type CompressionMode = 'lz4' | 'none' | 'auto';
 
 export const KiB = 1024;
 export const MiB = 1024 * KiB;
-/** Compression unit: small enough that one native call takes ~2 ms, big enough for a good ratio. */
+/** Compression unit: small enough that one native call is short, big enough for a good ratio. */
 export const DEFAULT_CHUNK_BYTES = MiB;
-/** Largest chunk we accept: lz4 runs at ~0.5 GB/s here, so 8 MiB is the most one call should take. */
+/** Largest chunk we accept: the most one native call should take, at lz4's speed. */
 export const MAX_CHUNK_BYTES = 8 * MiB;
-/** Below this, lz4 runs synchronously: a thread-pool round trip (~50 us) costs more than the work. */
+/** Below this, lz4 runs synchronously: a thread-pool round trip costs more than the work. */
 const SYNC_BYTES = 64 * KiB;
 const PROBE_BYTES = 16 * KiB;
 /** `auto` keeps a chunk compressed only if it saves at least this fraction. */
@@ -48,8 +48,8 @@ export interface RawChunk {
  * Re-cuts a write source into chunks of `chunkBytes` (the last may be shorter), checking
  * that it yields exactly `byteLength` bytes. A chunk that lies inside one of the source's
  * pieces is a view of it; only chunks that straddle pieces are copied. Copying every
- * chunk of a 64 MiB value cost 64 MiB of fresh memory per write, first touched on the
- * loop (page faults, ~1 ms per MiB here) and then garbage for the collector.
+ * chunk would cost a value's size in fresh memory per write, first touched on the loop
+ * (page faults) and then garbage for the collector.
  */
 export async function* rechunk(source: WriteSource, byteLength: number, chunkBytes: number): AsyncGenerator<RawChunk> {
   let chunk: Buffer | undefined;
@@ -130,7 +130,7 @@ function compressLz4(raw: Buffer): Promise<Buffer> | Buffer {
 export async function compressChunk(raw: Buffer, mode: CompressionMode): Promise<{ bytes: Buffer; compressed: boolean }> {
   if (mode === 'none' || raw.byteLength === 0) return { bytes: raw, compressed: false };
   if (mode === 'auto' && raw.byteLength > 4 * PROBE_BYTES) {
-    // A 16 KiB probe from the middle costs ~30 us and spares compressing incompressible data.
+    // A small probe from the middle is cheap and spares compressing incompressible data.
     const mid = Math.floor((raw.byteLength - PROBE_BYTES) / 2);
     const probe = lz4().compressSync(raw.subarray(mid, mid + PROBE_BYTES));
     if (probe.byteLength > PROBE_BYTES * (1 - AUTO_MIN_SAVINGS)) return { bytes: raw, compressed: false };

@@ -195,7 +195,7 @@ export class CompressedMemoryTier implements Tier {
       next?.catch(() => undefined);
       const at = held.table[i].rawOffset;
       // In slices, with a loop turn after each: the first write to fresh memory costs a page
-      // fault per 4 KiB (~1 ms per MiB here), so one 1 MiB copy took up to 5 ms.
+      // fault per 4 KiB, so one large copy would hold the loop for milliseconds.
       for (let done = 0; done < raw.byteLength; done += COPY_SLICE_BYTES) {
         if (done > 0) await yieldToLoop();
         out.set(raw.subarray(done, done + COPY_SLICE_BYTES), at + done);

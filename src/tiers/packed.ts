@@ -9,9 +9,9 @@ import type { Tier, WriteResults } from './tier.js';
  * Why: with `writeMany`, each value is an item with an array of its pieces, which the tier
  * walks to check the length and the segment walks again to join neighbours for the
  * `writev`. Those walks over per-value objects, which the batch's own bytes have pushed
- * out of the cache by then, cost more than the store's other per-value work on a spill
- * of 100,000 values of 4 KiB (docs/benchmark-history.md). A packed batch is the values' bytes
- * back to back plus two arrays of numbers.
+ * out of the cache by then, cost more than the store's other per-value work when it
+ * spills many small values. A packed batch is the values' bytes back to back plus two
+ * arrays of numbers.
  */
 export const writePacked: unique symbol = Symbol('spillway.writePacked');
 

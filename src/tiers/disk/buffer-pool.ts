@@ -2,10 +2,9 @@
  * A few I/O buffers of one size, lent out and taken back. A consumer hands a buffer back
  * once its bytes have left (the socket wrote them), and the next read fills it again.
  *
- * Why: V8 frees an ArrayBuffer's memory only when its collector runs, and it lets
- * 64 MiB or more of them pile up before it runs for that reason alone. Reading every
- * served piece into a fresh buffer made that pile the largest item in a busy worker's
- * RSS (measured: 4.2 GiB of stream buffers allocated to serve 580 MiB of 128 KiB pieces).
+ * Why: V8 frees an ArrayBuffer's memory only when its collector runs, and it lets many
+ * of them pile up before it runs for that reason alone. Reading every served piece into a
+ * fresh buffer would make that pile the largest item in a busy worker's RSS.
  */
 export class BufferPool {
   readonly #spare: Buffer[] = [];

@@ -6,10 +6,7 @@ import { sortedLiveValues } from './segment-members.js';
 
 /** Bytes read per step when compaction copies live values out of a segment. */
 const COMPACT_WINDOW_BYTES = 4 * 1024 * 1024;
-/**
- * Values moved per step: a window of 4 MiB of tiny values held 30,000 and more of them
- * (blocks of the loop of 0.1-0.4 s when each was an append of its own).
- */
+/** Values moved per step: a window of tiny values holds so many that one step would hold the loop too long. */
 const COMPACT_WINDOW_VALUES = 2048;
 
 /** What compaction needs from the segment store (its own methods, lent as closures). */
@@ -111,7 +108,7 @@ export class Compactor {
 
   /**
    * Copies a window's values still in `from` as one run (one reservation, one append: an
-   * append and its promises per value held the loop 8-26 ms a window of tiny values), then
+   * append and its promises per value would hold the loop for a window of tiny values), then
    * switches the place of those still there once it is written. One removed meanwhile
    * leaves its copy as dead space in the new segment.
    */

@@ -12,10 +12,9 @@ declare const WebAssembly: { Memory: new (descriptor: { initial: number; maximum
  * Segment writes that bypass the page cache (O_DIRECT), see docs/tiers.md "Direct writes".
  *
  * Why: a spilled value is cold by definition (it left memory as least recently used), and
- * a buffered write makes the kernel copy it into page-cache pages it must find first: on
- * this project's VM that cost 1.2-1.7 s of kernel CPU per 400 MiB, on a core the store's
- * own thread needed, where a direct write took 0.06 s. It also kept a second copy of
- * spilled data in memory, the very thing spilling is for.
+ * a buffered write makes the kernel copy it into page-cache pages it must find first,
+ * spending kernel CPU on a core the store's own thread needs. It also keeps a second copy
+ * of spilled data in memory, the very thing spilling is for.
  *
  * O_DIRECT wants the buffer's address, the file offset and the length aligned to the
  * device's block. Groups are copied into page-aligned staging buffers, their start is

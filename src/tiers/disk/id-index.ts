@@ -2,9 +2,9 @@
  * A map from ids (non-negative safe integers) to slots (non-negative int32) for the ids a
  * tier is handed, which mostly arrive in increasing runs: dense ids live in pages of an
  * Int32Array (4 bytes an id, nothing for the collector to trace), the rest in a Map. A Map
- * entry per spilled value cost ~32 bytes of traced heap and a cache-missing insert into a
- * table of every value held (~0.6 us a value in a spill of 100,000 small values); the heap
- * a store keeps per spilled value slows every later collection (docs/benchmark-history.md).
+ * entry per spilled value would cost traced heap and a cache-missing insert into a table of
+ * every value held, and the heap a store keeps per spilled value slows every later
+ * collection.
  *
  * Which ids get pages: a page is made for an id above the newest page once that page has
  * taken an eighth of its ids (so pages cost at most 32 bytes per id taken, a Map entry's

@@ -36,7 +36,7 @@ export interface DiskTierOptions {
   directWrites?: boolean;
   /** Bytes per read call when loading a value. */
   readSliceBytes?: number;
-  /** Chunk size of streams that serve peers (about 1 MiB is the sweet spot on loopback). */
+  /** Chunk size of streams that serve peers: large enough that per-chunk costs vanish, small enough to keep memory per stream low. */
   streamChunkBytes?: number;
 }
 

@@ -5,9 +5,9 @@ import { IdIndex } from './id-index.js';
  * to a slot (id-index.ts: pages of an Int32Array for runs of ids, a Map for the rest), and
  * per slot a segment number, an offset, a stored length and a state, in typed-array
  * columns (the layout of lru-cache's index lists). A record object and a Map entry
- * pointing at it cost ~110 bytes of heap per spilled small value, all of it traced and
- * copied by the garbage collector; a slot costs 21 bytes of typed arrays it never looks
- * into, plus 4 in the id index.
+ * pointing at it per spilled small value would be heap the garbage collector traces and
+ * copies; a slot costs 21 bytes of typed arrays it never looks into, plus 4 in the id
+ * index.
  *
  * Columns grow by pages, never by copying, so a tier with millions of values never
  * stalls the loop on a resize. Freed slots are reused first (a free slot's segment column

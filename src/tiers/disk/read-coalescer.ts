@@ -7,8 +7,8 @@ import { readFully } from './file-io.js';
  * while one is in flight wait for it, then go out together: sorted by offset, values that
  * sit back to back become one `readv` straight into their own buffers. Values spilled
  * together were appended together, so reading them back together (a task's inputs, a
- * reduce over a partition) costs one system call per run instead of one per value: on
- * this 2-core machine each read through the libuv pool cost ~17 µs of loop time.
+ * reduce over a partition) costs one system call per run instead of one per value, and
+ * each read through the libuv pool costs the loop time.
  *
  * A run that fails or comes back short is read again value by value, so an error reaches
  * only the values it concerns.

@@ -4,16 +4,16 @@ import type { LiveValue, Segment } from './segment.js';
 
 /**
  * Walks over a segment's list of members (segment.ts), cut into slices with a loop turn
- * between: a segment of tiny values lists 1-2 million ids, and walking them in one step
- * held the loop for 0.4-0.8 s (a prune, a compaction's sorted list of live values).
+ * between: a segment of tiny values lists millions of ids, far too many to walk in one
+ * step of the loop (a prune, a compaction's sorted list of live values).
  */
 
 /**
  * At most this many members (or values) are handled per loop turn: each is a few
- * typed-array lookups (~10-30 ns once optimized), so a slice takes ~1 ms. Between
+ * typed-array lookups, so a slice stays around a millisecond once optimized. Between
  * MIN_PER_TURN and that, a slice also ends after SLICE_MS, for the first walks, which run
- * in the interpreter at up to 50 times the cost. A list of up to MIN_PER_TURN is always
- * pruned in the step of the delete that asked for it, as before the slicing.
+ * in the interpreter at many times the cost. A list of up to MIN_PER_TURN is always
+ * pruned in the step of the delete that asked for it.
  */
 export const MEMBERS_PER_TURN = 32768;
 const MIN_PER_TURN = 8192;
@@ -103,14 +103,14 @@ export interface SortedValues {
  * A sealed segment's live values, sorted as compactWindows sorts them (by offset, empty
  * ones first among equal offsets), in slices: a counting sort into buckets of BUCKET_BYTES,
  * then each bucket sorted natively as numbers that hold the offset in the bucket, whether
- * the value has bytes, and its index. Typed arrays, not an object per value: a million
- * objects kept through the compaction made each minor collection take 5-20 ms. Undefined
+ * the value has bytes, and its index. Typed arrays, not an object per value: objects kept
+ * through the compaction would make every minor collection meanwhile trace them. Undefined
  * if stopped.
  */
 export async function sortedLiveValues(segment: Segment, placements: Placements, stop: () => boolean): Promise<SortedValues | undefined> {
   const list = segment.members;
-  // Sized by the live count, not the list (which may be mostly dead): a zeroed allocation
-  // costs ~1 ms per 4 MB. A sealed segment gains no values, so no more are found.
+  // Sized by the live count, not the list (which may be mostly dead): zeroing a large
+  // allocation costs loop time. A sealed segment gains no values, so no more are found.
   const ids = new Float64Array(segment.liveCount);
   const offsets = new Float64Array(segment.liveCount);
   const stored = new Float64Array(segment.liveCount);

@@ -36,8 +36,8 @@ export interface SegmentStoreOptions {
 
 /**
  * Group writes in flight per segment. Each group has its own reserved range, so two
- * pwritev calls never overlap; with two, a batch's write no longer waits for the one
- * before it to land (the main thread sat idle during that wait when spilling small values).
+ * pwritev calls never overlap; with two, a batch's write does not wait for the one before
+ * it to land, which would leave the main thread idle while spilling small values.
  */
 const FLUSHES_IN_FLIGHT = 2;
 
@@ -111,7 +111,7 @@ export class SegmentStore {
     }
     const settled = await Promise.allSettled(runs.map((r) => r.landing));
     const failures: unknown[] = new Array(slots.length).fill(undefined);
-    // Made only if needed: an error captures a stack trace (~20 us), once per call.
+    // Made only if needed, once per call: an error captures a stack trace.
     let closed: ClosedError | undefined;
     settled.forEach((run, r) => {
       const { from, to } = runs[r];

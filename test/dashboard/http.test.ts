@@ -4,7 +4,8 @@ import net from 'node:net';
 import { test } from 'node:test';
 import { EventStream } from '../../src/http/event-stream.js';
 import { HttpServer } from '../../src/http/server.js';
-import { FakeWorker, startScheduler, until } from '../scheduler/helpers.js';
+import { FakeWorker, startScheduler } from '../scheduler/helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 type Address = { host: string; port: number };
 
@@ -102,7 +103,7 @@ test('a slow page is dropped and counted, a vanished one forgotten; neither hold
   const slow = net.connect(server.address.port, '127.0.0.1');
   slow.pause();
   slow.write(request);
-  await until(() => events.clients === 1, 'the slow client connected');
+  await waitFor(() => events.clients === 1, 'the slow client connected');
   const closed = once(slow, 'close');
   const message = EventStream.format('frame', JSON.stringify('x'.repeat(1024 * 1024)));
   for (let i = 0; i < 200 && events.dropped === 0; i++) {
@@ -120,16 +121,16 @@ test('a slow page is dropped and counted, a vanished one forgotten; neither hold
   // One that goes away is forgotten when its socket closes.
   const gone = net.connect(server.address.port, '127.0.0.1');
   gone.write(request);
-  await until(() => events.clients === 1, 'the second client connected');
+  await waitFor(() => events.clients === 1, 'the second client connected');
   gone.destroy();
-  await until(() => events.clients === 0, 'the vanished client forgotten');
+  await waitFor(() => events.clients === 0, 'the vanished client forgotten');
   assert.equal(events.dropped, 1, 'a client that left is not a drop');
 
   // More clients than allowed: 503.
   const keep = [net.connect(server.address.port, '127.0.0.1'), net.connect(server.address.port, '127.0.0.1')];
   t.after(() => keep.forEach((s) => s.destroy()));
   for (const s of keep) s.write(request);
-  await until(() => events.clients === 2, 'two clients');
+  await waitFor(() => events.clients === 2, 'two clients');
   const res = await fetch(`http://127.0.0.1:${server.address.port}/events`);
   assert.equal(res.status, 503);
   await res.text();

@@ -51,6 +51,7 @@ export async function localCommand(flags: LocalFlags): Promise<void> {
       localDirectory: flags.localDirectory,
       httpPort: flags.httpPort,
       seed: flags.seed,
+      tls: flags.tls === true,
       // Before the progress bar: where to watch the run. On stderr with --json, whose stdout is one line.
       onStarted: (cluster) => {
         if (cluster.httpAddress !== undefined) (flags.json ? process.stderr : process.stdout).write(`dashboard: ${cluster.httpAddress}/status\n`);

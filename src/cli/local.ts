@@ -18,6 +18,8 @@ export interface LocalOptions {
   /** Port of the scheduler's HTTP server (dashboard, metrics). Default: a free one. */
   httpPort?: number;
   seed?: number;
+  /** Mutual TLS between every member, with a throwaway CA. */
+  tls?: boolean;
   /** Called about 5 times a second with the cluster's progress. */
   onSample?: (sample: ClusterSample) => void;
   /** Called once the cluster is up, e.g. to kill a worker in a test. */
@@ -58,6 +60,7 @@ export async function runLocal(options: LocalOptions): Promise<LocalSummary> {
     localDirectory: options.localDirectory,
     httpPort: options.httpPort,
     heartbeatIntervalMs: HEARTBEAT_MS,
+    tls: options.tls === true,
   });
   const startupSeconds = (performance.now() - startedAt) / 1000;
   const monitor = new ClusterMonitor(cluster);
@@ -70,7 +73,7 @@ export async function runLocal(options: LocalOptions): Promise<LocalSummary> {
   try {
     // The client's spill folder goes in the cluster's scratch folder, which a signal handler
     // (killLocalClusters) removes: one under localDirectory would outlive a Ctrl-C.
-    client = await Client.connect(cluster.address, { token: cluster.token, localDirectory: cluster.directory });
+    client = await Client.connect(cluster.address, { token: cluster.token, tls: cluster.tls, localDirectory: cluster.directory });
     // With every worker gone nothing can finish: fail instead of waiting forever.
     let abort!: (err: Error) => void;
     const aborted = new Promise<never>((_, reject) => (abort = reject));

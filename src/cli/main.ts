@@ -8,10 +8,12 @@ import { readFile } from 'node:fs/promises';
 import { type CommanderError, InvalidArgumentError as BadOption } from 'commander';
 import { AddressError, SchedulerUnreachableError } from '../control/errors.js';
 import { InvalidArgumentError } from '../errors.js';
-import { AuthError } from '../transfer/errors.js';
+import { InsecureBindError } from '../cluster/security.js';
+import { AuthError, TlsError } from '../transfer/errors.js';
 import { WORKLOADS } from '../workloads/index.js';
 import { demoCommand } from './demo-command.js';
 import { EnvCommand, checkEnvironment, envOption } from './env.js';
+import { addSecurityFlags } from './security-flags.js';
 import {
   EXIT_FAILED,
   EXIT_USAGE,
@@ -35,7 +37,7 @@ import type { WorkerFlags } from './worker-command.js';
 // The cluster commands are loaded on use: `demo` does not pay for the scheduler, the worker or piscina.
 
 /** Errors that restarting the same command will not fix: its arguments or configuration are wrong. */
-const USAGE_ERRORS = [InvalidArgumentError, BadOption, AuthError, AddressError, SchedulerUnreachableError];
+const USAGE_ERRORS = [InvalidArgumentError, BadOption, AuthError, TlsError, InsecureBindError, AddressError, SchedulerUnreachableError];
 
 /** Runs a command's action; a bad argument found late (InvalidArgumentError, AuthError...) exits with 2, anything else with 1. */
 function action<T>(name: string, run: (flags: T) => Promise<void>): (flags: T) => Promise<void> {
@@ -118,8 +120,13 @@ program
   .option('--local-directory <dir>', 'parent directory for spill files (default: the OS temp directory)')
   .option('--http-port <port>', 'port of the scheduler\'s dashboard, /metrics and /api/state (default: a free port, printed)', port)
   .option('--seed <n>', 'seed of the generated data', wholeNumber, 0x5eed)
+  .option('--tls', 'mutual TLS between the scheduler, the workers and the client, with a throwaway CA', false)
   .option('--json', 'print a one-line JSON summary instead of text (no progress bar)', false)
   .action(action('local', async (f: LocalFlags) => (await import('./local-command.js')).localCommand(f)));
+
+for (const command of program.commands) {
+  if (command.name() === 'scheduler' || command.name() === 'worker') addSecurityFlags(command, command.name() as 'scheduler' | 'worker');
+}
 
 const environment = checkEnvironment(program);
 for (const name of environment.unknown) process.stderr.write(`spillway: warning: ${name} matches no flag of any command; ignored\n`);

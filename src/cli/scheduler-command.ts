@@ -1,8 +1,10 @@
 import { Scheduler } from '../scheduler/index.js';
 import { httpUrl } from '../http/server.js';
 import { announce, resolveToken, runUntilStopped } from './options.js';
+import { type SecurityFlags, tlsFromFlags } from './security-flags.js';
 
-export interface SchedulerFlags {
+export interface SchedulerFlags extends SecurityFlags {
+  allowModules?: string;
   host: string;
   port: number;
   httpPort?: number;
@@ -18,12 +20,17 @@ export async function schedulerCommand(flags: SchedulerFlags): Promise<void> {
     host: flags.host,
     port: flags.port,
     token: resolveToken(flags.token),
+    tls: await tlsFromFlags(flags),
+    insecure: flags.insecure === true,
+    allowModules: flags.allowModules,
     httpPort: flags.httpPort,
+    httpHost: flags.httpHost,
+    httpToken: resolveToken(flags.httpToken),
     heartbeatIntervalMs: flags.heartbeatInterval,
     allowedFailures: flags.allowedFailures,
     noWorkersTimeoutMs: flags.withoutWorkersTimeout,
   });
-  announce('listening', { address: scheduler.address, httpAddress: scheduler.httpAddress ?? null, pid: process.pid });
+  announce('listening', { address: scheduler.address, httpAddress: scheduler.httpAddress ?? null, tls: flags.tlsCert !== undefined, pid: process.pid });
   if (scheduler.httpAddress !== undefined) process.stdout.write(`dashboard: ${httpUrl(scheduler.httpAddress, '/status')}\n`);
   runUntilStopped('scheduler', () => scheduler.close());
 }

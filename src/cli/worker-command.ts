@@ -3,8 +3,9 @@ import type { DataAddress } from '../cluster/protocol.js';
 import type { MemoryLimitSpec } from '../worker/memory-limit.js';
 import { Worker } from '../worker/index.js';
 import { announce, resolveToken, runUntilStopped } from './options.js';
+import { type SecurityFlags, tlsFromFlags } from './security-flags.js';
 
-export interface WorkerFlags {
+export interface WorkerFlags extends SecurityFlags {
   scheduler: DataAddress;
   memoryLimit: MemoryLimitSpec;
   target?: number | false;
@@ -32,6 +33,10 @@ export async function workerCommand(flags: WorkerFlags): Promise<void> {
   const worker = await Worker.start({
     scheduler: flags.scheduler,
     token: resolveToken(flags.token),
+    tls: await tlsFromFlags(flags),
+    insecure: flags.insecure === true,
+    httpHost: flags.httpHost,
+    httpToken: resolveToken(flags.httpToken),
     memoryLimit: flags.memoryLimit,
     target: flags.target,
     spill: flags.spill,

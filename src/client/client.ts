@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Channel } from '../control/channel.js';
 import { connectWithRetry } from '../control/connect.js';
+import { type TlsConfig, checkTlsConfig, clientTls } from '../transfer/tls.js';
 import {
   type DataAddress,
   type Graph,
@@ -23,6 +24,8 @@ import { validateGraph } from './validate.js';
 export interface ClientOptions {
   /** Shared secret of the cluster (scheduler and workers). */
   token?: string;
+  /** TLS to the scheduler and to the workers results are fetched from; with a CA, mutual TLS. */
+  tls?: TlsConfig;
   /** Memory for results on this side before they spill to disk. Default '256 MiB'. */
   memoryLimit?: number | string;
   /** Parent directory for the client's spill files. Default: the OS temp directory. */
@@ -121,10 +124,11 @@ export class Client {
     });
     let channel: Channel | undefined;
     try {
-      channel = await connectWithRetry(peer, { token: options.token }, { timeoutMs: options.connectTimeoutMs ?? 120_000 });
+      const tls = options.tls === undefined ? undefined : clientTls(checkTlsConfig(options.tls));
+      channel = await connectWithRetry(peer, { token: options.token, tls }, { timeoutMs: options.connectTimeoutMs ?? 120_000 });
       const params: RegisterClientParams = { name: options.name ?? `client-${process.pid}-${randomUUID().slice(0, 8)}` };
       const { clientId } = await channel.request<{ clientId: string }>(Methods.registerClient, params, 30_000);
-      return new Client(channel, store, new DataClient({ token: options.token }), text, clientId, options);
+      return new Client(channel, store, new DataClient({ token: options.token, tls }), text, clientId, options);
     } catch (err) {
       channel?.close();
       await store.close();

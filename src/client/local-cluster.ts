@@ -4,6 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import type { ClusterState, DataAddress } from '../cluster/protocol.js';
 import { InvalidArgumentError } from '../errors.js';
+import { generateThrowawayCertificates, writeTlsFiles } from '../cluster/certificates.js';
+import { type TlsConfig, checkTlsConfig } from '../transfer/tls.js';
 import { formatBytes, parseBytes } from '../units.js';
 import { tunedEnvironment } from '../runtime/malloc-environment.js';
 import { CliProcess, ClusterProcessError } from './processes.js';
@@ -18,6 +20,11 @@ export interface LocalClusterOptions {
   nthreads?: number;
   /** Shared secret. Default: a fresh random token; `false` runs without one. */
   token?: string | false;
+  /**
+   * TLS between every member: `true` generates a throwaway CA and certificate (mutual TLS),
+   * or give your own material. Default: none. Connect with `{ tls: cluster.tls }`.
+   */
+  tls?: boolean | TlsConfig;
   /** Parent of the cluster's scratch folder. Default: the OS temp directory. */
   localDirectory?: string;
   /** Port of the scheduler's HTTP endpoint (/api/state, /metrics). Default: any free port. */
@@ -78,6 +85,8 @@ function installExitHook(): void {
  */
 export class LocalCluster {
   readonly token: string | undefined;
+  /** The TLS material of the cluster's members, for `Client.connect(cluster.address, { tls: cluster.tls })`. */
+  readonly tls: TlsConfig | undefined;
   readonly memoryLimit: number;
   readonly #scheduler: CliProcess;
   readonly #workers: CliProcess[];
@@ -90,6 +99,7 @@ export class LocalCluster {
 
   private constructor(parts: {
     token: string | undefined;
+    tls: TlsConfig | undefined;
     memoryLimit: number;
     scheduler: CliProcess;
     workers: CliProcess[];
@@ -100,6 +110,7 @@ export class LocalCluster {
     closeTimeoutMs: number;
   }) {
     this.token = parts.token;
+    this.tls = parts.tls;
     this.memoryLimit = parts.memoryLimit;
     this.#scheduler = parts.scheduler;
     this.#workers = parts.workers;
@@ -128,10 +139,27 @@ export class LocalCluster {
     const tuneMalloc = options.tuneMalloc ?? true;
     if (typeof tuneMalloc !== 'boolean') throw new InvalidArgumentError(`tuneMalloc must be a boolean, got ${String(tuneMalloc)}`);
     // The token travels in the environment, never on a command line (visible in `ps`).
-    const env: NodeJS.ProcessEnv = { ...(tuneMalloc ? tunedEnvironment(process.env) : process.env), SPILLWAY_TOKEN: token ?? '' };
+    const tls = options.tls === true ? await generateThrowawayCertificates() : options.tls === false || options.tls === undefined ? undefined : checkTlsConfig(options.tls);
+    // The token travels in the environment, never on a command line (visible in `ps`); TLS
+    // settings of this process's environment are not the cluster's (undefined unsets them).
+    const env: NodeJS.ProcessEnv = {
+      ...(tuneMalloc ? tunedEnvironment(process.env) : process.env),
+      SPILLWAY_TOKEN: token ?? '',
+      SPILLWAY_TLS_CA_FILE: undefined,
+      SPILLWAY_TLS_CERT: undefined,
+      SPILLWAY_TLS_KEY: undefined,
+    };
     installExitHook();
     const directory = await mkdtemp(path.join(options.localDirectory ?? os.tmpdir(), 'spillway-cluster-'));
     liveDirectories.add(directory);
+    if (tls !== undefined) {
+      const files = await writeTlsFiles(directory, tls).catch(async (err: unknown) => {
+        await rm(directory, { recursive: true, force: true });
+        liveDirectories.delete(directory);
+        throw err;
+      });
+      Object.assign(env, { SPILLWAY_TLS_CA_FILE: files.caFile, SPILLWAY_TLS_CERT: files.certFile, SPILLWAY_TLS_KEY: files.keyFile });
+    }
     const started: CliProcess[] = [];
     const launch = (label: string, args: string[]): CliProcess => {
       const p = new CliProcess(label, args, env, stderr);
@@ -161,7 +189,7 @@ export class LocalCluster {
       );
       const ready = await Promise.all(workers.map((w) => w.waitForEvent('ready', timeout)));
       const infos = ready.map((r, i) => ({ pid: workers[i].pid, workerId: String(r.workerId), data: r.data as DataAddress }));
-      return new LocalCluster({ token, memoryLimit, scheduler, workers, infos, directory, address, httpAddress, closeTimeoutMs: options.closeTimeoutMs ?? 5_000 });
+      return new LocalCluster({ token, tls, memoryLimit, scheduler, workers, infos, directory, address, httpAddress, closeTimeoutMs: options.closeTimeoutMs ?? 5_000 });
     } catch (err) {
       await Promise.all(started.map((p) => p.stop(1_000)));
       await rm(directory, { recursive: true, force: true });

@@ -8,6 +8,7 @@ import { Connection } from '../transfer/connection.js';
 import { ProtocolError, RemoteError, TransferError, TransferTimeoutError } from '../transfer/errors.js';
 import { type Message, MessageType } from '../transfer/messages.js';
 import { serializeError, serializeRequest, serializeResponse } from '../transfer/serializer.js';
+import { asTlsError } from '../transfer/tls.js';
 import { HandshakeReader, type HandshakeSide, clientHandshake, handshakeTypes, serverHandshake } from './handshake.js';
 
 let messagePackr: Packr | undefined;
@@ -56,8 +57,13 @@ export class Channel extends EventEmitter {
   /** Connects to a control server and completes the handshake. */
   static async connect(address: { host: string; port: number }, options: ChannelOptions = {}): Promise<Channel> {
     const timeoutMs = options.timeoutMs ?? 10_000;
-    const socket = await openSocket(address, options.tls, timeoutMs);
-    return Channel.#start(socket, options, 'client', (connection, reader) => clientHandshake(connection, reader, options.token, timeoutMs));
+    try {
+      const socket = await openSocket(address, options.tls, timeoutMs);
+      return await Channel.#start(socket, options, 'client', (connection, reader) => clientHandshake(connection, reader, options.token, timeoutMs));
+    } catch (err) {
+      // A certificate refused either way, or one side without TLS: said as such, not as a dropped connection.
+      throw asTlsError(err, `${address.host}:${address.port}`, options.tls !== undefined) ?? err;
+    }
   }
 
   /** Accepts a socket on the server side and completes the handshake. */

@@ -37,6 +37,8 @@ export class ControlServer extends EventEmitter {
       );
     };
     const server = options.tls === undefined ? net.createServer(onSocket) : tls.createServer(options.tls, onSocket);
+    // A peer whose certificate does not verify (or that speaks no TLS) never becomes a channel.
+    server.on('tlsClientError', (err: Error, socket: tls.TLSSocket) => self.emit('channel-error', err, `${socket.remoteAddress}:${socket.remotePort}`));
     const self = new ControlServer(server);
     return new Promise((resolve, reject) => {
       server.once('error', reject);

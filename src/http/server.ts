@@ -1,5 +1,20 @@
+import { timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import { InvalidArgumentError, errorMessage } from '../errors.js';
+
+export interface HttpServerOptions {
+  /** Every route but those in `open` requires `Authorization: Bearer <token>` (401 otherwise). */
+  bearerToken?: string;
+  /** Paths served without the token (health probes). */
+  open?: readonly string[];
+}
+
+/** Constant-time comparison, so the answer's timing does not leak the token. */
+function sameSecret(given: string | undefined, expected: Buffer): boolean {
+  if (given === undefined) return false;
+  const bytes = Buffer.from(given);
+  return bytes.length === expected.length && timingSafeEqual(bytes, expected);
+}
 
 /** Answers one GET (or HEAD) request; a thrown error or a rejected promise becomes a 500. */
 export type RouteHandler = (req: http.IncomingMessage, res: http.ServerResponse) => void | Promise<void>;
@@ -25,7 +40,7 @@ export class HttpServer {
     this.#server = server;
   }
 
-  static listen(host: string, port: number, routes: Readonly<Record<string, RouteHandler>>, limits: HttpLimits = {}): Promise<HttpServer> {
+  static listen(host: string, port: number, routes: Readonly<Record<string, RouteHandler>>, limits: HttpLimits & HttpServerOptions = {}): Promise<HttpServer> {
     const headersTimeout = limits.headersTimeoutMs ?? 10_000;
     const requestTimeout = limits.requestTimeoutMs ?? 30_000;
     const maxConnections = limits.maxConnections ?? 100;
@@ -35,6 +50,8 @@ export class HttpServer {
     }
     if (!(Number.isSafeInteger(maxConnections) && maxConnections > 0)) throw new InvalidArgumentError(`maxConnections must be a positive whole number, got ${maxConnections}`);
     const table = new Map(Object.entries(routes));
+    const open = new Set(limits.open ?? []);
+    const expected = limits.bearerToken === undefined ? undefined : Buffer.from(`Bearer ${limits.bearerToken}`);
     // Node reads the timeouts at construction, and checks them every connectionsCheckingInterval
     // (30 s by default): a silent connection is closed within a fraction of its timeout.
     const options: http.ServerOptions = { headersTimeout, requestTimeout, connectionsCheckingInterval: Math.max(100, Math.min(1000, headersTimeout / 4)) };
@@ -42,6 +59,10 @@ export class HttpServer {
       const path = (req.url ?? '/').split('?')[0];
       const route = table.get(path);
       if (route === undefined) return sendText(res, 404, 'not found\n');
+      if (expected !== undefined && !open.has(path) && !sameSecret(req.headers.authorization, expected)) {
+        res.setHeader('www-authenticate', 'Bearer');
+        return sendText(res, 401, 'a bearer token is required (Authorization: Bearer <token>)\n');
+      }
       if (req.method !== 'GET' && req.method !== 'HEAD') {
         res.setHeader('allow', 'GET, HEAD');
         return sendText(res, 405, 'only GET and HEAD\n');

@@ -15,6 +15,8 @@ import type { HttpLimits, HttpServer } from '../http/server.js';
 import { functionLabel } from '../metrics/task-duration.js';
 import { Dashboard, type DashboardOptions } from '../dashboard/dashboard.js';
 import { listenHttp } from './http.js';
+import { checkAllowedModules, checkExposure, parseAllowModules } from '../cluster/security.js';
+import { type TlsConfig, checkTlsConfig, serverTls } from '../transfer/tls.js';
 import { type Logger, resolveLogger } from './log.js';
 import { SchedulerMetrics } from './metrics.js';
 import { NoWorkersWatch } from './no-workers.js';
@@ -26,10 +28,23 @@ export interface SchedulerOptions {
   host?: string;
   port?: number;
   token?: string;
-  /** Serve /metrics, /api/state and the dashboard (/status) here: 0 = any free port; undefined = no HTTP. */
+  /** TLS on the control port; with a CA, workers and clients must present a certificate it signed. */
+  tls?: TlsConfig;
+  /** Listen beyond loopback without a token or TLS with a CA (refused otherwise: InsecureBindError). */
+  insecure?: boolean;
+  /**
+   * Module prefixes tasks may name (`['file:///srv/jobs/', 'node:']`, or that comma-separated);
+   * a graph naming any other fails with GraphError before anything of it runs. Default: any.
+   */
+  allowModules?: readonly string[] | string;
+  /** Serve /metrics, /api/state, /health and the dashboard (/status) here: 0 = any free port; undefined = no HTTP. */
   httpPort?: number;
   /** The dashboard's update interval and limits (docs/dashboard.md). */
   dashboard?: DashboardOptions;
+  /** Interface of the HTTP server. Default: `host`. */
+  httpHost?: string;
+  /** Bearer token /metrics and /api/state require (`Authorization: Bearer <token>`); /health stays open for probes. */
+  httpToken?: string;
   heartbeatIntervalMs?: number;
   /** A worker silent for this long is removed. Default 5 × heartbeatIntervalMs. */
   workerTimeoutMs?: number;
@@ -65,6 +80,7 @@ export class Scheduler {
   readonly tasks: TaskStream;
   readonly #channels = new Map<string, Channel>();
   readonly #heartbeatIntervalMs: number;
+  readonly #allowModules: readonly string[] | undefined;
   readonly #workerTimeoutMs: number;
   readonly #registerTimeoutMs: number;
   readonly #monitor: NodeJS.Timeout;
@@ -86,7 +102,9 @@ export class Scheduler {
     engine: Engine;
     metrics: SchedulerMetrics;
     tasks: TaskStream;
+    allowModules: readonly string[] | undefined;
   }) {
+    this.#allowModules = parts.allowModules;
     const { server, options, log } = parts;
     this.#server = server;
     this.#log = log;
@@ -118,13 +136,18 @@ export class Scheduler {
     if (options.noWorkersTimeoutMs !== undefined && !(Number.isFinite(options.noWorkersTimeoutMs) && options.noWorkersTimeoutMs >= 0)) {
       throw new InvalidArgumentError(`noWorkersTimeoutMs must be a number of milliseconds (0: off), got ${String(options.noWorkersTimeoutMs)}`);
     }
+    const host = options.host ?? '127.0.0.1';
+    if (options.tls !== undefined) checkTlsConfig(options.tls);
+    checkExposure('scheduler', host, options);
+    const allowModules = parseAllowModules(options.allowModules);
+    if (options.httpToken !== undefined && options.httpToken === '') throw new InvalidArgumentError('httpToken must not be empty');
     const log = resolveLogger(options.logger);
     // The outbox needs the scheduler's channels, which exist once it is constructed.
     const holder: { scheduler?: Scheduler } = {};
     const engine = new Engine(outbox(() => holder.scheduler), { allowedFailures });
     const metrics = new SchedulerMetrics(engine);
     const tasks = new TaskStream();
-    const server = await ControlServer.listen({ host: options.host ?? '127.0.0.1', port: options.port ?? 0, token: options.token });
+    const server = await ControlServer.listen({ host, port: options.port ?? 0, token: options.token, tls: options.tls === undefined ? undefined : serverTls(options.tls) });
     let http: HttpServer | undefined;
     let dashboard: Dashboard | undefined;
     try {
@@ -139,14 +162,21 @@ export class Scheduler {
           },
           options.dashboard,
         );
-        http = await listenHttp(options.host ?? '127.0.0.1', options.httpPort, { metrics, state: () => holder.scheduler?.state(), extra: dashboard.routes, limits: options.http });
+        http = await listenHttp(options.httpHost ?? host, options.httpPort, {
+          metrics,
+          state: () => holder.scheduler?.state(),
+          extra: dashboard.routes,
+          limits: options.http,
+          healthy: () => holder.scheduler !== undefined && !holder.scheduler.#closed,
+          bearerToken: options.httpToken,
+        });
       }
     } catch (err) {
       dashboard?.close();
       await server.close();
       throw err;
     }
-    holder.scheduler = new Scheduler({ server, options, log, http, dashboard, engine, metrics, tasks });
+    holder.scheduler = new Scheduler({ server, options, log, http, dashboard, engine, metrics, tasks, allowModules });
     log.info({ address: server.address, http: http?.address }, 'scheduler started');
     return holder.scheduler;
   }
@@ -246,6 +276,7 @@ export class Scheduler {
     on(Methods.submit, async (params) => {
       const id = clientId();
       const valid = await validateSubmission(params, (key) => this.#engine.tasks.has(key));
+      checkAllowedModules(valid.order, this.#allowModules);
       if (!this.#engine.clients.has(id)) return { added: 0 }; // it left while its graph was checked
       const result = this.#engine.submit(id, valid);
       this.#log.debug({ client: id, added: result.added, wanted: valid.wanted.length }, 'graph submitted');

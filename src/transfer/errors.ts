@@ -72,3 +72,14 @@ export class RemoteError extends SpillwayError {
     this.remoteCode = remoteCode;
   }
 }
+
+/**
+ * TLS failed: a certificate or key that cannot be read or does not match, a certificate not
+ * signed by the cluster's CA (on either side), or a peer that does not speak TLS when this
+ * side does (or the reverse).
+ */
+export class TlsError extends SpillwayError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('SPW_ERR_TLS', message, options);
+  }
+}

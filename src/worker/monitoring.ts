@@ -32,7 +32,8 @@ export class WorkerMonitoring {
     if (Number.isFinite(seconds) && seconds >= 0) this.#durations.observe({ function: functionLabel(fn) }, seconds);
   }
 
-  async listen(host: string, port: number): Promise<void> {
+  /** Serves the routes; with `bearerToken`, /metrics requires it (/health stays open for probes). */
+  async listen(host: string, port: number, bearerToken?: string): Promise<void> {
     this.#http = await HttpServer.listen(host, port, {
       '/metrics': async (_req, res) => send(res, 200, this.registry.contentType, await this.registry.metrics()),
       // 503 once the worker is closing or has lost its scheduler, so an orchestrator restarts it.
@@ -40,7 +41,7 @@ export class WorkerMonitoring {
         const ok = this.sources.healthy();
         sendJson(res, ok ? 200 : 503, { status: ok ? 'ok' : 'unavailable', worker: this.sources.name });
       },
-    });
+    }, { bearerToken, open: ['/health'] });
   }
 
   get httpAddress(): { host: string; port: number } | undefined {

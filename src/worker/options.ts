@@ -4,12 +4,19 @@ import { InvalidArgumentError } from '../errors.js';
 import { DEFAULT_LEVELS, type SpillStoreOptions } from '../store/options.js';
 import { parseBytes } from '../units.js';
 import type { MemoryLimitSpec } from './memory-limit.js';
+import type { TlsConfig } from '../transfer/tls.js';
 
 export interface WorkerOptions extends Pick<SpillStoreOptions, 'target' | 'spill' | 'pause' | 'monitorInterval' | 'maxSpill' | 'spillConcurrency' | 'collectGarbage'> {
   /** The scheduler's control address. */
   scheduler: DataAddress;
   /** Shared secret of the cluster: the scheduler, peers' DataServers and this worker's. */
   token?: string;
+  /** TLS for the scheduler connection and the data plane (both ways); with a CA, mutual TLS. */
+  tls?: TlsConfig;
+  /** Listen beyond loopback without a token or TLS with a CA (refused otherwise: InsecureBindError). */
+  insecure?: boolean;
+  /** Bearer token GET /metrics requires; /health stays open for probes. */
+  httpToken?: string;
   /**
    * Memory this worker's store may use: bytes, a size ('1 GiB', '4Gi'), 'auto' (the
    * container's cgroup limit, else the host's total memory, divided by workersOnHost) or a

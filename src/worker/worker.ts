@@ -25,6 +25,8 @@ import { SpillStore } from '../store/spill-store.js';
 import type { Lease } from '../store/lease.js';
 import { DataClient } from '../transfer/client.js';
 import { ProtocolError, RemoteError } from '../transfer/errors.js';
+import { checkTlsConfig, clientTls, serverTls } from '../transfer/tls.js';
+import { checkExposure } from '../cluster/security.js';
 import { DataServer } from '../transfer/server.js';
 import { builtinFunction } from './builtins.js';
 import { type ExecutionResult, Executor } from './executor.js';
@@ -102,7 +104,7 @@ export class Worker extends EventEmitter {
     this.name = parts.name;
     this.nthreads = options.nthreads;
     this.#fetcher = new Fetcher({
-      client: new DataClient({ token: options.token, connectTimeoutMs: options.connectTimeoutMs }),
+      client: new DataClient({ token: options.token, tls: options.tls === undefined ? undefined : clientTls(options.tls), connectTimeoutMs: options.connectTimeoutMs }),
       store,
       self: parts.address,
       whoHas: (keys) => this.#channel.request<WhoHasResult>(Methods.whoHas, { keys }, 30_000),
@@ -140,6 +142,8 @@ export class Worker extends EventEmitter {
   static async start(options: WorkerOptions): Promise<Worker> {
     const memoryLimit = await resolveMemoryLimit(options?.memoryLimit, { workersOnHost: options?.workersOnHost });
     const opts = resolveWorkerOptions({ ...options, memoryLimit });
+    if (opts.tls !== undefined) checkTlsConfig(opts.tls);
+    checkExposure('worker\'s data server', opts.host, opts);
     const directory = await mkdtemp(path.join(opts.localDirectory ?? os.tmpdir(), 'spillway-worker-'));
     const cleanup: (() => Promise<void>)[] = [() => rm(directory, { recursive: true, force: true })];
     try {
@@ -158,7 +162,7 @@ export class Worker extends EventEmitter {
         collectGarbage: opts.collectGarbage ?? true,
       });
       cleanup.unshift(() => store.close());
-      const server = await DataServer.listen(store, { host: opts.host, port: opts.port, token: opts.token });
+      const server = await DataServer.listen(store, { host: opts.host, port: opts.port, token: opts.token, tls: opts.tls === undefined ? undefined : serverTls(opts.tls) });
       cleanup.unshift(() => server.close());
       const executor = new Executor(opts.nthreads, { nice: opts.threadNice, collectGarbage: opts.collectGarbage ?? true });
       cleanup.unshift(() => executor.close());
@@ -173,7 +177,7 @@ export class Worker extends EventEmitter {
       const worker = new Worker({ options: opts, directory, store, server, channel, executor, registration, name, address });
       if (opts.httpPort !== undefined) {
         try {
-          await worker.#monitoring.listen(opts.httpHost ?? opts.host, opts.httpPort);
+          await worker.#monitoring.listen(opts.httpHost ?? opts.host, opts.httpPort, opts.httpToken);
         } catch (err) {
           worker.#heartbeat.stop();
           throw err;
@@ -551,7 +555,7 @@ async function register(
   dispatch: (method: string, params: unknown) => void,
   signal?: AbortSignal,
 ): Promise<{ channel: Channel; registration: RegisterWorkerResult; replay: () => void }> {
-  const channelOptions: ChannelOptions = { token: opts.token };
+  const channelOptions: ChannelOptions = { token: opts.token, tls: opts.tls === undefined ? undefined : clientTls(opts.tls) };
   const channel = await connectWithRetry(opts.scheduler, channelOptions, { timeoutMs: opts.schedulerConnectTimeoutMs, signal });
   const early: { method: string; params: unknown }[] = [];
   let live = false;

@@ -40,6 +40,8 @@ export class ChecksumError extends SpillwayError {
   readonly expected: bigint;
   /** The checksum of the bytes as they arrived. */
   readonly actual: bigint;
+  /** The store key whose copy failed, when a store's read found it (set by the store). */
+  key: string | undefined;
   constructor(expected: bigint, actual: bigint, where = 'encoded value') {
     super(
       'SPW_ERR_CHECKSUM',

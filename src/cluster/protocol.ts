@@ -164,6 +164,8 @@ export interface MissingDataParams {
   key: string;
   /** Holders that failed. */
   holders: DataAddress[];
+  /** The reporting worker's own copy failed its checksum (or could not be read) and was dropped. */
+  corrupt?: boolean;
 }
 
 /** Request 'who-has' (from workers and clients): current holders of keys. */

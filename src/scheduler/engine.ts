@@ -47,6 +47,8 @@ export interface Counters {
   tasksKilledWorkers: number;
   /** Tasks failed with SPW_ERR_NO_WORKERS: ready while no worker could run them for `noWorkersTimeoutMs`. */
   tasksNoWorkers: number;
+  /** Copies a worker found corrupt (checksum, unreadable) and dropped; the key is recomputed if no other holder has it. */
+  corruptCopies: number;
   workersLost: number;
   /** Workers that left after `worker-closing` (retired), counted apart from the ones lost. */
   workersRetired: number;
@@ -76,6 +78,7 @@ export class Engine {
     tasksRetried: 0,
     tasksKilledWorkers: 0,
     tasksNoWorkers: 0,
+    corruptCopies: 0,
     workersLost: 0,
     workersRetired: 0,
   };
@@ -250,6 +253,7 @@ export class Engine {
 
   /** The worker could not get `key` from the holders it names: drop them, recompute if nobody is left, resend the task. */
   missingData(worker: WorkerRecord, params: MissingDataParams): void {
+    if (params.corrupt === true) this.counters.corruptCopies++;
     const record = this.tasks.get(params.key);
     for (const address of params.holders) {
       const holder = [...this.workers.values()].find((w) => sameAddress(w.data, address));

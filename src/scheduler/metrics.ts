@@ -102,6 +102,7 @@ export class SchedulerMetrics {
     counter('tasks_recomputed', 'Tasks computed again because their result was lost with a worker', 'tasksRecomputed');
     counter('tasks_retried', 'Reruns of tasks that threw, allowed by their retries', 'tasksRetried');
     counter('tasks_killed_workers', 'Tasks failed with SPW_ERR_KILLED_WORKER (more of their workers died than allowedFailures)', 'tasksKilledWorkers');
+    counter('corrupt_copies', 'Copies of keys a worker found corrupt and dropped (recomputed from their tasks when no other holder had them)', 'corruptCopies');
     counter('tasks_no_workers', 'Tasks failed with SPW_ERR_NO_WORKERS (ready with no worker for noWorkersTimeoutMs)', 'tasksNoWorkers');
     counter('workers_lost', 'Workers removed without retiring (connection closed or heartbeats missed)', 'workersLost');
     counter('workers_retired', 'Workers removed after announcing worker-closing', 'workersRetired');

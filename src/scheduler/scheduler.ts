@@ -269,7 +269,9 @@ export class Scheduler {
         task: string(p.task, 'missing-data: task'),
         key: string(p.key, 'missing-data: key'),
         holders: holders.map((h) => ({ host: string(h.host, 'missing-data: holder host'), port: Number(h.port) })),
+        corrupt: p.corrupt === true,
       });
+      if (p.corrupt === true) this.#log.warn({ worker: worker().id, key: p.key, task: p.task }, 'a worker\'s copy of an input was corrupt; dropped, recomputing it if no other holder has it');
     });
     on(Methods.workerClosing, () => this.#engine.markClosing(worker()));
     on(Methods.whoHas, (params) => this.#engine.whoHas(stringArray(object(params, 'who-has params').keys, 'who-has: keys')));

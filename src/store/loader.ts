@@ -90,8 +90,12 @@ export class Loader {
       return value;
     } catch (err) {
       if (this.state.closed) throw new ClosedError();
-      if (err instanceof ChecksumError) counters.checksumErrors++;
-      else counters.readErrors++;
+      if (err instanceof ChecksumError) {
+        counters.checksumErrors++;
+        err.key = key; // the reader of several keys (acquire) learns which copy is bad
+      } else {
+        counters.readErrors++;
+      }
       this.state.report(err);
       throw err;
     } finally {

@@ -20,7 +20,7 @@ import { sizeof } from '../codec/index.js';
 import type { Channel, ChannelOptions } from '../control/channel.js';
 import { connectWithRetry } from '../control/connect.js';
 import { AddressError } from '../control/errors.js';
-import { InvalidArgumentError, KeyNotFoundError, SpillwayError } from '../errors.js';
+import { ChecksumError, InvalidArgumentError, KeyNotFoundError, SpillwayError, TierReadError } from '../errors.js';
 import { SpillStore } from '../store/spill-store.js';
 import type { Lease } from '../store/lease.js';
 import { DataClient } from '../transfer/client.js';
@@ -48,7 +48,8 @@ const SCHEDULER_NOTIFICATIONS = [Methods.computeTask, Methods.cancelTask, Method
  *
  * Events: 'task-started' (key), 'task-finished' (TaskFinishedParams), 'task-erred'
  * (TaskErredParams), 'disconnected' (err?: the scheduler connection was lost; reconnecting),
- * 'reconnected' ({ workerId, memoryKeys, spilledKeys }), 'close' (err?: the scheduler could
+ * 'reconnected' ({ workerId, memoryKeys, spilledKeys }), 'input-corrupt' ({ key, task, error }:
+ * an input's copy here failed its checksum or read, was dropped and reported), 'close' (err?: the scheduler could
  * not be reached again within schedulerConnectTimeoutMs, or reconnecting is off).
  */
 export class Worker extends EventEmitter {
@@ -72,6 +73,8 @@ export class Worker extends EventEmitter {
   /** Bytes of the last output of each task function here: the estimate of its next one. */
   readonly #outputBytes = new Map<string, number>();
   #fetches = 0;
+  /** Inputs whose copy here was corrupt or unreadable, dropped and recomputed (or fetched again). */
+  corruptInputs = 0;
   #closing: Promise<void> | undefined;
   #channel: Channel;
   #workerId: string;
@@ -420,8 +423,11 @@ export class Worker extends EventEmitter {
       lease = await this.store.acquire(task.inputs);
     } catch (err) {
       this.#running.delete(task.key);
+      const corrupt = unreadableKey(err, task.inputs);
       if (err instanceof KeyNotFoundError && !this.closed) {
         this.#queue.add(task); // an input was released meanwhile: fetch it again
+      } else if (corrupt !== undefined && !this.closed) {
+        this.#dropCorrupt(task, corrupt, err as Error);
       } else if (!this.closed) {
         this.#erred(task.key, toErrorInfo(err));
         this.#dropReplicas(task.inputs);
@@ -472,6 +478,20 @@ export class Worker extends EventEmitter {
       this.#dropReplicas(task.inputs);
       this.#pump();
     }
+  }
+
+  /**
+   * An input's copy here is corrupt or unreadable: it is dropped and the scheduler told, as for
+   * data a peer could not deliver; it drops this worker as a holder, recomputes the key from
+   * its task if nobody else has it (lineage), and sends the task again.
+   */
+  #dropCorrupt(task: QueuedTask, key: string, err: Error): void {
+    this.store.delete(key);
+    this.#fetcher.replicas.delete(key);
+    this.corruptInputs++;
+    this.emit('input-corrupt', { key, task: task.key, error: err });
+    this.channel.notify(Methods.missingData, { workerId: this.workerId, task: task.key, key, holders: [this.server.address], corrupt: true });
+    this.#dropReplicas(task.inputs);
   }
 
   #erred(key: string, error: TaskErrorInfo): void {
@@ -533,6 +553,12 @@ function runInline(fn: (...args: unknown[]) => unknown, args: unknown[]): Execut
   } catch (err) {
     return { ok: false, error: toErrorInfo(err), computeSeconds: (performance.now() - started) / 1000 };
   }
+}
+
+/** The input whose stored copy failed its checksum or its read, if that is what `err` is. */
+function unreadableKey(err: unknown, inputs: readonly string[]): string | undefined {
+  const key = err instanceof ChecksumError || err instanceof TierReadError ? err.key : undefined;
+  return key !== undefined && inputs.includes(key) ? key : undefined;
 }
 
 function toErrorInfo(err: unknown): TaskErrorInfo {

@@ -11,8 +11,8 @@ export class Slicer {
 
   /**
    * `checkEvery`: read the clock on every n-th call of `due` only, for loops whose steps
-   * take a microsecond or two (a clock read costs ~0.1 us, and a batch of small values
-   * asked three times per value).
+   * take a microsecond or two (a clock read is not free, and a batch of small values asks
+   * three times per value).
    */
   constructor(
     private readonly sliceMs = 2,

@@ -6,10 +6,9 @@
  * value's own memory: one native call hashes a value's frame, seeded with the digest of a
  * prefix every value of that type and length shares (computed once).
  *
- * Why XXH64 and not CRC-32C (format version 1): the native CRC-32C binding hashed a warm
- * 4 KiB in ~1.1-1.5 us here (4.5 GB/s at best, ~270 ns of it the call), the native XXH64 in
- * ~0.6 us (1.0 against 1.8 us cold); spilling 100,000 values of 4 KiB took 7-8 % less of the
- * main thread (docs/benchmark-history.md, fourteenth session). And 64 bits catch more corruption.
+ * Why XXH64 and not CRC-32C (format version 1): the native XXH64 hashes a small value in
+ * about half the time of the native CRC-32C binding, which shows on the main thread when
+ * many small values spill; and 64 bits catch more corruption.
  */
 import { yieldToLoop } from '../loop.js';
 import { loadXxh64, type Xxh64Binding, type Xxh64Stream } from '../native.js';
@@ -36,7 +35,7 @@ function nativeBinding(): Xxh64Binding | null {
   return native;
 }
 
-/** True when the fast native XXH64 is in use (else a portable one computes the same, at ~0.3 GB/s). */
+/** True when the fast native XXH64 is in use (else a portable one computes the same, far slower). */
 export function nativeChecksum(): boolean {
   return nativeBinding() !== null;
 }

@@ -5,8 +5,8 @@ import type { MajorCollectionListener } from './garbage-collection.js';
  *
  * Why: spilling or deleting a value only drops the store's reference; its memory returns
  * when V8 collects, and V8 sizes its collections by the JS heap, not by the ArrayBuffers
- * outside it. A worker whose heap is 15 MiB was measured holding 100+ MiB of dead values
- * in RSS, and the memory monitor, seeing RSS still high, spilled yet more. So when RSS is
+ * outside it. A worker with a small heap can hold many times that in dead values in RSS,
+ * and the memory monitor, seeing RSS still high, would spill yet more. So when RSS is
  * over the target and at least `minReleasedBytes` were let go since the last collection,
  * the store collects before it spills again. A caller about to need the memory (room for a
  * task near the pause level, where a worker's peaks come from) collects unrationed, and
@@ -16,18 +16,17 @@ import type { MajorCollectionListener } from './garbage-collection.js';
  * rationed: never within `minIntervalMs` of the last one, and never more than
  * `maxTimeFraction` of the time since the previous collection ended.
  *
- * The major collections V8 runs on its own (as a listener, see garbage-collection.ts) count too. They end
- * the ration's interval like ours: on a loaded host the worst event-loop pauses were a
- * forced collection right after one of V8's (88-110 ms). And they free what was let go of
- * before their marking started, so those bytes are no longer due: in a shuffle V8 ran
- * about as many major collections as the store forced (~4 a second each), and most forced
- * ones collected what V8 was about to. Bytes let go of after marking started are still
- * due: the value may already have been marked live.
+ * The major collections V8 runs on its own (as a listener, see garbage-collection.ts)
+ * count too. They end the ration's interval like ours: a forced collection right after one
+ * of V8's makes the worst event-loop pauses. And they free what was let go of before their
+ * marking started, so those bytes are no longer due: a forced collection would mostly
+ * collect what V8 was about to. Bytes let go of after marking started are still due: the
+ * value may already have been marked live.
  *
  * While V8 is marking, the collector does not force a collection (for up to
  * `MARKING_WAIT_MS`): `gc()` then first finishes V8's cycle, atomically, and collects a
- * second time; in a shuffle, 35-44 of ~270 forced collections were such pairs, 60-100 ms
- * of pause each. V8's own cycle ends soon and frees what was let go of before it began.
+ * second time, a long pause. V8's own cycle ends soon and frees what was let go of before
+ * it began.
  */
 /** How long a marking cycle V8 started holds forced collections back, at most (ms). */
 export const MARKING_WAIT_MS = 500;

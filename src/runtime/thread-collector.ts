@@ -5,12 +5,10 @@
  *
  * Once the thread has been idle for `idleMs` after a task with large inputs (the worker
  * had nothing ready for it: a free moment), it runs a full collection, so an idle thread
- * does not sit on the last tasks' copies. Not after every task: a full collection cost
- * the thread 15 ms on average (up to 32) in a stream of 8 MiB tasks, and one after each
- * made them 2-4× slower (8.8-15.5 ms a task against 4.0); while tasks keep coming, V8's
- * own collections, which count the copies as external memory, keep up (a shuffle's
- * workers peaked no higher without ours). A task that starts cancels the idle
- * collection; what is owed carries over.
+ * does not sit on the last tasks' copies. Not after every task: a full collection costs
+ * the thread milliseconds, several times a short task's own time; while tasks keep
+ * coming, V8's own collections, which count the copies as external memory, keep up. A
+ * task that starts cancels the idle collection; what is owed carries over.
  *
  * This needs the thread's event loop to run between tasks (executor.ts, piscina's
  * `atomics: 'disabled'`): parked in `Atomics.wait`, a thread ran neither this timer nor

@@ -15,10 +15,9 @@ import { turnBudget } from './turn-budget.js';
  * third of the bytes between `target` and `pause`. Only values above the target are being
  * written, so that window is all the store can have in flight before its producers stop;
  * batches of a third keep one batch being written while the next is encoded and a third
- * fills. With the 4 MiB cap alone, a 32 MiB store (a 6.4 MiB window) had one and a half
- * batches in flight and took turns: encode, then write, then resume (100,000 values of 4 KiB
- * spilled 14 % faster with a third: docs/benchmark-history.md, nineteenth session). Large stores
- * have windows of many times 4 MiB and keep the cap.
+ * fills. With the 4 MiB cap alone, a small store would have one and a half batches in
+ * flight and take turns: encode, then write, then resume. Large stores have windows of many
+ * times 4 MiB and keep the cap.
  */
 export function windowBatchBytes({ pauseBytes, targetBytes }: { pauseBytes: number; targetBytes: number }): number {
   return Math.max(MIN_WINDOW_BATCH_BYTES, (pauseBytes - targetBytes) / 3);
@@ -39,7 +38,7 @@ const BATCH_VALUES = 1024;
 const BATCHES_IN_FLIGHT = 64;
 /** The loops over a batch's values give the event loop a turn after this many milliseconds. */
 const SLICE_MS = 2;
-/** ...looking at the clock every this many values (a value takes ~1-3 us here, at most ~0.2 ms). */
+/** ...looking at the clock every this many values (each takes microseconds, a clock read is not free). */
 const CLOCK_EVERY = 8;
 /** A tier without writeMany gets a batch as one write per value, this many at a time. */
 const FALLBACK_WRITES_IN_FLIGHT = 64;
@@ -47,10 +46,9 @@ const FALLBACK_WRITES_IN_FLIGHT = 64;
 /**
  * Frames of at least this many bytes are written from the value's own memory; the rest of
  * a value (prefix, small frames, padding, trailer) is copied into the batch's side buffer.
- * Copying a 4 KiB frame on the loop cost 1-1.5 us (cold memory, and page faults on a
- * fresh batch buffer); the kernel copies it into the page cache anyway. (Checked again in
- * the eleventh session: copying every frame, into pooled side buffers, made a spill of
- * 100,000 values of 4 KiB slower, not faster.)
+ * Copying a frame on the loop costs time (cold memory, and page faults on a fresh batch
+ * buffer), and the kernel copies it anyway; copying every frame into pooled side buffers
+ * makes a spill of many small values slower, not faster.
  */
 const SHARE_FROM_BYTES = 1024;
 
@@ -184,8 +182,8 @@ export class BatchWriter {
       singles.push(host.single(entries[i], jobs[i], encoded).then((bytes) => void (freed[i] = bytes)));
     };
     await turnBudget.spend(Math.min(batch.bytes, BATCH_BYTES));
-    // Small objects can take far longer to encode than their bytes suggest (msgpack: 4 MiB
-    // of estimated size took 13 ms, 40 cold): the loop gets a turn every few milliseconds.
+    // Small objects can take far longer to encode than their bytes suggest (msgpack, cold
+    // code): the loop gets a turn every few milliseconds.
     const slicer = new Slicer(SLICE_MS, CLOCK_EVERY);
     // Sized for every value up front: pushing 1,024 values grew each array 9 times.
     const n = entries.length;

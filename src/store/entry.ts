@@ -37,8 +37,8 @@ const REMOVED = 2;
  * the old version (a write, a load) can never resurrect it: it sees `removed`.
  *
  * A store holds an Entry for every value, spilled ones included, and every collection
- * traces them all (more entries held made each spill of 100,000 small values slower,
- * docs/benchmark-history.md): its two flags share one field, and the fields only a large value,
+ * traces them all, so every field costs on every spill of many small values: its two flags
+ * share one field, and the fields only a large value,
  * a failed write or an unencodable value uses live in `RareFields`, made on first use.
  */
 export class Entry {

@@ -48,8 +48,8 @@ export interface SpillStoreOptions {
    * Dropped values of at least this many bytes keep a weak reference, so one still in use
    * elsewhere is found again without I/O (and counted as `detached`). Smaller ones are let
    * go outright: a weak reference keeps every dropped value alive until V8's next full
-   * collection and cost ~1 us per value (measured: spilling 100,000 × 4 KiB took 1.02 s
-   * with weak references, 0.91 s without), more than reading a small value again. Default
+   * collection and costs the spill of each value time, more than reading a small value
+   * again would. Default
    * 64 KiB (the size up to which values are spilled in batches); 0 tracks every object.
    */
   weakRefBytes?: number | string;

@@ -46,8 +46,8 @@ export class Pressure {
    * RSS under target, or spilling can no longer lower it (nothing unpinned is left in
    * memory). Waiting for RSS that only unmanaged memory holds up would stall producers
    * forever. Resident values need not wait for target: a producer that resumed only once
-   * every write in flight had landed left the disk idle while it produced the next values
-   * (a synchronous producer spilling 100,000 x 4 KiB on fresh page cache: median round 16 % longer).
+   * every write in flight had landed would leave the disk idle while it produced the next
+   * values.
    */
   checkResume(rss = this.monitor.lastRss): void {
     if (!this.#paused) return;
@@ -141,7 +141,7 @@ export class Pressure {
     if (paused === this.#paused) return;
     this.#paused = paused;
     const event = paused ? 'pause' : 'resume';
-    // Reading RSS costs a /proc read (measured up to 0.4 ms under load): only for a listener.
+    // Reading RSS costs a /proc read: only for a listener.
     if (this.state.events.listenerCount(event) > 0) {
       this.state.events.emit(event, { residentBytes: this.state.acct.residentBytes, rss: process.memoryUsage.rss() });
     }

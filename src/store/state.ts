@@ -10,7 +10,7 @@ import type { ResolvedOptions } from './options.js';
 
 /**
  * Collect once the store has let go of this fraction of its memory limit (1/16: 16 MiB of
- * 256). At 1/32 a shuffle worker forced ~3.8 collections a second, 6-8 s of pause a run.
+ * 256): less would force collections several times a second in a busy worker.
  */
 const RELEASED_FRACTION = 16;
 
@@ -42,7 +42,7 @@ export class StoreState {
   /**
    * Tells when a dropped value was collected. The entry is the held value and its WeakRef
    * the unregister token: two objects per dropped value, not four (a token and a holder
-   * object cost ~0.3 us per small value, in allocation and GC).
+   * object would cost allocation and collection time per small value).
    */
   readonly #registry = new FinalizationRegistry<Entry>((entry) => this.#collected(entry));
   readonly #lastWarning = new Map<string, number>();

@@ -1,8 +1,8 @@
 /**
  * Synchronous work allowed per event-loop turn before writes wait for the next one. The
  * pump starts up to 64 small writes at once, and their encoding runs back to back as
- * microtasks: without a budget, one turn laid out tens of MiB (measured: a 15 ms share of
- * a 165 ms stall in a shuffle worker). Large values are hashed in slices between I/O.
+ * microtasks: without a budget, one turn could lay out tens of MiB and stall the loop.
+ * Large values are hashed in slices between I/O.
  */
 export class TurnBudget {
   #spent = 0;

@@ -7,7 +7,8 @@ import { generateThrowawayCertificates, writeTlsFiles } from '../../src/cluster/
 import { Scheduler } from '../../src/scheduler/index.js';
 import { TlsError } from '../../src/transfer/errors.js';
 import { Worker } from '../../src/worker/index.js';
-import { cli, scratch } from '../cli/helpers.js';
+import { cli } from '../cli/helpers.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { fixture } from '../cluster/helpers.js';
 
 const TOKEN = 'tls-test-token';
@@ -72,7 +73,7 @@ test('bad TLS material is a TlsError naming the problem; the CLI exits 2', async
   const other = await stranger;
   await assert.rejects(Scheduler.start({ tls: { ca: tls.ca, cert: tls.cert, key: other.key } }), /not the private key/);
   await assert.rejects(Scheduler.start({ tls: { cert: 'not a certificate', key: tls.key } }), /not a PEM certificate/);
-  const dir = await scratch(t, 'spillway-tls-');
+  const dir = await tempDir(t, 'spillway-tls-');
   const files = await writeTlsFiles(dir, { ca: tls.ca, cert: other.cert, key: other.key });
   const wrong = await cli(['scheduler', '--port', '0', '--tls-ca-file', files.caFile as string, '--tls-cert', files.certFile, '--tls-key', files.keyFile]);
   assert.equal(wrong.code, 2);

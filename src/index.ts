@@ -10,6 +10,7 @@
 export { SpillStore, type SetOptions } from './store/spill-store.js';
 export type { SpillStoreOptions } from './store/options.js';
 export type { StoreStats, UnspillableEvent, TierStatsSummary } from './store/stats.js';
+export type { ChainTierStats } from './store/chain.js';
 export type { CountBytes } from './store/entry.js';
 export type { StoreCounters } from './store/counters.js';
 export type { EncodedReadStream } from './store/encoded-io.js';

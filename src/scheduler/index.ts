@@ -4,3 +4,7 @@ export type { Logger } from './log.js';
 export type { SchedulerState, WorkerSnapshot } from './snapshot.js';
 export type { TaskState } from './state.js';
 export { validateSubmission, type ValidSubmission, type NewTask } from './graph.js';
+export type { TaskStream, TaskStreamEntry } from './task-stream.js';
+export type { Counters } from './engine.js';
+export type { DashboardOptions } from '../dashboard/dashboard.js';
+export type { HttpLimits } from '../http/server.js';

@@ -13,3 +13,4 @@ export { Parser, type ParserOptions, DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_VALUE_
 export * from './messages.js';
 export * as serializer from './serializer.js';
 export { encode, encodedBatches, encodeToBuffer, decodeVerified, sizeof, parseLayout, FORMAT_VERSION, TRAILER_BYTES, type Encoded, type Layout } from '../codec/index.js';
+export { HeaderKind } from '../codec/format.js';

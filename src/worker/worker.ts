@@ -201,7 +201,10 @@ export class Worker extends EventEmitter {
     return this.#monitoring.httpAddress;
   }
 
-  /** The control channel to the scheduler (a new one after each reconnection). */
+  /**
+   * The control channel to the scheduler (a new one after each reconnection).
+   * @internal
+   */
   get channel(): Channel {
     return this.#channel;
   }

@@ -269,7 +269,10 @@ export class DiskTier implements Tier {
     return this.segments?.direct.offBecause;
   }
 
-  /** The segment files with their live values (diagnostics and tests). */
+  /**
+   * The segment files with their live values (diagnostics and tests).
+   * @internal
+   */
   segmentFiles(): SegmentFile[] {
     return this.segments?.list() ?? [];
   }

@@ -1,7 +1,7 @@
 import { InvalidArgumentError } from './errors.js';
 
 // A Map, not an object literal: a lookup like UNITS['constructor'] must not find
-// Object.prototype members ('5 constructor' used to parse as NaN bytes).
+// Object.prototype members ('5 constructor' would parse as NaN bytes).
 const UNITS: ReadonlyMap<string, number> = new Map(Object.entries({
   b: 1,
   kb: 1e3,

@@ -60,8 +60,8 @@ class SizeWalker {
   /**
    * The bytes an item adds beyond the slot that holds it. Numbers, booleans, null and
    * undefined live in the slot itself (Smis, unboxed doubles in double arrays, oddballs),
-   * so they add nothing; counting SLOT for them again used to estimate an array of
-   * numbers at 16 bytes per element instead of 8.
+   * so they add nothing; counting SLOT for them again would estimate an array of numbers
+   * at twice its size.
    */
   private item(value: unknown): number {
     if (value === null) return 0;

@@ -51,12 +51,10 @@ type State = 'hello' | 'auth' | 'ready' | 'closing';
 
 /**
  * Largest piece handed to the socket at once. The stall timeout runs while a write waits for
- * 'drain', which comes only once the whole piece has left: a piece of a whole value (a large
- * binary, 100s of MiB) took longer than idleTimeoutMs to reach a peer reading steadily but
- * slowly, which was then closed as "not reading". 1 MiB was still too much on a loaded host:
- * a peer reading a chunk every 10 ms, its longest gap 164 ms, was closed with a 500 ms
- * timeout after 11.9 of 32 MiB (CI, seventeenth session); at 256 KiB a piece leaves in 4
- * such reads of 64 KiB rather than 16.
+ * 'drain', which comes only once the whole piece has left: a large piece can take longer
+ * than idleTimeoutMs to reach a peer reading steadily but slowly, which would then be
+ * closed as "not reading". At 256 KiB a piece leaves in a few of a slow reader's reads,
+ * even on a loaded host.
  */
 const SEND_SLICE_BYTES = 256 * 1024;
 

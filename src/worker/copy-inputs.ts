@@ -3,13 +3,13 @@
  * cloned: V8 serializes every byte into a message buffer that grows by doubling, and the
  * thread deserializes them into a copy of its own, so a task briefly costs up to 3× its
  * inputs. Instead each large binary input is copied once into a fresh ArrayBuffer that is
- * *transferred* (moved) to the thread: one memcpy on the loop, as before, and 1× memory,
+ * *transferred* (moved) to the thread: one memcpy on the loop and 1× memory,
  * which the thread frees when it collects (runtime/thread-collector.ts). The store's own
  * value is never handed over: peers and other tasks may be reading it.
  *
  * The bytes are copied in steps, with a loop turn every couple of milliseconds: one copy
- * of a 12.8 MiB partition took 36-46 ms on a loaded host (page faults of the fresh
- * buffer, CPU contention), the longest single block of a shuffle worker's loop. The
+ * of a whole partition (page faults of the fresh buffer, CPU contention on a loaded host)
+ * would be the longest single block of a shuffle worker's loop. The
  * inputs stay put meanwhile: the worker pins them until the task ends, and values are
  * never mutated.
  */

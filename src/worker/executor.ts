@@ -13,7 +13,7 @@ export type ExecutionResult =
 /**
  * Runs task functions on a pool of worker threads so user code never blocks the event
  * loop. Large binary inputs are copied once and the copies moved to the thread
- * (copy-inputs.ts; measured choice, docs/cluster.md#worker). Results come back moved
+ * (copy-inputs.ts; docs/cluster.md#worker). Results come back moved
  * (transfer list), not copied.
  */
 export class Executor {
@@ -42,10 +42,9 @@ export class Executor {
       // Piscina's default ('sync') parks an idle thread in Atomics.wait, which stops its
       // event loop: the collection an idle thread runs (runtime/thread-collector.ts), and V8's own tasks
       // for that thread's heap (finishing a collection, freeing swept ArrayBuffers), then
-      // wait for the next task. The copies of tasks' inputs stayed allocated meanwhile: on
-      // Node 22 the workers of `npm start` peaked at 1.11-1.16 of their limit, 0.81-0.84
-      // with the threads' loops running (docs/cluster.md, "Garbage"). A task costs one
-      // message more (an empty task: no difference measured).
+      // wait for the next task, and the copies of tasks' inputs would stay allocated
+      // meanwhile, pushing workers over their limit (docs/cluster.md, "Garbage"). A task
+      // costs one message more.
       atomics: 'disabled',
       niceIncrement: threadNiceIncrement(options.nice ?? 0),
       workerData: { collectGarbage: options.collectGarbage ?? true } satisfies ThreadData,

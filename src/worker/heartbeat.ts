@@ -35,7 +35,7 @@ export class Heartbeat {
     intervalMs: number,
     private readonly send: (beat: WorkerHeartbeat) => void,
   ) {
-    // 10 ms ticks cost ~1 % of a core here (1 ms ticks ~2.6 %), for a figure within 10 ms.
+    // 10 ms ticks: a figure within 10 ms, for a fraction of what finer ticks cost a core.
     this.#histogram = monitorEventLoopDelay({ resolution: 10 });
     this.#histogram.enable();
     this.#timer = setInterval(() => this.beat(), intervalMs);

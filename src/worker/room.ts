@@ -20,9 +20,9 @@ export interface RoomOptions {
  * Makes room for a task before it starts on a thread.
  *
  * Why: a task's transient memory (the thread's copy of its inputs, then its output) lands
- * on top of whatever the process holds, and the store's monitor samples RSS only every
- * 100 ms; admitted on such a sample, a 16 MiB task's 32 MiB arrived over a worker already
- * near its pause level. So the worker reads RSS now and, while RSS plus the task's bytes
+ * on top of whatever the process holds, and the store's monitor samples RSS only now and
+ * then; admitted on an old sample, a task's memory can arrive over a worker already near
+ * its pause level. So the worker reads RSS now and, while RSS plus the task's bytes
  * would pass the pause level, spills least recently used values and collects what was let
  * go of (a dropped value's memory returns only when V8 collects). A few rounds at most:
  * memory that spilling cannot free is not the store's, and waiting for it forever would
@@ -41,8 +41,8 @@ export async function makeRoom(store: RoomStore, bytes: number, options: RoomOpt
     await store.evict(over);
     // Never in the same loop turn as the eviction's end: a pause of the store's own (a
     // rationed collection) or V8's may have just ended in that turn, and two pauses in one
-    // block were the worst event-loop delays (88-130 ms). A timer turn lets heartbeats,
-    // peers and timers run in between.
+    // block make the worst event-loop delays. A timer turn lets heartbeats, peers and
+    // timers run in between.
     await sleep(1);
     store.collectGarbage(true);
     await sleep(settleMs);

@@ -358,8 +358,8 @@ export class Worker extends EventEmitter {
 
   /** Reads back the spilled inputs of the next ready tasks while the threads are busy (one read per key, shared with acquire). */
   #prefetch(): void {
-    // Over target (RSS too: measured, reading ahead into a worker whose RSS was high added
-    // its 16 MiB to every task's peak) there is no room for values not needed yet.
+    // Over target (RSS too: reading ahead into a worker whose RSS is high adds to every
+    // task's peak) there is no room for values not needed yet.
     if (this.#options.prefetch === 0 || this.store.isProcessAboveTarget()) return;
     for (const task of this.#queue.ready(this.store, this.#options.prefetch)) {
       // Once per task: a read-ahead can push another value out (memory near target), and

@@ -32,9 +32,8 @@ export function mix32(x: number, salt: number): number {
 /**
  * Float64 storage for task results: a plain ArrayBuffer, which the worker moves out of its
  * task thread (transfer list) without copying. A SharedArrayBuffer would be shared instead
- * and stay alive until the thread's own GC runs: measured on map-reduce (1 GiB, 2 × 256 MiB),
- * values the store had spilled stayed alive ("detached") up to 416 MiB and peak RSS
- * doubled (836 MiB against 416 MiB with plain buffers).
+ * and stay alive until the thread's own GC runs, so values the store had spilled would
+ * stay alive ("detached") and a worker's peak RSS would double.
  */
 export function allocFloat64(length: number): Float64Array {
   return new Float64Array(length);

@@ -33,10 +33,9 @@ export function isWorkloadName(name: string): name is WorkloadName {
 
 /**
  * Default partitions: each at most 1/20 of a worker's memory limit. A task holds its
- * inputs, a copy of them in its thread and its output at once, beside a Node process of
- * ~70 MiB: a 2 GiB shuffle on 2 × 256 MiB peaked at 228–240 MiB per worker with 1/20
- * (160 partitions), 255–266 MiB with 1/16 in the same runs, and went 1.5× over at 1/8;
- * 1/24 (192 partitions) was no lower and 1.8× slower (docs/benchmark-history.md, Cluster).
+ * inputs, a copy of them in its thread and its output at once, beside the Node process
+ * itself: larger partitions push a shuffle's workers over their limit, smaller ones are no
+ * lower and slower (docs/benchmarks.md, Cluster).
  */
 export const PARTITIONS_PER_WORKER_MEMORY = 20;
 
@@ -55,8 +54,8 @@ export function planWorkload(name: WorkloadName, options: WorkloadOptions): Work
   if (!Number.isSafeInteger(partitions) || partitions < 1 || partitions > 4096) {
     throw new InvalidArgumentError(`partitions must be an integer from 1 to 4096, got ${partitions}`);
   }
-  // A shuffle is P² + 5P tasks submitted in one control frame (64 MiB at most): 512
-  // partitions make ~30 MiB of graph, 800 already overflow it and the scheduler drops the client.
+  // A shuffle is P² + 5P tasks submitted in one control frame (64 MiB at most): past
+  // MAX_SHUFFLE_PARTITIONS the graph no longer fits and the scheduler drops the client.
   if (name === 'shuffle' && partitions > MAX_SHUFFLE_PARTITIONS) {
     throw new InvalidArgumentError(`a shuffle of ${partitions} partitions is ${partitions * (partitions + 5)} tasks, too many to submit; use at most ${MAX_SHUFFLE_PARTITIONS}`);
   }

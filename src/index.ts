@@ -49,7 +49,8 @@ export {
   InternalError,
   NativeModuleError,
 } from './errors.js';
-export { ProtocolError, ProtocolVersionError, FrameTooLargeError, AuthError, BusyError, TransferError, TransferTimeoutError, RemoteError } from './transfer/errors.js';
+export { ProtocolError, ProtocolVersionError, FrameTooLargeError, AuthError, BusyError, TransferError, TransferTimeoutError, RemoteError, TlsError } from './transfer/errors.js';
+export type { TlsConfig } from './transfer/tls.js';
 export { SchedulerLostError, ResultUnavailableError } from './client/errors.js';
 export { ClusterProcessError } from './client/processes.js';
 export { StateUnavailableError } from './client/state.js';

@@ -36,6 +36,14 @@ test('every entry point resolves from the built package and exports what the REA
   for (const wireLevel of ['DataServer', 'DataClient', 'Parser', 'serializer', 'MessageType', 'Methods', 'SlowTier', 'FaultyTier', 'tierContract']) {
     assert.ok(!exported.spillway.includes(wireLevel), `'spillway' does not export ${wireLevel}`);
   }
+  const errorClasses = await runScript<string[]>(`
+    const modules = [await import(${JSON.stringify(`${root}/dist/errors.js`)}), await import(${JSON.stringify(`${root}/dist/transfer/errors.js`)})];
+    const { SpillwayError } = modules[0];
+    const names = modules.flatMap((m) => Object.entries(m).filter(([, v]) => typeof v === 'function' && v.prototype instanceof SpillwayError).map(([k]) => k));
+    process.stdout.write(JSON.stringify(names));
+  `);
+  assert.ok(errorClasses.length > 10, 'error classes were found');
+  assert.deepEqual(errorClasses.filter((name) => !exported.spillway.includes(name)), [], "every error class of src/errors.ts and src/transfer/errors.ts is exported from 'spillway'");
   for (const { types, default: js } of Object.values(packageJson.exports)) {
     assert.ok(fs.existsSync(path.join(root, types)), `${types} is built`);
     assert.ok(fs.existsSync(path.join(root, js)), `${js} is built`);

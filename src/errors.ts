@@ -27,10 +27,38 @@ export class CodecError extends SpillwayError {
   }
 }
 
+/** `registerType` met a name or a class already registered with a different partner. */
+export class TypeRegistrationError extends SpillwayError {
+  constructor(message: string) {
+    super('SPW_ERR_TYPE_REGISTRATION', message);
+  }
+}
+
 /** Encoded bytes are not in Spillway's format (bad magic, version, lengths). */
 export class FormatError extends SpillwayError {
-  constructor(message: string) {
-    super('SPW_ERR_FORMAT', message);
+  constructor(message: string, code = 'SPW_ERR_FORMAT', options?: { cause?: unknown }) {
+    super(code, message, options);
+  }
+}
+
+/**
+ * An encoded value names a value type this process has no registration for: register it
+ * (`registerType`) in a module every process that reads the value loads.
+ */
+export class UnknownTypeError extends FormatError {
+  readonly typeName: string;
+  constructor(typeName: string) {
+    super(`the value was encoded as the type "${typeName}", which is not registered in this process`, 'SPW_ERR_UNKNOWN_TYPE');
+    this.typeName = typeName;
+  }
+}
+
+/** A registered type's `decode` threw, or its bytes (an Arrow IPC stream, say) are malformed. The encoded copy is kept. */
+export class TypeDecodeError extends FormatError {
+  readonly typeName: string;
+  constructor(typeName: string, cause: unknown) {
+    super(`cannot decode a value of the type "${typeName}": ${errorMessage(cause)}`, 'SPW_ERR_TYPE_DECODE', { cause });
+    this.typeName = typeName;
   }
 }
 

@@ -16,6 +16,10 @@ export type { StoreCounters } from './store/counters.js';
 export type { EncodedReadStream } from './store/encoded-io.js';
 export { Lease } from './store/lease.js';
 
+// Value types (Apache Arrow built in)
+export { registerType, type ValueType, type ValueClass, type EncodedParts, type DecodedParts } from './codec/types.js';
+export { registerArrow } from './codec/arrow.js';
+
 // Tiers
 export * from './tiers/index.js';
 
@@ -26,6 +30,9 @@ export {
   CodecError,
   FormatError,
   ChecksumError,
+  TypeRegistrationError,
+  UnknownTypeError,
+  TypeDecodeError,
   KeyNotFoundError,
   ClosedError,
   LeaseReleasedError,

@@ -1,5 +1,5 @@
 import v8 from 'node:v8';
-import { ChecksumError, FormatError, errorMessage } from '../errors.js';
+import { ChecksumError, FormatError, TypeDecodeError, UnknownTypeError, errorMessage } from '../errors.js';
 import { restoreBinary } from './binary.js';
 import { checksumChunked } from './checksum.js';
 import { HeaderKind, type Layout, parseLayout, readChecksum } from './format.js';
@@ -38,6 +38,8 @@ export function decodeBody(bytes: Uint8Array, layout: Layout): unknown {
         return v8.deserialize(header);
     }
   } catch (err) {
+    // A registered type's own failures keep their type and code: the bytes are Spillway's.
+    if (err instanceof UnknownTypeError || err instanceof TypeDecodeError) throw err;
     throw new FormatError(`cannot decode value: ${errorMessage(err)}`);
   }
 }

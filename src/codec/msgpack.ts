@@ -1,10 +1,13 @@
 import type { Packr } from 'msgpackr';
 import { restoreBinary } from './binary.js';
 import { msgpackr } from './msgpackr.js';
-import { FrameRef } from './plan.js';
+import { TypeDecodeError, UnknownTypeError } from '../errors.js';
+import { FrameRef, TypedRef } from './plan.js';
+import { typeNamed } from './types.js';
 
-/** msgpackr extension type for FrameRef; fixed, it is part of the format. */
+/** msgpackr extension types for FrameRef and TypedRef; fixed, they are part of the format. */
 const FRAME_REF_EXTENSION = 0x53;
+const TYPED_REF_EXTENSION = 0x54;
 
 // The frames of the value being decoded. Decoding is synchronous, so one slot suffices.
 let decodingFrames: readonly Uint8Array[] | undefined;
@@ -29,6 +32,27 @@ function headerPackr(): Packr {
       const frame = decodingFrames[index];
       if (frame === undefined) throw new RangeError(`frame reference ${index} out of range`);
       return restoreBinary(tag, frame);
+    },
+  });
+  addExtension({
+    Class: TypedRef,
+    type: TYPED_REF_EXTENSION,
+    write(ref: TypedRef) {
+      return [ref.name, ref.meta, ref.first, ref.count];
+    },
+    read(data: unknown) {
+      if (!Array.isArray(data) || data.length !== 4 || decodingFrames === undefined) throw new RangeError('malformed typed value reference');
+      const [name, meta, first, count] = data as [unknown, unknown, unknown, unknown];
+      if (typeof name !== 'string' || !Number.isSafeInteger(first) || !Number.isSafeInteger(count)) throw new RangeError('malformed typed value reference');
+      const end = (first as number) + (count as number);
+      if ((first as number) < 0 || (count as number) < 0 || end > decodingFrames.length) throw new RangeError(`typed value frames ${first as number}..${end} out of range`);
+      const type = typeNamed(name);
+      if (type === undefined) throw new UnknownTypeError(name);
+      try {
+        return type.decode({ meta, buffers: decodingFrames.slice(first as number, end) });
+      } catch (err) {
+        throw new TypeDecodeError(name, err);
+      }
     },
   });
   packr = new Packr({ mapsAsObjects: false, moreTypes: true, int64AsType: 'bigint', useRecords: true });

@@ -1,11 +1,22 @@
-import { CodecError } from '../errors.js';
+import { CodecError, errorMessage } from '../errors.js';
 import { binaryTag, type BinaryValue } from './binary.js';
+import { type EncodedParts, type TypeEntry, typeOf } from './types.js';
 
 /** Stands in a msgpackr header for a binary payload carried as frame `index`. */
 export class FrameRef {
   constructor(
     readonly index: number,
     readonly tag: number,
+  ) {}
+}
+
+/** Stands in a msgpackr header for a value of a registered type: its name, meta, and `count` frames from `first`. */
+export class TypedRef {
+  constructor(
+    readonly name: string,
+    readonly meta: unknown,
+    readonly first: number,
+    readonly count: number,
   ) {}
 }
 
@@ -85,10 +96,29 @@ class Walker {
       this.needsV8 = true;
       return value;
     }
+    const type = typeOf(value);
+    if (type !== undefined) return this.walkTyped(value, type, path);
     const name = (value as { constructor?: { name?: string } }).constructor?.name ?? 'unknown';
     throw new CodecError(
-      `cannot encode an instance of ${name} (at ${path}): only plain data, Map, Set, Date, RegExp, Error and binary payloads can be spilled`,
+      `cannot encode an instance of ${name} (at ${path}): only plain data, Map, Set, Date, RegExp, Error, binary payloads and registered types (registerType) can be spilled`,
     );
+  }
+
+  private walkTyped(value: object, type: TypeEntry, path: string): TypedRef {
+    let parts: EncodedParts;
+    try {
+      parts = type.encode(value);
+    } catch (err) {
+      if (err instanceof CodecError) throw err;
+      throw new CodecError(`the type "${type.name}" cannot encode the value at ${path}: ${errorMessage(err)}`, { cause: err });
+    }
+    const buffers: unknown = parts?.buffers;
+    if (!Array.isArray(buffers) || !buffers.every((b) => ArrayBuffer.isView(b))) {
+      throw new CodecError(`the type "${type.name}" must encode a value as { meta, buffers } with buffers an array of typed arrays or Buffers (at ${path})`);
+    }
+    const first = this.frames.length;
+    for (const buffer of buffers as ArrayBufferView[]) this.frames.push(new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength));
+    return new TypedRef(type.name, parts.meta ?? null, first, buffers.length);
   }
 
   private walkArray(array: unknown[], path: string): unknown[] {

@@ -1,4 +1,5 @@
 import { binaryTag } from './binary.js';
+import { typeOf } from './types.js';
 
 /** Arrays, Maps and Sets longer than this are sampled, not walked item by item. */
 const SAMPLE_THRESHOLD = 256;
@@ -103,6 +104,11 @@ class SizeWalker {
       return OBJECT_OVERHEAD + this.sampled([...sampleIterable(value.values(), value.size)], value.size);
     }
     if (value instanceof Date) return OBJECT_OVERHEAD;
+    const proto: unknown = Object.getPrototypeOf(value);
+    if (proto !== Object.prototype && proto !== null) {
+      const type = typeOf(value);
+      if (type !== undefined) return OBJECT_OVERHEAD + type.sizeof(value);
+    }
     const keys = Object.keys(value);
     let total = OBJECT_OVERHEAD;
     const record = value as Record<string, unknown>;

@@ -1,0 +1,170 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import * as arrow from 'apache-arrow';
+import {
+  Bool,
+  Dictionary,
+  Field,
+  Float64,
+  Int32,
+  Int64,
+  List,
+  RecordBatch,
+  Struct,
+  Table,
+  TimestampMillisecond,
+  Utf8,
+  Vector,
+  makeTable,
+  tableFromArrays,
+  vectorFromArray,
+} from 'apache-arrow';
+import { CodecError, DiskTier, FormatError, InvalidArgumentError, SpillStore, TypeDecodeError, registerArrow } from '../../src/index.js';
+import { sizeof } from '../../src/codec/index.js';
+import { decodeVerified, encodeToBuffer } from '../../src/transfer/index.js';
+import { referenceChecksum } from './checksum-reference.js';
+import { tempDir } from '../helpers/store.js';
+
+/** Rows as plain data, bigints kept: what must survive a round trip. */
+function rows(table: Table): unknown[] {
+  return table.toArray().map((row) => JSON.parse(JSON.stringify(row.toJSON(), (_k, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v))));
+}
+
+const nullable = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: null, freq: 4 });
+
+/** A column of one of the types the IPC format carries, with nulls. */
+const columnArb = fc.oneof(
+  fc.array(nullable(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 })), { minLength: 1, maxLength: 40 }).map((v) => vectorFromArray(v, new Int32())),
+  fc.array(nullable(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n })), { minLength: 1, maxLength: 40 }).map((v) => vectorFromArray(v, new Int64())),
+  fc.array(nullable(fc.double({ noNaN: true })), { minLength: 1, maxLength: 40 }).map((v) => vectorFromArray(v, new Float64())),
+  fc.array(nullable(fc.boolean()), { minLength: 1, maxLength: 40 }).map((v) => vectorFromArray(v, new Bool())),
+  fc.array(nullable(fc.string({ maxLength: 12 })), { minLength: 1, maxLength: 40 }).map((v) => vectorFromArray(v, new Utf8())),
+  fc.array(nullable(fc.constantFrom('AIR', 'MAIL', 'SHIP', 'RAIL')), { minLength: 1, maxLength: 40 }).map((v) => vectorFromArray(v, new Dictionary(new Utf8(), new Int32()))),
+  fc.array(nullable(fc.array(fc.integer({ min: -1000, max: 1000 }), { maxLength: 5 })), { minLength: 1, maxLength: 30 }).map((v) =>
+    vectorFromArray(v, new List(new Field('item', new Int32(), true))),
+  ),
+  fc.array(nullable(fc.record({ a: fc.integer({ min: 0, max: 99 }), b: fc.string({ maxLength: 4 }) })), { minLength: 1, maxLength: 30 }).map((v) =>
+    vectorFromArray(v, new Struct([new Field('a', new Int32(), true), new Field('b', new Utf8(), true)])),
+  ),
+  fc.array(nullable(fc.integer({ min: 0, max: 2 ** 40 })), { minLength: 1, maxLength: 30 }).map((v) => vectorFromArray(v, new TimestampMillisecond())),
+);
+
+/** A table of 1 to 4 columns cut to one length. */
+const tableArb = fc.array(columnArb, { minLength: 1, maxLength: 4 }).map((columns) => {
+  const length = Math.min(...columns.map((c) => c.length));
+  return new Table(Object.fromEntries(columns.map((c, i) => [`c${i}`, c.slice(0, length)])));
+});
+
+// tsx gives this file its own instance of apache-arrow, not the one Node resolves for Spillway.
+registerArrow(arrow);
+
+describe('Apache Arrow values', () => {
+  it('registerArrow refuses what is not the apache-arrow module', () => {
+    assert.throws(() => registerArrow({ Table: class {} }), InvalidArgumentError);
+  });
+
+  it('tables of every IPC type, with nulls, round-trip exactly (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(tableArb, async (table) => {
+        const back = (await decodeVerified(await encodeToBuffer(table))) as Table;
+        assert.ok(back instanceof Table, 'decoded as the application’s own Table class');
+        assert.equal(back.schema.fields.map((f) => String(f.type)).join(), table.schema.fields.map((f) => String(f.type)).join());
+        assert.deepEqual(rows(back), rows(table));
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  it('a table of several batches, a record batch and a vector round-trip as what they are', async () => {
+    const a = tableFromArrays({ id: new Int32Array([1, 2, 3]), name: ['x', 'y', null] });
+    const b = tableFromArrays({ id: new Int32Array([4, 5]), name: ['z', 'w'] });
+    const table = a.concat(b);
+    const back = (await decodeVerified(await encodeToBuffer(table))) as Table;
+    assert.equal(back.batches.length, 2);
+    assert.deepEqual(rows(back), rows(table));
+
+    const batch = a.batches[0];
+    const batchBack = (await decodeVerified(await encodeToBuffer(batch))) as RecordBatch;
+    assert.ok(batchBack instanceof RecordBatch);
+    assert.deepEqual(batchBack.toArray().map((r) => r.toJSON()), batch.toArray().map((r) => r.toJSON()));
+
+    const vector = vectorFromArray(['a', null, 'c'], new Dictionary(new Utf8(), new Int32()));
+    const vectorBack = (await decodeVerified(await encodeToBuffer({ v: vector }))) as { v: Vector };
+    assert.ok(vectorBack.v instanceof Vector);
+    assert.deepEqual(vectorBack.v.toArray(), vector.toArray());
+  });
+
+  it('reads are zero-copy: a decoded column is a view over the read bytes', async () => {
+    const table = tableFromArrays({ x: new Float64Array(10_000).map((_, i) => i * 0.5) });
+    const bytes = await encodeToBuffer(table);
+    const back = (await decodeVerified(bytes)) as Table;
+    const values = back.getChild('x')!.data[0].values as Float64Array;
+    assert.equal(values.buffer, bytes.buffer, 'the column views the read buffer');
+    assert.equal(values[9_999], 9_999 * 0.5);
+  });
+
+  it('sizes are exact: the bytes of the value’s buffers', () => {
+    const table = makeTable({ x: new Float64Array(1000), y: new Int32Array(1000) });
+    assert.equal(sizeof(table), 32 + 8000 + 4000);
+    assert.equal(sizeof(table.getChild('y')!), 32 + 4000);
+  });
+
+  it('spilled to disk and read back through a store, beside plain values', async (t) => {
+    const dir = await tempDir(t);
+    const store = await SpillStore.open({ memoryLimit: '64 MiB', tiers: [new DiskTier({ directory: dir })] });
+    t.after(() => store.close());
+    const table = tableFromArrays({ k: new Int32Array(50_000).map((_, i) => i % 97), v: new Float64Array(50_000).map((_, i) => i / 3) });
+    store.set('t', table);
+    store.set('plain', { a: 1 });
+    await store.evict(Infinity);
+    assert.equal(store.stats().memory.count, 0);
+    const back = (await store.get('t')) as Table;
+    assert.equal(back.numRows, 50_000);
+    assert.deepEqual(back.getChild('v')!.toArray(), table.getChild('v')!.toArray());
+  });
+
+  it('a corrupted IPC stream is a TypeDecodeError (a FormatError), never a wrong table', async () => {
+    const table = tableFromArrays({ id: new Int32Array([1, 2, 3, 4]), s: ['a', 'bb', 'ccc', null] });
+    const bytes = Buffer.from(await encodeToBuffer(table));
+    let decodeErrors = 0;
+    // Corrupt each byte of the IPC metadata in turn (first frames), reseal the checksum.
+    for (let at = 40; at < Math.min(bytes.length - 8, 400); at += 3) {
+      const copy = Buffer.from(bytes);
+      copy[at] ^= 0xff;
+      copy.writeBigUInt64LE(referenceChecksum(copy.subarray(0, copy.length - 8)), copy.length - 8);
+      try {
+        await decodeVerified(copy);
+      } catch (err) {
+        assert.ok(err instanceof FormatError, `got ${String(err)}`);
+        if (err instanceof TypeDecodeError) decodeErrors++;
+      }
+    }
+    assert.ok(decodeErrors > 0, 'some corruptions reach the IPC reader and are reported as TypeDecodeError');
+  });
+
+  it('an Arrow value the IPC writer cannot write is a CodecError, and the value stays in memory', async (t) => {
+    const table = tableFromArrays({ id: new Int32Array([1, 2]) });
+    // A column whose type the IPC format has no id for.
+    const data = table.batches[0].data.children[0] as unknown as { type: { typeId: number } };
+    const bogus = Object.create(Object.getPrototypeOf(data.type), { typeId: { value: 999 } }) as object;
+    Object.defineProperty(data, 'type', { value: bogus });
+    await assert.rejects(encodeToBuffer(table), (err: unknown) => err instanceof CodecError && err.code === 'SPW_ERR_CODEC');
+    const dir = await tempDir(t);
+    const store = await SpillStore.open({ memoryLimit: '64 MiB', tiers: [new DiskTier({ directory: dir })] });
+    t.after(() => store.close());
+    store.on('error', () => undefined);
+    store.set('bad', table);
+    await store.evict(Infinity);
+    assert.equal(await store.get('bad'), table, 'refused by the codec, kept in memory');
+  });
+
+  it('importing spillway does not load apache-arrow; the first Arrow value does', async () => {
+    const script = fileURLToPath(new URL('./fixtures/arrow-lazy.ts', import.meta.url));
+    const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', script], { timeout: 60_000 });
+    assert.deepEqual(JSON.parse(stdout), { afterImport: false, afterPlainValues: false, afterArrowValue: true });
+  });
+});

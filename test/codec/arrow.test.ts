@@ -27,7 +27,7 @@ import { CodecError, DiskTier, FormatError, InvalidArgumentError, SpillStore, Ty
 import { sizeof } from '../../src/codec/index.js';
 import { decodeVerified, encodeToBuffer } from '../../src/transfer/index.js';
 import { referenceChecksum } from './checksum-reference.js';
-import { tempDir } from '../helpers/store.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 /** Rows as plain data, bigints kept: what must survive a round trip. */
 function rows(table: Table): unknown[] {

@@ -15,7 +15,7 @@ import {
 } from '../../src/index.js';
 import { decodeVerified, encodeToBuffer } from '../../src/transfer/index.js';
 import { sizeof } from '../../src/codec/index.js';
-import { tempDir } from '../helpers/store.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 /** A user's class: a dense matrix whose data lives in one Float64Array. */
 class Matrix {

@@ -24,8 +24,7 @@ function monitors(): [IntervalHistogram, IntervalHistogram] {
 /**
  * The event loop, idle, while a worker thread allocates `count` buffers of `bytes` and writes
  * to every page of each (then drops it): what paging the values in costs the loop on this
- * host whoever does it. On this VM a thread faulting pages in stalls the others
- * (docs/benchmark-history.md, twentieth session).
+ * host whoever does it: on some hosts (VMs) a thread faulting pages in stalls the others.
  */
 async function pagingReference(count: number, bytes: number): Promise<IntervalHistogram & { ms: number }> {
   const worker = new Worker(
@@ -103,8 +102,8 @@ const longest = (cs: readonly Collection[]): string => fmt(Math.max(0, ...cs.map
 /**
  * `bigCount` values of 64 MiB written then read one at a time, `rounds` times, each round on
  * a new tier. The target is checked on the median of the rounds' maxima, as phase 1b checks
- * its ratio on medians: on this VM the idle loop alone has stalled 3-14 ms and a thread paging
- * memory in 8-15 ms (docs/benchmark-history.md), so one round's maximum is partly the host's draw.
+ * its ratio on medians: on a shared VM the idle loop alone stalls and a thread paging
+ * memory for milliseconds, so one round's maximum is partly the host's draw.
  * The worst round is printed beside it.
  */
 export async function eventLoopPhase(bigCount: number, rounds: number): Promise<void> {

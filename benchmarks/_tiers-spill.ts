@@ -22,7 +22,7 @@ interface SpillRun {
   heapPerValue: number;
   /** How busy the event loop was (0-1): near 1, the store's JS set the pace; lower, the writes did. */
   loopBusy: number;
-  /** The process's kernel time (ms): the writes' share (large with buffered writes, the page cache taking them: docs/benchmark-history.md, seventeenth session). */
+  /** The process's kernel time (ms): the writes' share (large with buffered writes, the page cache taking them). */
   kernelMs: number;
 }
 
@@ -33,9 +33,8 @@ interface SpillRun {
  *   16,384 values later, long after the store spilled and dropped the value it backed (its
  *   limit holds ~8,000), and no one writes to them. A new view costs ~0.1 us; the clock
  *   measures the store (the issue's measure: spill throughput).
- * - `slice()`: each value is a fresh `slice()` of one of 64 sources, as earlier sessions
- *   measured: ~3 us and a new ArrayBuffer per value (malloc, the collector's scavenges it
- *   forces, fresh pages), a third of a fused round, none of it the store's.
+ * - `slice()`: each value is a fresh `slice()` of one of 64 sources: a new ArrayBuffer per
+ *   value (malloc, the collector's scavenges it forces, fresh pages), none of it the store's.
  * (Two other ways were tried and dropped: making all 100,000 before the first set() kept
  * 400 MiB of ArrayBuffers alive and made every run slower, the bare loop 2-3x; making them
  * in chunks with the clock stopped let the store's writes go on uncounted meanwhile.)
@@ -106,8 +105,7 @@ async function fileCreationRate(parent: string): Promise<number> {
  * The kernel alone writing `bytes` into a new file in 4 MiB writes, one after the other (no
  * store, no encoding, no checksum): the floor of any spill of those bytes to this disk now.
  * `direct`: past the page cache, as DiskTier writes segment groups (docs/tiers.md, direct
- * writes); buffered, it shows the state of this VM's page cache (docs/benchmark-history.md,
- * seventeenth session). The caller deletes the file once the round's floors are measured.
+ * writes); buffered, it shows the state of the host's page cache. The caller deletes the file once the round's floors are measured.
  */
 async function kernelWrite(dir: string, bytes: number, direct: boolean): Promise<number> {
   const chunk = Buffer.alloc(4 * MiB, 3);
@@ -133,10 +131,8 @@ async function kernelWrite(dir: string, bytes: number, direct: boolean): Promise
  * The least a spill of `count` values of 4 KiB can cost in JS here now: the same pooled
  * values, a `Map` entry per value, the checksum of each value (one XXH64 call, as the store
  * makes) and the list of pieces of a `writev` of a header and the value per value, 1,024
- * values a list; no store, no tier, no accounting, and no write. Until the seventeenth
- * session it also wrote the pieces to a file; on this VM that made it a measure of the page
- * cache (400 MiB took 0.2 to 2.1 s of kernel time by how recently the guest had freed pages,
- * the loop 0.3-1.6 s), slower than fused at times. The kernel alone is the writes' floor.
+ * values a list; no store, no tier, no accounting, and no write: writing too would make it a
+ * measure of the page cache. The kernel alone is the writes' floor.
  */
 function bareLoop(count: number): number {
   const value = makeValues(count, 4 * KiB, 'pooled');
@@ -203,8 +199,7 @@ export async function storePhase(parent: string, count: number, largeCount: numb
   console.log(`   the disk's state: it creates ${fmt(await fileCreationRate(parent), 0)} files of 4 KiB per second now (one file per value tracks this)`);
   const fresh = (smallValueBytes?: number, keep = false) => (): Tier => new MoveAside(new DiskTier({ directory: parent, smallValueBytes }), keep);
   // Kept, fused's and the 32 MiB values' files (~400 MiB of page cache a run) slowed each
-  // later fused run: this VM charges for fresh page-cache pages (docs/benchmark-history.md,
-  // thirteenth and fourteenth sessions). So each fused run's files go right after it
+  // later fused run: a VM may charge for fresh page-cache pages. So each fused run's files go right after it
   // (`clearAfter`), and both fused runs start alike; the 32 MiB values' go at the end of the
   // round. One file per value's are kept until the phase ends, so that no bulk deletion comes
   // just before one of its runs; its runs come last in a round.
@@ -225,7 +220,7 @@ export async function storePhase(parent: string, count: number, largeCount: numb
     const bareMs: number[] = [];
     for (let r = 0; r < rounds; r++) {
       // The kernel's file belongs to no variant: it goes at once. Kept, the floors' 800 MiB
-      // a round of page cache (the bare loop wrote too until the seventeenth session) slowed
+      // a round of page cache slowed
       // the fused run right after them (median 1.84 against 1.60 s in a fused-only probe) and
       // every later round more. Large files are deleted before fused runs, never just before
       // one file per value.
@@ -265,7 +260,7 @@ export async function storePhase(parent: string, count: number, largeCount: numb
     const fastest = (k: number): number => Math.min(...runs[k].map((run) => run.ms));
     console.log(`   fused vs file per value: medians ${fmt(perFile.ms / fused.ms, 1)}x; against the fastest round of one file per value ${fmt(fastest(PER_FILE) / fused.ms, 1)}x (target >= 10x)`);
     console.log(
-      `   the same with each value a new slice() (the clock also paying for the producer, as before the seventeenth session): medians ${fmt(medians[PER_FILE_SLICE].ms / medians[FUSED_SLICE].ms, 1)}x, against the fastest round ${fmt(fastest(PER_FILE_SLICE) / medians[FUSED_SLICE].ms, 1)}x`,
+      `   the same with each value a new slice() (the clock also paying for the producer): medians ${fmt(medians[PER_FILE_SLICE].ms / medians[FUSED_SLICE].ms, 1)}x, against the fastest round ${fmt(fastest(PER_FILE_SLICE) / medians[FUSED_SLICE].ms, 1)}x`,
     );
     console.log(`   fused vs 32 MiB values (medians): ${fmt(mbps(fused.bytes, fused.ms) / mbps(large.bytes, large.ms))} (target >= 0.5)`);
     // The same bytes written by the kernel alone, in big writes: no spill can beat it, so

@@ -244,6 +244,22 @@ export class NoWorkersError extends SpillwayError {
   }
 }
 
+/**
+ * A task could not run: its worker's memory was full and spilling failed (a full disk,
+ * `maxSpill` or the tiers' capacity reached) for the worker's `spillFailureTimeoutMs`. The
+ * message names the worker, its spill folder and the write error. `failedKey` is that task
+ * (`key` itself, or an input of it).
+ */
+export class DiskFullError extends SpillwayError {
+  readonly key: string;
+  readonly failedKey: string;
+  constructor(key: string, failedKey: string, info: { message: string }) {
+    super('SPW_ERR_DISK_FULL', failedKey === key ? info.message : `task ${describeKey(key)} cannot run: its input failed: ${info.message}`);
+    this.key = key;
+    this.failedKey = failedKey;
+  }
+}
+
 /** A tier was asked for a value id it does not hold. */
 export class TierMissingError extends SpillwayError {
   constructor(tier: string, id: number) {

@@ -14,7 +14,7 @@ import {
   type SubmitResult,
   type WhoHasResult,
 } from '../cluster/protocol.js';
-import { ClosedError, GraphError, InvalidArgumentError, KilledWorkerError, NoWorkersError, TaskError } from '../errors.js';
+import { ClosedError, DiskFullError, GraphError, InvalidArgumentError, KilledWorkerError, NoWorkersError, TaskError } from '../errors.js';
 import { SpillStore } from '../store/spill-store.js';
 import { DataClient, parseAddress } from '../transfer/client.js';
 import { RemoteError } from '../transfer/errors.js';
@@ -387,6 +387,8 @@ function taskFailure(key: string, params: KeyErredParams): Error {
       return new KilledWorkerError(key, params.failedKey, params.error);
     case 'SPW_ERR_NO_WORKERS':
       return new NoWorkersError(key, params.failedKey, params.error);
+    case 'SPW_ERR_DISK_FULL':
+      return new DiskFullError(key, params.failedKey, params.error);
     default:
       return new TaskError(key, params.failedKey, params.error);
   }

@@ -68,6 +68,8 @@ export interface WorkerHeartbeat {
   unmanaged: number;
   rss: number;
   paused: boolean;
+  /** The spill write error while writes keep failing (a full disk); absent or null when writes land. */
+  spillFailure?: string | null;
   /**
    * Longest gap (ms) between the ticks of a 10 ms event-loop delay monitor since the previous
    * heartbeat: the longest block of the loop lies within 10 ms below it (an idle worker reads ~10).

@@ -65,6 +65,14 @@ export class SchedulerMetrics {
       },
     });
     new Gauge({
+      name: `${PREFIX}spill_failing_workers`,
+      help: 'Workers whose last heartbeat said their spill writes are failing (a full disk); the error is in /api/state',
+      registers,
+      collect() {
+        this.set([...engine.workers.values()].filter((w) => typeof w.heartbeat?.spillFailure === 'string').length);
+      },
+    });
+    new Gauge({
       name: `${PREFIX}worker_held_bytes`,
       help: 'Sum of the result sizes the scheduler records on each worker',
       labelNames: ['worker'],

@@ -245,7 +245,12 @@ export class Scheduler {
     });
     const worker = (): WorkerRecord => (session.current as { worker: WorkerRecord }).worker;
     const clientId = (): string => (session.current as { id: string }).id;
-    on(Methods.heartbeat, (params) => this.#engine.heartbeat(worker(), object(params, 'heartbeat') as unknown as WorkerHeartbeat));
+    on(Methods.heartbeat, (params) => {
+      const beat = object(params, 'heartbeat') as unknown as WorkerHeartbeat;
+      const before = worker().heartbeat?.spillFailure;
+      this.#engine.heartbeat(worker(), beat);
+      if (typeof beat.spillFailure === 'string' && beat.spillFailure !== before) this.#log.warn({ worker: worker().id, error: beat.spillFailure }, 'worker cannot spill');
+    });
     on(Methods.taskStarted, (params) => this.#engine.taskStarted(worker(), string(object(params, 'task-started params').key, 'task-started: key')));
     on(Methods.taskFinished, (params) => {
       const p = object(params, 'task-finished params');

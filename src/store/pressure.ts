@@ -38,7 +38,15 @@ export class Pressure {
 
   /** After resident bytes grew: pause if they passed `pause`. */
   checkPause(): void {
-    if (this.state.acct.residentBytes > this.state.opts.pauseBytes) this.#set(true);
+    if (this.state.acct.residentBytes > this.state.opts.pauseBytes && !this.#runInMemory()) this.#set(true);
+  }
+
+  /**
+   * Spilling cannot help now (state.cannotSpill: a full disk) and the values still fit the
+   * memory limit: producers go on in memory rather than wait on writes that cannot succeed.
+   */
+  #runInMemory(): boolean {
+    return this.state.cannotSpill() && this.state.acct.residentBytes < this.state.opts.memoryLimit;
   }
 
   /**
@@ -52,6 +60,7 @@ export class Pressure {
   checkResume(rss = this.monitor.lastRss): void {
     if (!this.#paused) return;
     const { acct, opts } = this.state;
+    if (this.#runInMemory()) return this.#set(false);
     if (acct.residentBytes > opts.resumeBytes) return;
     if (this.monitor.enabled && rss > this.#resumeAt() && this.#spillable() > 0) return;
     this.#set(false);
@@ -92,8 +101,8 @@ export class Pressure {
     }
     const spillable = this.#spillable();
     if (rss > opts.pauseBytes) {
-      if (spillable > 0) this.#set(true);
-      else this.#reportUnmanaged(rss);
+      if (spillable > 0 && !this.#runInMemory()) this.#set(true);
+      else if (spillable === 0) this.#reportUnmanaged(rss);
     } else {
       this.#unmanagedReported = false;
     }

@@ -115,6 +115,19 @@ export class SpillStore extends EventEmitter {
     return this.#state.acct.residentBytes > this.#state.opts.targetBytes;
   }
   /** Resident values, or the process's RSS at the monitor's last reading, over target. */
+  /**
+   * The last spill write failure (a full disk: `TierWriteError` with ENOSPC, `TiersFullError`,
+   * `SpillCapError`) while writes keep failing; undefined once a write lands again.
+   */
+  get writeFailure(): Error | undefined {
+    return this.#state.writeFailure;
+  }
+
+  /** Writes are failing and nothing else could be spilled now: memory can only go down by deleting. */
+  get cannotSpill(): boolean {
+    return this.#state.cannotSpill();
+  }
+
   isProcessAboveTarget(): boolean {
     return this.isAboveTarget() || this.#pressure.monitor.lastRss > this.#state.opts.targetBytes;
   }

@@ -111,7 +111,9 @@ export class Spiller {
       }
       this.#start(entry, false);
     }
-    this.#stuckReported = false;
+    // The episode ends once memory is under target, writes in flight counted: retries that
+    // only put values in flight again (and fail again) are the same episode.
+    if (acct.residentBytes <= opts.targetBytes) this.#stuckReported = false;
     this.state.onShrink();
   }
 
@@ -282,6 +284,7 @@ export class Spiller {
       return 0;
     }
     state.setCopy(entry, copy);
+    state.writeFailure = undefined;
     entry.retryAfter = 0;
     acct.add(entry);
     if (!quiet) this.#demoter.afterTierWrite(copy.tier);
@@ -327,12 +330,10 @@ export class Spiller {
       // Out of the LRU until its retry is due: the values behind it keep spilling meanwhile.
       this.state.waiting.add(entry);
       this.#scheduleRetry();
-      if (err instanceof SpillCapError || err instanceof TiersFullError) {
-        this.state.report(err);
-      } else {
-        counters.writeErrors++;
-        this.state.report(err instanceof SpillwayError ? err : new TierWriteError(tierName, entry.key, err));
-      }
+      const failure = err instanceof SpillCapError || err instanceof TiersFullError || err instanceof SpillwayError ? err : new TierWriteError(tierName, entry.key, err);
+      if (!(err instanceof SpillCapError || err instanceof TiersFullError)) counters.writeErrors++;
+      this.state.writeFailure = failure;
+      this.state.report(failure);
     }
     this.state.relink(entry);
   }
@@ -417,7 +418,8 @@ export class Spiller {
         this.state.relink(entry);
       }
       this.#scheduleRetry();
-      this.#stuckReported = false;
+      // Still the same episode (the flag resets once memory is back under target): a retry
+      // that fails again must not report it again, every retry of every value.
       this.pump();
     }, Math.max(1, first.retryAfter - performance.now()));
     this.#retryTimer.unref();

@@ -2,7 +2,7 @@ import type { EventEmitter } from 'node:events';
 import { SpillwayError, TierWriteError } from '../errors.js';
 import { TierChain } from './chain.js';
 import { newCounters } from './counters.js';
-import { Accounting, type Entry, type StoredCopy } from './entry.js';
+import { Accounting, Bucket, type Entry, type StoredCopy } from './entry.js';
 import { ReleaseCollector } from '../runtime/release-collector.js';
 import { MemoryLru } from './memory-lru.js';
 import { garbageCollector, watchMajorCollections } from '../runtime/garbage-collection.js';
@@ -31,6 +31,8 @@ export class StoreState {
    * at the LRU's head never holds up the values behind it.
    */
   readonly waiting = new Set<Entry>();
+  /** The last spill write failure while writes keep failing (a full disk): cleared by the next write that lands. */
+  writeFailure: Error | undefined;
   readonly chain: TierChain;
   closed = false;
   /** Hooks set by the store: memory may have grown (spill?) or shrunk (resume?). */
@@ -90,6 +92,15 @@ export class StoreState {
     }
     this.relink(entry);
     this.onGrowth();
+  }
+
+  /**
+   * Spilling cannot lower memory now: writes are failing and every resident value is pinned,
+   * unencodable, or waiting to retry a failed write. Waiting for such writes would wait
+   * for good while the disk stays full.
+   */
+  cannotSpill(): boolean {
+    return this.writeFailure !== undefined && this.waiting.size > 0 && this.acct.bytes[Bucket.Spilling] === 0 && this.lru.oldest() === undefined;
   }
 
   /** Puts an entry back in the memory LRU if it may be evicted now. */

@@ -67,6 +67,7 @@ export class Heartbeat {
       unmanaged: stats.unmanaged,
       rss: stats.process.rss,
       paused: stats.paused,
+      spillFailure: store.writeFailure?.message ?? null,
       eventLoopDelayMs: this.#delay.max,
       eventLoopDelayP99Ms: this.#delay.p99,
       executing: this.sources.executing(),

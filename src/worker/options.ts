@@ -61,6 +61,11 @@ export interface WorkerOptions extends Pick<SpillStoreOptions, 'target' | 'spill
   /** Deadline for connecting to a peer's DataServer and completing the handshake (ms); a peer past it is skipped. Default 5000. */
   connectTimeoutMs?: number;
   /**
+   * How long the store may stay paused with spill writes failing (a full disk) and its values
+   * over the memory limit before the queued tasks fail with SPW_ERR_DISK_FULL (ms). Default 10000.
+   */
+  spillFailureTimeoutMs?: number;
+  /**
    * How much lower the task threads' CPU priority is than the event loop's (a nice
    * increment, 0-19; Linux only, where nice is per thread). Default 10: when the cores are
    * busy the loop (peers, heartbeats, spilling) runs first and tasks get what is left; 0
@@ -98,6 +103,7 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
   }
   if (options.heartbeatIntervalMs !== undefined) positiveInteger(options.heartbeatIntervalMs, 'heartbeatIntervalMs');
   if (options.connectTimeoutMs !== undefined) positiveInteger(options.connectTimeoutMs, 'connectTimeoutMs');
+  if (options.spillFailureTimeoutMs !== undefined) positiveInteger(options.spillFailureTimeoutMs, 'spillFailureTimeoutMs');
   const threadNice = options.threadNice ?? 10;
   if (!Number.isInteger(threadNice) || threadNice < 0 || threadNice > 19) {
     throw new InvalidArgumentError(`threadNice must be an integer from 0 to 19, got ${threadNice}`);

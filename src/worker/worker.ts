@@ -31,6 +31,8 @@ import { DataServer } from '../transfer/server.js';
 import { builtinFunction } from './builtins.js';
 import { type ExecutionResult, Executor } from './executor.js';
 import { Fetcher } from './fetcher.js';
+import { FullDiskWatch } from './full-disk.js';
+import { formatBytes } from '../units.js';
 import { Heartbeat } from './heartbeat.js';
 import { WorkerMonitoring } from './monitoring.js';
 import { resolveMemoryLimit } from './memory-limit.js';
@@ -60,6 +62,7 @@ export class Worker extends EventEmitter {
   readonly name: string;
   readonly nthreads: number;
   readonly #options: ResolvedWorkerOptions;
+  readonly #fullDisk: FullDiskWatch;
   readonly #directory: string;
   readonly #executor: Executor;
   readonly #fetcher: Fetcher;
@@ -134,6 +137,7 @@ export class Worker extends EventEmitter {
       healthy: () => !this.closed && !this.#channel.closed,
     });
     store.on('resume', () => this.#pump());
+    this.#fullDisk = new FullDiskWatch(store, options.spillFailureTimeoutMs ?? 10_000, (failure) => this.#failForFullDisk(failure));
     // Spill and read failures lose no data (the store keeps the value); they must not crash the worker.
     store.on('error', (err: unknown) => {
       const code = err instanceof SpillwayError ? err.code : 'UNKNOWN';
@@ -497,6 +501,22 @@ export class Worker extends EventEmitter {
     this.#dropReplicas(task.inputs);
   }
 
+  /** The store is paused for good (full disk, memory over its limit): the tasks waiting here fail, saying why. */
+  #failForFullDisk(failure: Error): void {
+    const stats = this.store.stats();
+    const held = formatBytes(stats.memory.bytes + stats.pinned.bytes);
+    const memory = `${held} held, process RSS ${formatBytes(stats.process.rss)}, limit ${formatBytes(this.store.memoryLimit)}`;
+    for (const task of [...this.#queue.values()]) {
+      this.#queue.delete(task.key);
+      this.#erred(task.key, {
+        name: 'DiskFullError',
+        message: `worker ${JSON.stringify(this.name)} cannot run ${JSON.stringify(task.key)}: its memory is full (${memory}) and spilling to ${this.#directory} fails: ${failure.message}`,
+        code: 'SPW_ERR_DISK_FULL',
+      });
+      this.#dropReplicas(task.inputs);
+    }
+  }
+
   #erred(key: string, error: TaskErrorInfo): void {
     const params = { workerId: this.workerId, key, error };
     this.channel.notify(Methods.taskErred, params);
@@ -534,6 +554,7 @@ export class Worker extends EventEmitter {
     this.#closing ??= (async () => {
       this.#stop.abort();
       this.#heartbeat.stop();
+      this.#fullDisk.stop();
       this.#channel.close();
       await this.#monitoring.close();
       await this.#executor.close().catch(() => undefined);

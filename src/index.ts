@@ -82,3 +82,7 @@ export {
   type ClusterStateWorker,
   type WorkerHeartbeat,
 } from './cluster/protocol.js';
+
+// The peer-to-peer shuffle (docs/graphs.md#shuffle)
+export { shuffle, type ShuffleOptions, type ShuffleNodes, MAX_SHUFFLE_OUTPUTS } from './shuffle/protocol.js';
+export { ShuffleSplitError, ShuffleIncompleteError, ShuffleStaleRunError, ShuffleDiskFullError, ShufflePushError } from './shuffle/errors.js';

@@ -14,7 +14,7 @@ export interface LocalFlags extends Omit<LocalOptions, 'seed' | 'onSample' | 'on
 function printSummary(s: LocalSummary): void {
   const ratio = (a: number, b: number): string => (b > 0 ? (a / b).toFixed(2) : '-');
   const lines = [
-    `Spillway ${s.workload}: ${formatBytes(s.dataBytes)} in ${s.partitions} partitions on ${s.workers.length} workers × ${formatBytes(s.workers[0]?.memoryLimit ?? 0)} (${ratio(s.dataBytes, s.clusterMemoryLimit)}× the cluster's memory)`,
+    `Spillway ${s.workload}${s.method === undefined ? '' : ` (${s.method})`}: ${formatBytes(s.dataBytes)} in ${s.partitions} partitions on ${s.workers.length} workers × ${formatBytes(s.workers[0]?.memoryLimit ?? 0)} (${ratio(s.dataBytes, s.clusterMemoryLimit)}× the cluster's memory)`,
     `  time       ${s.wallSeconds.toFixed(1)} s (compute ${s.computeSeconds.toFixed(1)} s, verify ${s.verifySeconds.toFixed(1)} s; cluster start ${s.startupSeconds.toFixed(1)} s)`,
     `  tasks      ${s.tasks.done} of ${s.tasks.total} seen done${s.tasks.erred > 0 ? `, ${s.tasks.erred} erred` : ''}`,
     ...s.workers.map(
@@ -47,6 +47,7 @@ export async function localCommand(flags: LocalFlags): Promise<void> {
       workload: flags.workload,
       size: flags.size,
       partitions: flags.partitions,
+      method: flags.method,
       nthreads: flags.nthreads,
       localDirectory: flags.localDirectory,
       httpPort: flags.httpPort,

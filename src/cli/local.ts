@@ -3,7 +3,7 @@ import { Client } from '../client/client.js';
 import { LocalCluster } from '../client/local-cluster.js';
 import { ClusterMonitor, type ClusterSample, type WorkerRunStats } from '../client/monitor.js';
 import { errorMessage } from '../errors.js';
-import { defaultPartitions, planWorkload, type WorkloadName } from '../workloads/index.js';
+import { type ShuffleMethod, defaultPartitions, planWorkload, type WorkloadName } from '../workloads/index.js';
 
 export interface LocalOptions {
   workers: number;
@@ -13,6 +13,8 @@ export interface LocalOptions {
   /** Bytes of data to generate. Default: 3 × the cluster's memory. */
   size?: number;
   partitions?: number;
+  /** How the shuffle exchanges data: `p2p` (default) or `tasks`. */
+  method?: ShuffleMethod;
   nthreads?: number;
   localDirectory?: string;
   /** Port of the scheduler's HTTP server (dashboard, metrics). Default: a free one. */
@@ -28,6 +30,8 @@ export interface LocalOptions {
 
 export interface LocalSummary {
   workload: WorkloadName;
+  /** The shuffle's method (undefined for other workloads). */
+  method: ShuffleMethod | undefined;
   completed: boolean;
   verified: boolean;
   /** Why it did not complete or verify. */
@@ -51,7 +55,7 @@ export async function runLocal(options: LocalOptions): Promise<LocalSummary> {
   const clusterMemory = options.workers * options.memoryLimit;
   const size = options.size ?? 3 * clusterMemory;
   const partitions = options.partitions ?? defaultPartitions(size, options.memoryLimit, options.workers);
-  const plan = planWorkload(options.workload, { bytes: size, partitions, seed: options.seed });
+  const plan = planWorkload(options.workload, { bytes: size, partitions, seed: options.seed, method: options.method });
   const startedAt = performance.now();
   const cluster = await LocalCluster.start({
     workers: options.workers,
@@ -103,6 +107,7 @@ export async function runLocal(options: LocalOptions): Promise<LocalSummary> {
   await cluster.close();
   return {
     workload: options.workload,
+    method: options.workload === 'shuffle' ? (options.method ?? 'p2p') : undefined,
     completed,
     verified,
     problems,

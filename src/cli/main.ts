@@ -10,7 +10,7 @@ import { AddressError, SchedulerUnreachableError } from '../control/errors.js';
 import { InvalidArgumentError } from '../errors.js';
 import { InsecureBindError } from '../cluster/security.js';
 import { AuthError, TlsError } from '../transfer/errors.js';
-import { WORKLOADS } from '../workloads/index.js';
+import { SHUFFLE_METHODS, WORKLOADS } from '../workloads/index.js';
 import { demoCommand } from './demo-command.js';
 import { EnvCommand, checkEnvironment, envOption } from './env.js';
 import { addSecurityFlags } from './security-flags.js';
@@ -116,6 +116,7 @@ program
   .addOption(envOption('--workload <name>', 'the job to run').choices(WORKLOADS).default('shuffle'))
   .option('--size <size>', 'bytes of data to generate (default: 3 × the cluster\'s memory)', size)
   .option('--partitions <n>', 'partitions of the data (default: each ≤ 1/20 of a worker\'s memory)', positive)
+  .addOption(envOption('--method <method>', 'how the shuffle exchanges data: p2p (the shuffle primitive) or tasks (a task per piece)').choices(SHUFFLE_METHODS).default('p2p'))
   .option('--nthreads <n>', 'task threads per worker (default: cores / workers)', positive)
   .option('--local-directory <dir>', 'parent directory for spill files (default: the OS temp directory)')
   .option('--http-port <port>', 'port of the scheduler\'s dashboard, /metrics and /api/state (default: a free port, printed)', port)

@@ -1,6 +1,7 @@
 import { BUILTINS_MODULE, dependencies, type FunctionRef, type Graph } from '../cluster/protocol.js';
 import { GraphError, describeKey, errorMessage } from '../errors.js';
 import { builtinFunction, builtinNames } from '../worker/builtins.js';
+import { SHUFFLE_MODULE, ShuffleFunctions, shuffleUserFunctions } from '../shuffle/protocol.js';
 
 /**
  * Checks a graph on the client before anything is sent: every task is well formed and
@@ -25,6 +26,8 @@ export async function validateGraph(graph: Graph, wanted: readonly string[], cac
     if (problem !== undefined) throw new GraphError(`task ${describeKey(key)}: its arguments hold ${problem}, which cannot be sent to a worker (plain data only)`);
     dependencies(spec);
     refs.set(`${fn.module}\0${fn.name}`, { module: fn.module, name: fn.name });
+    // A shuffle's split and combine are named in its tasks' arguments: checked the same way.
+    for (const user of shuffleUserFunctions(spec)) refs.set(`${user.module}\0${user.name}`, user);
   }
   const problems = await Promise.all(
     [...refs].map(([id, fn]) => {
@@ -45,6 +48,10 @@ export async function validateGraph(graph: Graph, wanted: readonly string[], cac
 async function checkFunction(fn: FunctionRef): Promise<string | undefined> {
   if (fn.module === BUILTINS_MODULE) {
     return builtinFunction(fn) === undefined ? `${BUILTINS_MODULE} has no function "${fn.name}" (it has ${builtinNames().join(', ')})` : undefined;
+  }
+  if (fn.module === SHUFFLE_MODULE) {
+    const names: readonly string[] = Object.values(ShuffleFunctions);
+    return names.includes(fn.name) ? undefined : `${SHUFFLE_MODULE} has no function "${fn.name}" (it has ${names.join(', ')})`;
   }
   let mod: Record<string, unknown>;
   try {

@@ -27,6 +27,21 @@ export interface Outbox {
   keyErred(clientId: string, params: KeyErredParams): void;
 }
 
+/**
+ * Decisions an extension (the shuffle's scheduler side, src/shuffle) takes part in. Every
+ * hook is optional and called within the engine's event, so its records stay consistent.
+ */
+export interface EngineExtension {
+  /** The only worker a ready task may run on, or undefined for anywhere. */
+  restrictedTo?(record: TaskRecord): string | undefined;
+  /** False: this finished task's result is stale; the worker releases it and the task runs again. */
+  acceptResult?(record: TaskRecord, worker: WorkerRecord): boolean;
+  /** True: this error means "run it again once its inputs are back", not a failure. */
+  retryError?(record: TaskRecord, error: TaskErrorInfo): boolean;
+  /** A worker was removed; called after the engine's own bookkeeping, before tasks are placed. */
+  workerRemoved?(worker: WorkerRecord): void;
+}
+
 export interface ClientRecord {
   readonly id: string;
   readonly name: string;
@@ -88,10 +103,31 @@ export class Engine {
   /** release-keys to send at the end of the current event, per worker. */
   readonly #releases = new Map<WorkerRecord, string[]>();
   #nextPriority = 0;
+  #extension: EngineExtension | undefined;
 
   constructor(outbox: Outbox, options: EngineOptions = {}) {
     this.#out = outbox;
     this.#allowedFailures = options.allowedFailures ?? 3;
+  }
+
+  get extension(): EngineExtension | undefined {
+    return this.#extension;
+  }
+
+  set extension(extension: EngineExtension | undefined) {
+    this.#extension = extension;
+    this.placement.restrictedTo = (record) => extension?.restrictedTo?.(record);
+  }
+
+  /** Drops the data of keys in memory as if their last holder were lost: still needed, they are computed again. */
+  invalidate(keys: readonly string[]): void {
+    for (const key of keys) {
+      const record = this.tasks.get(key);
+      if (record?.state !== 'memory') continue;
+      this.#dropData(record);
+      this.#lose(record);
+    }
+    this.#done();
   }
 
   // ---- workers -----------------------------------------------------------------------
@@ -161,6 +197,7 @@ export class Engine {
       }
     }
     for (const record of requeue) if (record.state === 'ready' && record.queue === undefined) this.placement.enqueue(record);
+    this.#extension?.workerRemoved?.(worker);
     this.#done();
   }
 
@@ -198,6 +235,13 @@ export class Engine {
     // result may have crossed a release-keys for the same key (the worker no longer has it).
     const assigned = worker.processing.delete(params.key);
     const record = this.tasks.get(params.key);
+    if (assigned && record?.state === 'processing' && record.worker === worker.id && this.#extension?.acceptResult?.(record, worker) === false) {
+      this.#unassign(record, false);
+      this.#release(worker, params.key);
+      this.#reassess(record);
+      this.#done();
+      return;
+    }
     if (record?.state === 'memory' && record.holders.has(worker.id)) {
       // Already recorded here.
     } else if (record === undefined || record.state === 'erred' || !assigned || (record.state !== 'memory' && !this.tasks.needed(record))) {
@@ -235,7 +279,10 @@ export class Engine {
 
   taskErred(worker: WorkerRecord, key: string, error: TaskErrorInfo): void {
     const record = this.tasks.get(key);
-    if (record?.state === 'processing' && record.worker === worker.id) {
+    if (record?.state === 'processing' && record.worker === worker.id && this.#extension?.retryError?.(record, error) === true) {
+      this.#unassign(record, false);
+      this.#reassess(record);
+    } else if (record?.state === 'processing' && record.worker === worker.id) {
       this.#unassign(record, false);
       if (record.retriesLeft > 0) {
         record.retriesLeft--;

@@ -18,6 +18,8 @@ export class Placement {
   readonly #heaps = new Map<string, MinHeap>([[SHARED, new MinHeap()]]);
   /** Tasks really waiting in each queue (the heaps also hold stale entries). */
   readonly #queued = new Map<string, number>([[SHARED, 0]]);
+  /** The only worker a task may run on (an extension's say), or undefined. */
+  restrictedTo: (record: TaskRecord) => string | undefined = () => undefined;
 
   constructor(tasks: TaskTable, workers: ReadonlyMap<string, WorkerRecord>) {
     this.#tasks = tasks;
@@ -67,6 +69,8 @@ export class Placement {
    * open worker holds any input.
    */
   choose(record: TaskRecord): string {
+    const only = this.restrictedTo(record);
+    if (only !== undefined && this.#workers.get(only)?.closing === false) return only;
     if (record.deps.length === 0) return SHARED;
     const bytes = new Map<string, number>();
     for (const dep of record.deps) {
@@ -113,7 +117,8 @@ export class Placement {
     }
     if (victim === undefined) return undefined;
     const stolen = this.#head(victim);
-    if (stolen !== undefined) this.#heaps.get(victim)?.pop();
+    if (stolen === undefined || this.restrictedTo(stolen) !== undefined) return undefined;
+    this.#heaps.get(victim)?.pop();
     return stolen;
   }
 

@@ -17,6 +17,8 @@ import { Dashboard, type DashboardOptions } from '../dashboard/dashboard.js';
 import { listenHttp } from './http.js';
 import { checkAllowedModules, checkExposure, parseAllowModules } from '../cluster/security.js';
 import { type TlsConfig, checkTlsConfig, serverTls } from '../transfer/tls.js';
+import { ShuffleExtension } from '../shuffle/scheduler-extension.js';
+import { ShuffleMethods } from '../shuffle/protocol.js';
 import { type Logger, resolveLogger } from './log.js';
 import { SchedulerMetrics } from './metrics.js';
 import { NoWorkersWatch } from './no-workers.js';
@@ -62,7 +64,16 @@ export interface SchedulerOptions {
 
 type Session = { role: 'none' } | { role: 'worker'; worker: WorkerRecord } | { role: 'client'; id: string };
 
-const WORKER_METHODS = new Set<string>([Methods.heartbeat, Methods.taskStarted, Methods.taskFinished, Methods.taskErred, Methods.missingData, Methods.workerClosing]);
+const WORKER_METHODS = new Set<string>([
+  Methods.heartbeat,
+  Methods.taskStarted,
+  Methods.taskFinished,
+  Methods.taskErred,
+  Methods.missingData,
+  Methods.workerClosing,
+  ShuffleMethods.get,
+  ShuffleMethods.transferred,
+]);
 const CLIENT_METHODS = new Set<string>([Methods.submit, Methods.release, Methods.progress]);
 
 /**
@@ -72,6 +83,7 @@ const CLIENT_METHODS = new Set<string>([Methods.submit, Methods.release, Methods
 export class Scheduler {
   readonly #server: ControlServer;
   readonly #engine: Engine;
+  readonly #shuffles: ShuffleExtension;
   readonly #log: Logger;
   readonly #http: HttpServer | undefined;
   readonly #dashboard: Dashboard | undefined;
@@ -111,6 +123,7 @@ export class Scheduler {
     this.#http = parts.http;
     this.#dashboard = parts.dashboard;
     this.#engine = parts.engine;
+    this.#shuffles = new ShuffleExtension(parts.engine);
     this.#metrics = parts.metrics;
     this.tasks = parts.tasks;
     this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? 1000;
@@ -279,6 +292,8 @@ export class Scheduler {
       if (p.corrupt === true) this.#log.warn({ worker: worker().id, key: p.key, task: p.task }, 'a worker\'s copy of an input was corrupt; dropped, recomputing it if no other holder has it');
     });
     on(Methods.workerClosing, () => this.#engine.markClosing(worker()));
+    on(ShuffleMethods.get, (params) => this.#shuffles.get(params));
+    on(ShuffleMethods.transferred, (params) => this.#shuffles.transferred(params));
     on(Methods.whoHas, (params) => this.#engine.whoHas(stringArray(object(params, 'who-has params').keys, 'who-has: keys')));
     on(Methods.submit, async (params) => {
       const id = clientId();

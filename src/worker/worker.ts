@@ -29,6 +29,8 @@ import { checkTlsConfig, clientTls, serverTls } from '../transfer/tls.js';
 import { checkExposure } from '../cluster/security.js';
 import { DataServer } from '../transfer/server.js';
 import { builtinFunction } from './builtins.js';
+import { isShuffleFunction } from '../shuffle/protocol.js';
+import { ShuffleService } from '../shuffle/worker-service.js';
 import { type ExecutionResult, Executor } from './executor.js';
 import { Fetcher } from './fetcher.js';
 import { FullDiskWatch } from './full-disk.js';
@@ -70,6 +72,7 @@ export class Worker extends EventEmitter {
   readonly #monitoring: WorkerMonitoring;
   /** The store's errors by code (they lose no data: the store keeps the value). */
   readonly #storeErrors: Record<string, number> = {};
+  readonly #shuffle: ShuffleService;
   readonly #queue = new TaskQueue();
   readonly #running = new Map<string, QueuedTask>();
   readonly #prefetching = new Set<string>();
@@ -104,6 +107,14 @@ export class Worker extends EventEmitter {
     this.address = parts.address;
     this.#channel = channel;
     this.#executor = parts.executor;
+    this.#shuffle = new ShuffleService({
+      store,
+      executor: parts.executor,
+      channel: () => this.#channel,
+      token: options.token,
+      tls: options.tls === undefined ? undefined : clientTls(options.tls),
+      self: parts.address,
+    });
     // The pool has replaced the thread; the tasks and the data are unaffected.
     this.#executor.onThreadError = (err) => this.emit('thread-error', err);
     this.#workerId = parts.registration.workerId;
@@ -169,7 +180,13 @@ export class Worker extends EventEmitter {
         collectGarbage: opts.collectGarbage ?? true,
       });
       cleanup.unshift(() => store.close());
-      const server = await DataServer.listen(store, { host: opts.host, port: opts.port, token: opts.token, tls: opts.tls === undefined ? undefined : serverTls(opts.tls) });
+      // Peers push shuffle pieces as generic requests, taken once the worker exists.
+      const requests: { handle?: (body: unknown) => Promise<unknown> } = {};
+      const onRequest = async (body: unknown): Promise<unknown> => {
+        if (requests.handle === undefined) throw new InvalidArgumentError('this worker is not ready for shuffle pieces yet');
+        return await requests.handle(body);
+      };
+      const server = await DataServer.listen(store, { host: opts.host, port: opts.port, token: opts.token, tls: opts.tls === undefined ? undefined : serverTls(opts.tls), onRequest });
       cleanup.unshift(() => server.close());
       const executor = new Executor(opts.nthreads, { nice: opts.threadNice, collectGarbage: opts.collectGarbage ?? true });
       cleanup.unshift(() => executor.close());
@@ -182,6 +199,7 @@ export class Worker extends EventEmitter {
       });
       cleanup.unshift(async () => channel.close());
       const worker = new Worker({ options: opts, directory, store, server, channel, executor, registration, name, address });
+      requests.handle = (body) => worker.#shuffle.onRequest(body);
       if (opts.httpPort !== undefined) {
         try {
           await worker.#monitoring.listen(opts.httpHost ?? opts.host, opts.httpPort, opts.httpToken);
@@ -448,14 +466,19 @@ export class Worker extends EventEmitter {
       const args = substitute(task.spec.args ?? [], (key) => lease.get(key));
       const fetchSeconds = task.fetchSeconds + (performance.now() - started) / 1000;
       const builtin = builtinFunction(task.spec.fn);
+      const shuffle = isShuffleFunction(task.spec.fn);
       const fnKey = `${task.spec.fn.module}#${task.spec.fn.name}`;
-      if (builtin === undefined) {
+      if (builtin === undefined && !shuffle) {
         // The thread gets a copy of the inputs, then the output comes back: room for both first.
         const inputBytes = task.inputs.reduce((sum, key) => sum + sizeof(lease.get(key)), 0);
         await makeRoom(this.store, inputBytes + (this.#outputBytes.get(fnKey) ?? inputBytes));
         if (this.closed) return;
       }
-      const result = builtin === undefined ? await this.#executor.run(task.spec.fn, args) : runInline(builtin, args);
+      const result = shuffle
+        ? await this.#shuffle.run({ key: task.key, name: task.spec.fn.name, args })
+        : builtin === undefined
+          ? await this.#executor.run(task.spec.fn, args)
+          : runInline(builtin, args);
       if (this.closed) return;
       if (!result.ok) {
         this.#erred(task.key, result.error);
@@ -555,6 +578,7 @@ export class Worker extends EventEmitter {
       this.#stop.abort();
       this.#heartbeat.stop();
       this.#fullDisk.stop();
+      this.#shuffle.close();
       this.#channel.close();
       await this.#monitoring.close();
       await this.#executor.close().catch(() => undefined);

@@ -2,7 +2,9 @@ import type { Graph } from '../cluster/protocol.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { Verification } from './common.js';
 import { mapReduceGraph } from './map-reduce.js';
-import { shuffleGraph } from './shuffle.js';
+import { type ShuffleMethod, shuffleGraph } from './shuffle.js';
+
+export { SHUFFLE_METHODS, type ShuffleMethod } from './shuffle.js';
 
 export type { Verification } from './common.js';
 
@@ -25,6 +27,8 @@ export interface WorkloadOptions {
   bytes: number;
   partitions: number;
   seed?: number;
+  /** How a shuffle exchanges its data (default `p2p`); map-reduce ignores it. */
+  method?: ShuffleMethod;
 }
 
 export function isWorkloadName(name: string): name is WorkloadName {
@@ -43,7 +47,7 @@ export function defaultPartitions(bytes: number, memoryLimit: number, workers: n
   return Math.min(256, Math.max(2 * workers, Math.ceil(bytes / (memoryLimit / PARTITIONS_PER_WORKER_MEMORY))));
 }
 
-/** A shuffle's graph grows with P²: more than this does not fit one submit frame. */
+/** A task-based shuffle's graph grows with P²: more than this does not fit one submit frame. */
 export const MAX_SHUFFLE_PARTITIONS = 512;
 
 /** One partition is one value: at most 2 GiB. */
@@ -54,10 +58,15 @@ export function planWorkload(name: WorkloadName, options: WorkloadOptions): Work
   if (!Number.isSafeInteger(partitions) || partitions < 1 || partitions > 4096) {
     throw new InvalidArgumentError(`partitions must be an integer from 1 to 4096, got ${partitions}`);
   }
-  // A shuffle is P² + 5P tasks submitted in one control frame (64 MiB at most): past
-  // MAX_SHUFFLE_PARTITIONS the graph no longer fits and the scheduler drops the client.
-  if (name === 'shuffle' && partitions > MAX_SHUFFLE_PARTITIONS) {
-    throw new InvalidArgumentError(`a shuffle of ${partitions} partitions is ${partitions * (partitions + 5)} tasks, too many to submit; use at most ${MAX_SHUFFLE_PARTITIONS}`);
+  if (options.method !== undefined && options.method !== 'p2p' && options.method !== 'tasks') {
+    throw new InvalidArgumentError(`method must be p2p or tasks, got ${String(options.method)}`);
+  }
+  // A task-based shuffle is P² + 5P tasks submitted in one control frame (64 MiB at most):
+  // past MAX_SHUFFLE_PARTITIONS the graph no longer fits. The p2p shuffle is 4P + 1 tasks.
+  if (name === 'shuffle' && options.method === 'tasks' && partitions > MAX_SHUFFLE_PARTITIONS) {
+    throw new InvalidArgumentError(
+      `a task-based shuffle of ${partitions} partitions is ${partitions * (partitions + 5)} tasks, too many to submit; use at most ${MAX_SHUFFLE_PARTITIONS} or --method p2p`,
+    );
   }
   // A 5 GiB partition came back from the worker as 1 GiB (its length mod 2^32 bytes) and the
   // run failed verification after minutes: refuse partitions a value cannot hold, as the demo does.

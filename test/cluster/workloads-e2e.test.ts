@@ -10,10 +10,19 @@ import { alive, MiB } from './helpers.js';
 const LIMIT = 64 * MiB;
 const DATA = 256 * MiB; // 2× the memory of 2 workers
 
-test('shuffle: every worker serves spilled pieces to the other; the result verifies', async (t) => {
+test('task-based shuffle: every worker serves spilled pieces to the other; the result verifies', async (t) => {
   const dir = await tempDir(t, 'spillway-e2e-');
   let cluster: LocalCluster | undefined;
-  const s = await runLocal({ workers: 2, memoryLimit: LIMIT, workload: 'shuffle', size: DATA, nthreads: 1, localDirectory: dir, onStarted: (c) => (cluster = c) });
+  const s = await runLocal({
+    workers: 2,
+    memoryLimit: LIMIT,
+    workload: 'shuffle',
+    method: 'tasks',
+    size: DATA,
+    nthreads: 1,
+    localDirectory: dir,
+    onStarted: (c) => (cluster = c),
+  });
   assert.deepEqual(s.problems, []);
   assert.equal(s.completed && s.verified, true);
   assert.equal(s.dataBytes > 2 * LIMIT, true);
@@ -35,7 +44,17 @@ test('map-reduce: the mean and the sum of squared deviations are exact', async (
   assert.deepEqual(await readdir(dir), []);
 });
 
-test('shuffle survives a worker SIGKILLed in the middle: lost keys are recomputed and the result verifies', async (t) => {
+test('p2p shuffle: pieces pushed to the owners of their outputs and spilled there; the result verifies', async (t) => {
+  const dir = await tempDir(t, 'spillway-e2e-');
+  const s = await runLocal({ workers: 2, memoryLimit: LIMIT, workload: 'shuffle', method: 'p2p', size: DATA, nthreads: 1, localDirectory: dir });
+  assert.deepEqual(s.problems, []);
+  assert.equal(s.completed && s.verified, true);
+  assert.equal(s.tasks.total, 4 * s.partitions + 1, 'inputs, transfers, the barrier, outputs and checks: O(P) tasks');
+  for (const w of s.workers) assert.ok(w.spilledBytes > 0, `${w.name} spilled`);
+  assert.deepEqual(await readdir(dir), [], 'no spill folder left');
+});
+
+test('p2p shuffle survives a worker SIGKILLed in the middle: the shuffle restarts and the result verifies', async (t) => {
   const dir = await tempDir(t, 'spillway-e2e-');
   let cluster: LocalCluster | undefined;
   let killedAt: number | undefined;

@@ -1,0 +1,172 @@
+/**
+ * The peer-to-peer shuffle's contract, shared by the client (graph nodes), the scheduler
+ * (ShuffleExtension) and the workers (ShuffleService): see docs/graphs.md#shuffle and
+ * docs/architecture.md#the-p2p-shuffle.
+ *
+ * A shuffle of P inputs into P outputs is 2P + 1 tasks, not P²:
+ * - `transfer` i: splits input i on the worker holding it (user function, in a thread) and
+ *   pushes each piece to the worker owning its output, batched per destination worker;
+ * - `barrier`: depends on every transfer, so it is ready once every piece is stored;
+ * - `unpack` j: runs on the owner of output j and assembles it from the pieces it holds.
+ */
+import { type FunctionRef, type Graph, type TaskSpec, ref } from '../cluster/protocol.js';
+import { InvalidArgumentError } from '../errors.js';
+
+/** Module specifier of the shuffle's task functions, which the worker's ShuffleService runs. */
+export const SHUFFLE_MODULE = 'spillway:shuffle';
+
+export const ShuffleFunctions = {
+  transfer: 'transfer',
+  barrier: 'barrier',
+  unpack: 'unpack',
+} as const;
+
+/** Control-plane methods, worker → scheduler. */
+export const ShuffleMethods = {
+  /** Request `{ id, partitions }` → ShuffleRunInfo: the current run of a shuffle (created on first ask). */
+  get: 'shuffle-get',
+  /** Notification `{ key, id, run }`, sent just before the transfer's task-finished: the run its pieces went to. */
+  transferred: 'shuffle-transferred',
+} as const;
+
+/** What every task of one shuffle carries. */
+export interface ShuffleMeta {
+  id: string;
+  partitions: number;
+}
+
+export interface TransferMeta extends ShuffleMeta {
+  input: number;
+  split: FunctionRef;
+  /** Extra arguments of `split` after the input and the partition count. */
+  splitArgs: unknown[];
+}
+
+export interface UnpackMeta extends ShuffleMeta {
+  output: number;
+  /** Inputs of the shuffle: output j holds one piece of each. */
+  inputs: number;
+  /** Called with the pieces of the output in input order; absent: the output is that array. */
+  combine: FunctionRef | null;
+  combineArgs: unknown[];
+}
+
+/** The scheduler's answer to `shuffle-get`. */
+export interface ShuffleRunInfo {
+  run: number;
+  /** The participants' data addresses: output j belongs to workers[j % workers.length]. */
+  workers: { host: string; port: number }[];
+  /** Outputs already assembled and kept: their pieces are not sent again. */
+  done: number[];
+}
+
+export interface ShuffleTransferredParams {
+  key: string;
+  id: string;
+  run: number;
+}
+
+/** Index of the worker that owns output `j` among `n` participants. */
+export function ownerIndex(output: number, participants: number): number {
+  return output % participants;
+}
+
+export function isShuffleFunction(fn: FunctionRef): boolean {
+  return fn.module === SHUFFLE_MODULE;
+}
+
+export interface ShuffleOptions {
+  /** Names this shuffle; unique among the shuffles running on the cluster at once. */
+  id: string;
+  /** Keys of the input partitions, in order. */
+  inputs: readonly string[];
+  /** Outputs (default: as many as inputs). */
+  partitions?: number;
+  /** `split(input, partitions, ...splitArgs)` returns an array of exactly `partitions` pieces; it runs in a thread. */
+  split: FunctionRef;
+  splitArgs?: unknown[];
+  /** `combine(pieces, ...combineArgs)`: the output from its pieces (in input order), in a thread. Default: the array of pieces. */
+  combine?: FunctionRef;
+  combineArgs?: unknown[];
+  /** Key of output j. Default `${id}-output-${j}`. */
+  outputKey?: (j: number) => string;
+}
+
+export interface ShuffleNodes {
+  /** The tasks to add to a graph. */
+  graph: Graph;
+  /** The output keys, output j at index j. */
+  outputs: string[];
+}
+
+/** Largest partition count: output indexes travel as u32 and each output owns a store key prefix. */
+export const MAX_SHUFFLE_OUTPUTS = 65_536;
+
+/**
+ * The graph nodes of a peer-to-peer shuffle: `2P + 1` tasks for P inputs and P outputs.
+ * Add them to a graph (with the inputs' tasks) and want or depend on `outputs`.
+ */
+export function shuffle(options: ShuffleOptions): ShuffleNodes {
+  const { id, inputs, split } = options;
+  const P = options.partitions ?? inputs.length;
+  if (typeof id !== 'string' || id.length === 0) throw new InvalidArgumentError('shuffle: id must be a non-empty string');
+  if (!Array.isArray(inputs) || inputs.length === 0 || !inputs.every((k) => typeof k === 'string')) {
+    throw new InvalidArgumentError('shuffle: inputs must be a non-empty array of keys');
+  }
+  if (!Number.isInteger(P) || P < 1 || P > MAX_SHUFFLE_OUTPUTS) throw new InvalidArgumentError(`shuffle: partitions must be an integer from 1 to ${MAX_SHUFFLE_OUTPUTS}`);
+  if (inputs.length > MAX_SHUFFLE_OUTPUTS) throw new InvalidArgumentError(`shuffle: at most ${MAX_SHUFFLE_OUTPUTS} inputs`);
+  checkFunctionRef(split, 'split');
+  if (options.combine !== undefined) checkFunctionRef(options.combine, 'combine');
+  const outputKey = options.outputKey ?? ((j: number) => `${id}-output-${j}`);
+  const fn = (name: string): FunctionRef => ({ module: SHUFFLE_MODULE, name });
+  const graph: Graph = {};
+  const barrier = barrierKey(id);
+  const transfers: ReturnType<typeof ref>[] = [];
+  inputs.forEach((input, i) => {
+    const key = `${id}-transfer-${i}`;
+    const meta: TransferMeta = { id, partitions: P, input: i, split, splitArgs: options.splitArgs ?? [] };
+    graph[key] = { fn: fn(ShuffleFunctions.transfer), args: [ref(input), meta] };
+    transfers.push(ref(key));
+  });
+  const barrierMeta: ShuffleMeta = { id, partitions: P };
+  graph[barrier] = { fn: fn(ShuffleFunctions.barrier), args: [transfers, barrierMeta] };
+  const outputs: string[] = [];
+  for (let j = 0; j < P; j++) {
+    const key = outputKey(j);
+    const meta: UnpackMeta = { id, partitions: P, output: j, inputs: inputs.length, combine: options.combine ?? null, combineArgs: options.combineArgs ?? [] };
+    graph[key] = { fn: fn(ShuffleFunctions.unpack), args: [ref(barrier), meta] };
+    outputs.push(key);
+  }
+  if (new Set(outputs).size !== P) throw new InvalidArgumentError('shuffle: outputKey must give every output its own key');
+  return { graph, outputs };
+}
+
+function checkFunctionRef(fn: FunctionRef, what: string): void {
+  if (typeof fn?.module !== 'string' || fn.module === '' || typeof fn.name !== 'string' || fn.name === '') {
+    throw new InvalidArgumentError(`shuffle: ${what} must be { module, name } (non-empty strings)`);
+  }
+}
+
+/** The barrier's key: fixed, so that the scheduler finds a shuffle's tasks from its id. */
+export function barrierKey(id: string): string {
+  return `${id}-barrier`;
+}
+
+/** The shuffle metadata of a task, or undefined when it is not a shuffle task. */
+export function shuffleMetaOf(spec: TaskSpec): { name: string; meta: ShuffleMeta } | undefined {
+  if (spec.fn.module !== SHUFFLE_MODULE) return undefined;
+  const meta = spec.args?.[1] as ShuffleMeta | undefined;
+  if (typeof meta !== 'object' || meta === null || typeof meta.id !== 'string' || !Number.isInteger(meta.partitions)) return undefined;
+  return { name: spec.fn.name, meta };
+}
+
+/** The user functions a shuffle task names (for the client's import check). */
+export function shuffleUserFunctions(spec: TaskSpec): FunctionRef[] {
+  const found = shuffleMetaOf(spec);
+  if (found === undefined) return [];
+  const meta = found.meta as Partial<TransferMeta & UnpackMeta>;
+  const out: FunctionRef[] = [];
+  if (found.name === ShuffleFunctions.transfer && meta.split !== undefined) out.push(meta.split);
+  if (found.name === ShuffleFunctions.unpack && meta.combine !== undefined && meta.combine !== null) out.push(meta.combine);
+  return out;
+}

@@ -1,0 +1,185 @@
+/**
+ * The receiving side of a worker's shuffles: pieces pushed here (by peers, or by this
+ * worker's own transfers) are appended, still encoded, to per-output buffers, and each
+ * buffer goes to the store as one binary value (a chunk) once it is large enough or
+ * the buffers together pass their budget. The store spills chunks like any value: as
+ * raw bytes, small ones fused into one file per batch. Nothing is decoded here.
+ */
+import type { SpillStore } from '../store/spill-store.js';
+import { ShuffleDiskFullError, ShuffleStaleRunError } from './errors.js';
+import { parseRecords } from './records.js';
+
+export interface ReceiverOptions {
+  /** Bytes of pieces held outside the store before every buffer is flushed into it. */
+  bufferBytes: number;
+  /** A buffer this large goes to the store at once. */
+  chunkBytes: number;
+  /** How long a push waits while the store is paused and its spills fail before it is refused as disk full. */
+  diskFullMs?: number;
+}
+
+export interface PushParams {
+  id: string;
+  run: number;
+  input: number;
+  /** Index of this frame among the input's frames to this worker (with the input, it makes pushes idempotent). */
+  seq: number;
+  /** Records (records.ts). */
+  data: Uint8Array;
+}
+
+interface OutputBuffer {
+  records: Uint8Array[];
+  bytes: number;
+  /** Store keys of the chunks flushed so far. */
+  chunks: string[];
+}
+
+/** One run of one shuffle as this worker holds it. */
+interface RunState {
+  readonly id: string;
+  readonly run: number;
+  readonly outputs: Map<number, OutputBuffer>;
+  /** `${input}:${seq}` of the frames taken in. */
+  readonly seen: Set<string>;
+  nextChunk: number;
+}
+
+/** Store keys of shuffle chunks: a NUL can start no key a graph makes by accident, and the rest is unique per chunk. */
+function chunkKey(id: string, run: number, output: number, n: number): string {
+  return `\u0000shuffle\u0000${id}\u0000${run}\u0000${output}\u0000${n}`;
+}
+
+export class ShuffleReceiver {
+  readonly #store: SpillStore;
+  readonly #options: Required<ReceiverOptions>;
+  readonly #runs = new Map<string, RunState>();
+  #bufferedBytes = 0;
+  /** When the store last failed to spill for lack of room. */
+  #lastDiskFull = 0;
+  #lastDiskError: unknown;
+
+  constructor(store: SpillStore, options: ReceiverOptions) {
+    this.#store = store;
+    this.#options = { diskFullMs: 10_000, ...options };
+    store.on('error', (err: unknown) => {
+      if (isDiskFull(err)) {
+        this.#lastDiskFull = Date.now();
+        this.#lastDiskError = err;
+      }
+    });
+  }
+
+  /** Bytes of pieces held outside the store. */
+  get bufferedBytes(): number {
+    return this.#bufferedBytes;
+  }
+
+  /** The run of shuffle `id` held here, if any. */
+  runOf(id: string): number | undefined {
+    return this.#runs.get(id)?.run;
+  }
+
+  /**
+   * Takes one pushed frame in. Waits while the store is paused (the sender waits for the
+   * answer: that is the shuffle's backpressure); refuses an older run than the one held,
+   * and drops what an older run left when a newer one arrives.
+   */
+  async accept(push: PushParams, copy: boolean): Promise<void> {
+    await this.#room();
+    const state = this.#stateFor(push.id, push.run);
+    const frameId = `${push.input}:${push.seq}`;
+    if (state.seen.has(frameId)) return; // a retried push already taken in
+    state.seen.add(frameId);
+    for (const record of parseRecords(push.data)) {
+      // Copied off a received frame, whose memory belongs to the connection's parser.
+      const bytes = copy ? record.record.slice() : record.record;
+      let buffer = state.outputs.get(record.output);
+      if (buffer === undefined) {
+        buffer = { records: [], bytes: 0, chunks: [] };
+        state.outputs.set(record.output, buffer);
+      }
+      buffer.records.push(bytes);
+      buffer.bytes += bytes.byteLength;
+      this.#bufferedBytes += bytes.byteLength;
+      if (buffer.bytes >= this.#options.chunkBytes) this.#flush(state, record.output, buffer);
+    }
+    if (this.#bufferedBytes > this.#options.bufferBytes) {
+      for (const [output, buffer] of state.outputs) if (buffer.bytes > 0) this.#flush(state, output, buffer);
+      for (const other of this.#runs.values()) {
+        if (other === state) continue;
+        for (const [output, buffer] of other.outputs) if (buffer.bytes > 0) this.#flush(other, output, buffer);
+      }
+    }
+  }
+
+  /**
+   * Takes output `output` of shuffle `id` out: the store keys of its chunks (the records
+   * still buffered are flushed first). The caller deletes the keys once assembled.
+   */
+  take(id: string, output: number): { run: number; keys: string[] } | undefined {
+    const state = this.#runs.get(id);
+    if (state === undefined) return undefined;
+    const buffer = state.outputs.get(output);
+    if (buffer === undefined) return { run: state.run, keys: [] };
+    if (buffer.bytes > 0) this.#flush(state, output, buffer);
+    state.outputs.delete(output);
+    return { run: state.run, keys: buffer.chunks };
+  }
+
+  /** Drops everything held of shuffle `id`. */
+  forget(id: string): void {
+    const state = this.#runs.get(id);
+    if (state === undefined) return;
+    this.#runs.delete(id);
+    for (const buffer of state.outputs.values()) {
+      this.#bufferedBytes -= buffer.bytes;
+      for (const key of buffer.chunks) this.#store.delete(key);
+    }
+  }
+
+  #stateFor(id: string, run: number): RunState {
+    const state = this.#runs.get(id);
+    if (state !== undefined && run < state.run) {
+      throw new ShuffleStaleRunError(`shuffle ${JSON.stringify(id)} is on run ${state.run} here; this push is of run ${run}`);
+    }
+    if (state !== undefined && run === state.run) return state;
+    this.forget(id);
+    const fresh: RunState = { id, run, outputs: new Map(), seen: new Set(), nextChunk: 0 };
+    this.#runs.set(id, fresh);
+    return fresh;
+  }
+
+  #flush(state: RunState, output: number, buffer: OutputBuffer): void {
+    // A lone record that views a larger buffer is copied too: stored as it is, it would keep that buffer alive.
+    const only = buffer.records.length === 1 ? buffer.records[0] : undefined;
+    const chunk = only !== undefined && only.byteOffset === 0 && only.byteLength === only.buffer.byteLength ? only : Buffer.concat(buffer.records, buffer.bytes);
+    const key = chunkKey(state.id, state.run, output, state.nextChunk++);
+    this.#store.set(key, chunk);
+    buffer.chunks.push(key);
+    this.#bufferedBytes -= buffer.bytes;
+    buffer.records = [];
+    buffer.bytes = 0;
+  }
+
+  /** Waits while the store is paused; refuses the push once spilling has kept failing for lack of disk. */
+  async #room(): Promise<void> {
+    const started = Date.now();
+    while (this.#store.paused) {
+      const diskFull = this.#lastDiskFull >= started - 1000 && Date.now() - started > this.#options.diskFullMs;
+      if (diskFull) {
+        const cause = this.#lastDiskError instanceof Error ? `: ${this.#lastDiskError.message}` : '';
+        throw new ShuffleDiskFullError(`this worker's memory is full and its disk refuses more spilled bytes${cause}`);
+      }
+      await Promise.race([this.#store.whenResumed(), new Promise((resolve) => setTimeout(resolve, 250).unref())]);
+    }
+  }
+}
+
+function isDiskFull(err: unknown): boolean {
+  for (let e: unknown = err; e instanceof Error; e = e.cause) {
+    if ((e as { code?: unknown }).code === 'ENOSPC' || (e as { code?: unknown }).code === 'EDQUOT' || /ENOSPC|no space left/i.test(e.message)) return true;
+    if ((e as { code?: unknown }).code === 'SPW_ERR_SPILL_CAP' || (e as { code?: unknown }).code === 'SPW_ERR_TIERS_FULL') return true;
+  }
+  return false;
+}

@@ -1,0 +1,219 @@
+/**
+ * A worker's side of the peer-to-peer shuffle: runs the shuffle's tasks (`transfer`,
+ * `barrier`, `unpack`) and takes in the pieces peers push (ShuffleReceiver). The user's
+ * split and combine run on the worker's task threads (thread-tasks.ts); the event loop
+ * only moves encoded bytes.
+ */
+import type tls from 'node:tls';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { FunctionRef, TaskErrorInfo } from '../cluster/protocol.js';
+import { sizeof } from '../codec/index.js';
+import type { Channel } from '../control/channel.js';
+import { InvalidArgumentError, SpillwayError, errorMessage } from '../errors.js';
+import type { SpillStore } from '../store/spill-store.js';
+import { RemoteError } from '../transfer/errors.js';
+import type { ExecutionResult, Executor } from '../worker/executor.js';
+import { makeRoom } from '../worker/room.js';
+import { ShuffleDiskFullError, ShufflePushError } from './errors.js';
+import {
+  ShuffleFunctions,
+  ShuffleMethods,
+  type ShuffleRunInfo,
+  type ShuffleTransferredParams,
+  type TransferMeta,
+  type UnpackMeta,
+} from './protocol.js';
+import { PeerPool } from './peer-pool.js';
+import { type PushParams, ShuffleReceiver } from './receiver.js';
+import type { AssembleRequest, SplitRequest, SplitResult } from './thread-tasks.js';
+
+/** The body of a data-plane request that pushes pieces. */
+export const PUSH_OP = 'shuffle-push';
+
+/** Largest push frame: well under the data plane's 16 MiB frame limit. */
+export const FRAME_BYTES = 4 * 1024 * 1024;
+
+const THREAD_MODULE = new URL(import.meta.url.endsWith('.ts') ? './thread-tasks.ts' : './thread-tasks.js', import.meta.url).href;
+const fn = (name: string): FunctionRef => ({ module: THREAD_MODULE, name });
+
+export interface ShuffleServiceOptions {
+  store: SpillStore;
+  executor: Executor;
+  /** The control channel to the scheduler (a getter: the worker replaces it when it registers again). */
+  channel: () => Channel;
+  token: string | undefined;
+  /** TLS settings for connections to peers, when the cluster speaks TLS. */
+  tls?: tls.ConnectionOptions;
+  /** This worker's data address: pieces for itself are not sent over a socket. */
+  self: { host: string; port: number };
+  /** How long a transfer keeps retrying pushes to a peer that fails, waiting for the scheduler to restart the shuffle. */
+  retryMs?: number;
+}
+
+interface RunningTask {
+  key: string;
+  name: string;
+  args: unknown[];
+}
+
+export class ShuffleService {
+  readonly receiver: ShuffleReceiver;
+  readonly #options: ShuffleServiceOptions;
+  readonly #peers: PeerPool;
+  readonly #retryMs: number;
+
+  constructor(options: ShuffleServiceOptions) {
+    this.#options = options;
+    this.#retryMs = options.retryMs ?? 120_000;
+    const limit = options.store.memoryLimit;
+    this.receiver = new ShuffleReceiver(options.store, {
+      bufferBytes: Math.max(1 << 20, Math.min(64 << 20, Math.floor(limit / 16))),
+      chunkBytes: Math.max(256 << 10, Math.min(4 << 20, Math.floor(limit / 64))),
+    });
+    this.#peers = new PeerPool(options.token, options.tls);
+  }
+
+  /** The data plane's generic requests: pushes of pieces. */
+  async onRequest(body: unknown): Promise<unknown> {
+    const push = parsePush(body);
+    await this.receiver.accept(push, true);
+    return null;
+  }
+
+  async run(task: RunningTask): Promise<ExecutionResult> {
+    const started = performance.now();
+    try {
+      switch (task.name) {
+        case ShuffleFunctions.transfer:
+          return await this.#transfer(task.key, task.args[0], task.args[1] as TransferMeta);
+        case ShuffleFunctions.barrier:
+          return { ok: true, value: (task.args[0] as unknown[]).length, computeSeconds: 0 };
+        case ShuffleFunctions.unpack:
+          return await this.#unpack(task.args[1] as UnpackMeta);
+        default:
+          throw new InvalidArgumentError(`spillway:shuffle has no function "${task.name}"`);
+      }
+    } catch (err) {
+      return { ok: false, error: toErrorInfo(err), computeSeconds: (performance.now() - started) / 1000 };
+    }
+  }
+
+  close(): void {
+    this.#peers.close();
+  }
+
+  async #currentRun(meta: { id: string; partitions: number }): Promise<ShuffleRunInfo> {
+    return await this.#options.channel().request<ShuffleRunInfo>(ShuffleMethods.get, { id: meta.id, partitions: meta.partitions }, 30_000);
+  }
+
+  /** Splits the input in a thread and pushes its pieces; a run that changes meanwhile (a worker lost) starts it over. */
+  async #transfer(key: string, input: unknown, meta: TransferMeta): Promise<ExecutionResult> {
+    const deadline = Date.now() + this.#retryMs;
+    let computeSeconds = 0;
+    let info = await this.#currentRun(meta);
+    for (;;) {
+      const request: SplitRequest = {
+        split: meta.split,
+        splitArgs: meta.splitArgs,
+        partitions: meta.partitions,
+        input: meta.input,
+        destinations: info.workers.length,
+        skip: info.done,
+        frameBytes: FRAME_BYTES,
+      };
+      const inputBytes = sizeof(input);
+      await makeRoom(this.#options.store, 2 * inputBytes);
+      const split = await this.#options.executor.run(fn('splitForShuffle'), [input, request]);
+      computeSeconds += split.computeSeconds;
+      if (!split.ok) return split;
+      const { frames, bytes } = split.value as SplitResult;
+      const failure = await this.#pushAll(info, meta, frames);
+      if (failure === undefined) {
+        const done: ShuffleTransferredParams = { key, id: meta.id, run: info.run };
+        this.#options.channel().notify(ShuffleMethods.transferred, done);
+        return { ok: true, value: { run: info.run, bytes }, computeSeconds };
+      }
+      if (failure instanceof ShuffleDiskFullError || (failure instanceof RemoteError && failure.remoteCode === 'SPW_ERR_SHUFFLE_DISK_FULL')) {
+        throw new ShuffleDiskFullError(errorMessage(failure));
+      }
+      // A peer failed or holds a newer run: wait for the scheduler's run to move on, then split again for it.
+      for (;;) {
+        if (Date.now() > deadline) throw new ShufflePushError(`pushing the pieces of input ${meta.input} of shuffle ${JSON.stringify(meta.id)} kept failing: ${errorMessage(failure)}`, { cause: failure });
+        await sleep(250);
+        const next = await this.#currentRun(meta);
+        if (next.run !== info.run) {
+          info = next;
+          break;
+        }
+        if (failure instanceof RemoteError && failure.remoteCode === 'SPW_ERR_SHUFFLE_STALE_RUN') continue;
+        // Same run, a peer that failed: maybe a passing fault; try the same frames once more now and then.
+        const again = await this.#pushAll(info, meta, frames);
+        if (again === undefined) {
+          this.#options.channel().notify(ShuffleMethods.transferred, { key, id: meta.id, run: info.run } satisfies ShuffleTransferredParams);
+          return { ok: true, value: { run: info.run, bytes }, computeSeconds };
+        }
+      }
+    }
+  }
+
+  /** Pushes every destination's frames (destinations in parallel, each in order); resolves to the first failure, if any. */
+  async #pushAll(info: ShuffleRunInfo, meta: TransferMeta, frames: Uint8Array[][]): Promise<Error | undefined> {
+    const self = this.#options.self;
+    const results = await Promise.allSettled(
+      info.workers.map(async (address, d) => {
+        const local = address.host === self.host && address.port === self.port;
+        const list = frames[d] ?? [];
+        for (let seq = 0; seq < list.length; seq++) {
+          const push: PushParams = { id: meta.id, run: info.run, input: meta.input, seq, data: list[seq] };
+          if (local) await this.receiver.accept(push, false);
+          else await this.#peers.request(address, { op: PUSH_OP, ...push });
+        }
+      }),
+    );
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed === undefined) return undefined;
+    return failed.reason instanceof Error ? failed.reason : new Error(String(failed.reason));
+  }
+
+  /** Assembles output j from the chunks this worker holds (in a thread: decoding and the user's combine). */
+  async #unpack(meta: UnpackMeta): Promise<ExecutionResult> {
+    // Nothing held (this worker joined after the pieces were sent, or lost them): the thread reports what is missing.
+    const taken = this.receiver.take(meta.id, meta.output) ?? { run: 0, keys: [] };
+    const store = this.#options.store;
+    const lease = await store.acquire(taken.keys);
+    try {
+      const chunks = taken.keys.map((k) => lease.get(k) as Uint8Array);
+      const bytes = chunks.reduce((sum, c) => sum + c.byteLength, 0);
+      await makeRoom(store, 2 * bytes);
+      const request: AssembleRequest = { output: meta.output, partitions: meta.partitions, inputs: meta.inputs, combine: meta.combine, combineArgs: meta.combineArgs };
+      return await this.#options.executor.run(fn('assembleOutput'), [chunks, request]);
+    } finally {
+      lease.release();
+      for (const key of taken.keys) store.delete(key);
+    }
+  }
+}
+
+function parsePush(body: unknown): PushParams {
+  const b = body as Partial<PushParams & { op: string }> | null;
+  if (
+    typeof b !== 'object' ||
+    b === null ||
+    b.op !== PUSH_OP ||
+    typeof b.id !== 'string' ||
+    !Number.isInteger(b.run) ||
+    !Number.isInteger(b.input) ||
+    !Number.isInteger(b.seq) ||
+    !(b.data instanceof Uint8Array)
+  ) {
+    throw new InvalidArgumentError('a shuffle push needs { op, id, run, input, seq, data }');
+  }
+  return { id: b.id, run: b.run as number, input: b.input as number, seq: b.seq as number, data: b.data };
+}
+
+function toErrorInfo(err: unknown): TaskErrorInfo {
+  if (err instanceof Error) {
+    return { name: err.name, message: err.message, stack: err.stack, code: err instanceof SpillwayError ? err.code : undefined };
+  }
+  return { name: 'Error', message: String(err) };
+}

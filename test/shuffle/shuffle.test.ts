@@ -1,0 +1,85 @@
+/** The shuffle primitive on real worker processes: pieces pushed where their outputs live, outputs verified exactly. */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Client } from '../../src/client/client.js';
+import { type Graph } from '../../src/cluster/protocol.js';
+import { InvalidArgumentError, TaskError } from '../../src/errors.js';
+import { shuffle } from '../../src/shuffle/protocol.js';
+import { startCluster } from '../cluster/helpers.js';
+
+const fx = (name: string): { module: string; name: string } => ({ module: new URL('./fixtures/split.ts', import.meta.url).href, name });
+
+test('shuffle primitive on a 2-worker cluster', async (t) => {
+  const cluster = await startCluster(t, { workers: 2, nthreads: 1, memoryLimit: '256 MiB' });
+  const client = await Client.connect(cluster.address, { token: cluster.token });
+  t.after(() => client.close());
+
+  await t.test('rows of 5 inputs into 3 outputs: each output holds its rows, pieces in input order (no combine: the array of pieces)', async () => {
+    const graph: Graph = {};
+    const inputs = Array.from({ length: 5 }, (_, i) => {
+      graph[`rows-${i}`] = { fn: fx('rows'), args: [i * 100, 100] };
+      return `rows-${i}`;
+    });
+    const nodes = shuffle({ id: 'rows', inputs, partitions: 3, split: fx('byKey') });
+    Object.assign(graph, nodes.graph);
+    assert.equal(Object.keys(nodes.graph).length, 5 + 1 + 3, '2P + 1 tasks, not P²');
+    const outputs = (await client.compute(graph, nodes.outputs)) as Array<Array<Array<{ k: number; v: string }>>>;
+    for (let j = 0; j < 3; j++) {
+      assert.equal(outputs[j].length, 5, `output ${j} has a piece per input`);
+      outputs[j].forEach((piece, i) => {
+        const expected = Array.from({ length: 100 }, (_, n) => i * 100 + n).filter((k) => k % 3 === j);
+        assert.deepEqual(piece.map((r) => r.k), expected, `output ${j}, piece ${i}`);
+        assert.ok(piece.every((r) => r.v === `row-${r.k}`));
+      });
+    }
+  });
+
+  await t.test('pieces larger than a push frame are cut into parts and joined again, bytes exact', async () => {
+    const graph: Graph = {};
+    const sizes = [12 * 1024 * 1024 + 13, 5 * 1024 * 1024 + 3];
+    const inputs = sizes.map((size, i) => {
+      graph[`bytes-${i}`] = { fn: fx('pattern'), args: [size, i] };
+      return `bytes-${i}`;
+    });
+    const nodes = shuffle({ id: 'big', inputs, partitions: 2, split: fx('slices'), combine: fx('digest') });
+    Object.assign(graph, nodes.graph);
+    const got = await client.compute(graph, nodes.outputs);
+    const { pattern, slices, digest } = await import('./fixtures/split.js');
+    const pieces = sizes.map((size, i) => slices(pattern(size, i), 2));
+    assert.deepEqual(got, [0, 1].map((j) => digest(pieces.map((p) => p[j]))));
+  });
+
+  await t.test('a split that does not return P pieces fails the graph with SPW_ERR_SHUFFLE_SPLIT', async () => {
+    const graph: Graph = { x: { fn: fx('rows'), args: [0, 10] } };
+    const nodes = shuffle({ id: 'bad', inputs: ['x'], partitions: 4, split: fx('tooFew') });
+    Object.assign(graph, nodes.graph);
+    const err = await client.compute(graph, nodes.outputs).then(
+      () => assert.fail('compute should reject'),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof TaskError, String(err));
+    assert.equal(err.remoteCode, 'SPW_ERR_SHUFFLE_SPLIT');
+    assert.match(err.message, /4 pieces/);
+  });
+
+  await t.test('512 partitions: 2P + 1 shuffle tasks; every value lands in its output', async () => {
+    const P = 512;
+    const graph: Graph = {};
+    const inputs = Array.from({ length: P }, (_, i) => {
+      graph[`tiny-${i}`] = { fn: fx('tiny'), args: [i] };
+      return `tiny-${i}`;
+    });
+    const nodes = shuffle({ id: 'wide', inputs, split: fx('spread'), combine: fx('count') });
+    Object.assign(graph, nodes.graph);
+    const counts = (await client.compute(graph, nodes.outputs)) as number[];
+    assert.deepEqual(counts, new Array(P).fill(2));
+  });
+
+  await t.test('bad options are refused before anything is sent', () => {
+    assert.throws(() => shuffle({ id: '', inputs: ['a'], split: fx('byKey') }), InvalidArgumentError);
+    assert.throws(() => shuffle({ id: 's', inputs: [], split: fx('byKey') }), InvalidArgumentError);
+    assert.throws(() => shuffle({ id: 's', inputs: ['a'], partitions: 0, split: fx('byKey') }), InvalidArgumentError);
+    assert.throws(() => shuffle({ id: 's', inputs: ['a'], split: { module: '', name: 'x' } }), InvalidArgumentError);
+    assert.throws(() => shuffle({ id: 's', inputs: ['a'], partitions: 2, split: fx('byKey'), outputKey: () => 'same' }), InvalidArgumentError);
+  });
+});

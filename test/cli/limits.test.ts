@@ -32,8 +32,8 @@ test('a --monitor-interval a timer cannot hold is a usage error, not a 1 ms moni
   assert.doesNotMatch(stderr, /TimeoutOverflowWarning/);
 });
 
-test('--partitions a shuffle cannot submit is a usage error, not a lost scheduler connection', async () => {
-  const { code, stderr, stdout } = await cli(['local', '--workers', '1', '--memory-limit', '64MiB', '--partitions', '800', '--size', '8MiB', '--json']);
+test('--partitions a task-based shuffle cannot submit is a usage error, not a lost scheduler connection', async () => {
+  const { code, stderr, stdout } = await cli(['local', '--workers', '1', '--memory-limit', '64MiB', '--method', 'tasks', '--partitions', '800', '--size', '8MiB', '--json']);
   assert.equal(code, 2, stdout + stderr);
   assert.match(stderr, /partitions/);
   assert.doesNotMatch(stdout, /lost the connection/);

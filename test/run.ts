@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 
-const CLUSTER_FOLDERS = new Set(['cli', 'cluster', 'dashboard', 'net', 'scheduler', 'worker']);
+const CLUSTER_FOLDERS = new Set(['cli', 'cluster', 'dashboard', 'net', 'scheduler', 'shuffle', 'worker']);
 
 const [suite, ...extra] = process.argv.slice(2);
 if (suite !== 'unit' && suite !== 'cluster') {

@@ -9,13 +9,10 @@ const COMPACT_WINDOW_BYTES = 4 * 1024 * 1024;
 /** Values moved per step: a window of tiny values holds so many that one step would hold the loop too long. */
 const COMPACT_WINDOW_VALUES = 2048;
 
-/** What compaction needs from the segment store (its own methods, lent as closures). */
-export interface CompactionHost {
-  readonly placements: Placements;
+/** The segment store as compaction sees it: where values are appended and placed. */
+export interface CompactionTarget {
   readonly counters: { compactions: number; compactedBytes: number; compactionErrors: number };
-  /** A segment's size: a window's live values, appended as one run, must fit in one. */
-  readonly segmentBytes: number;
-  closed(): boolean;
+  readonly isClosed: boolean;
   /** Reserves room in an active segment and queues the bytes; the caller ends the landing's pending append. */
   append(pieces: readonly Uint8Array[], length: number): Promise<Landing>;
   place(id: number, slot: number, segment: Segment, offset: number): void;
@@ -35,7 +32,15 @@ export class Compactor {
   readonly #queue: Segment[] = [];
   #run: Promise<void> | undefined;
 
-  constructor(private readonly host: CompactionHost) {}
+  /**
+   * `segmentBytes`: a segment's size; a window's live values, appended as one run, must fit
+   * in one.
+   */
+  constructor(
+    private readonly segments: CompactionTarget,
+    private readonly placements: Placements,
+    private readonly segmentBytes: number,
+  ) {}
 
   /** The compactions under way (undefined when none is queued or running). */
   get running(): Promise<void> | undefined {
@@ -63,10 +68,10 @@ export class Compactor {
     // Runs after the caller has stored this run's promise (its end clears it).
     await null;
     try {
-      for (let seg = this.#queue.shift(); seg !== undefined && !this.host.closed(); seg = this.#queue.shift()) {
+      for (let seg = this.#queue.shift(); seg !== undefined && !this.segments.isClosed; seg = this.#queue.shift()) {
         seg.compactQueued = false;
         if (seg.retired) continue;
-        await this.#compact(seg).catch(() => this.host.counters.compactionErrors++);
+        await this.#compact(seg).catch(() => this.segments.counters.compactionErrors++);
       }
     } finally {
       this.#run = undefined;
@@ -74,19 +79,18 @@ export class Compactor {
   }
 
   async #compact(seg: Segment): Promise<void> {
-    const { host } = this;
-    const { placements } = host;
+    const { segments, placements } = this;
     seg.compacting = true;
     seg.readers++;
     try {
       // Listed and sorted with loop turns: a segment of tiny values holds millions.
-      const live = await sortedLiveValues(seg, placements, () => host.closed());
+      const live = await sortedLiveValues(seg, placements, () => segments.isClosed);
       const handle = await seg.handle;
       // One window buffer for the whole segment: each window's moves are written (awaited)
       // before the next read fills it again.
       let buffer: Buffer | undefined;
-      const windowBytes = Math.min(COMPACT_WINDOW_BYTES, host.segmentBytes);
-      for (let at = 0; live !== undefined && at < live.count && !host.closed(); ) {
+      const windowBytes = Math.min(COMPACT_WINDOW_BYTES, this.segmentBytes);
+      for (let at = 0; live !== undefined && at < live.count && !segments.isClosed; ) {
         const values = live.slice(at, at + COMPACT_WINDOW_VALUES);
         const { to, base, span } = nextWindow(values, 0, windowBytes);
         at += to;
@@ -95,14 +99,14 @@ export class Compactor {
         await readFully(handle, window, 0, span, base);
         await this.#move(values.slice(0, to), seg, window, base);
       }
-      host.counters.compactions++;
+      segments.counters.compactions++;
     } catch (err) {
       seg.compactRetryAt = Date.now() + 1000;
       throw err;
     } finally {
       seg.compacting = false;
-      host.unpin(seg);
-      host.check(seg);
+      segments.unpin(seg);
+      segments.check(seg);
     }
   }
 
@@ -113,7 +117,7 @@ export class Compactor {
    * leaves its copy as dead space in the new segment.
    */
   async #move(values: readonly LiveValue[], from: Segment, window: Buffer, base: number): Promise<void> {
-    const { host } = this;
+    const { segments } = this;
     // Offsets are taken now: values removed while the window was read are not copied.
     const moving = values.filter((value) => this.#stillAt(value, from));
     if (moving.length === 0) return;
@@ -126,24 +130,24 @@ export class Compactor {
       pieces.push(bytes);
       length += bytes.byteLength;
     }
-    const to = await host.append(pieces, length);
+    const to = await segments.append(pieces, length);
     to.segment.pending--;
     let offset = to.offset;
     for (const value of moving) {
-      if (!host.closed() && this.#stillAt(value, from)) {
-        const slot = host.placements.slotOf(value.id);
-        host.unplace(slot, from);
-        host.place(value.id, slot, to.segment, offset);
-        host.counters.compactedBytes += value.stored;
+      if (!segments.isClosed && this.#stillAt(value, from)) {
+        const slot = this.placements.slotOf(value.id);
+        segments.unplace(slot, from);
+        segments.place(value.id, slot, to.segment, offset);
+        segments.counters.compactedBytes += value.stored;
       }
       offset += value.stored;
     }
-    host.check(to.segment);
+    segments.check(to.segment);
   }
 
   /** The value is where compaction read it (not removed, nor removed and written again under its id). */
   #stillAt(value: LiveValue, seg: Segment): boolean {
-    const { placements } = this.host;
+    const { placements } = this;
     const slot = placements.slotOf(value.id);
     return slot >= 0 && placements.segment(slot) === seg.no && placements.offset(slot) === value.offset;
   }

@@ -1,7 +1,7 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { ClosedError } from '../../errors.js';
-import { Compactor } from './compaction.js';
+import { Compactor, type CompactionTarget } from './compaction.js';
 import { DIRECT_MIN_BYTES, DirectWrites, alignUp } from './direct-io.js';
 import { ignoreMissing, writeFully } from './file-io.js';
 import { NO_SEGMENT, type Placements } from './placements.js';
@@ -44,7 +44,7 @@ const FLUSHES_IN_FLIGHT = 2;
 /** A segment's list of values is pruned of dead records once it holds this many and they outnumber the live ones. */
 const PRUNE_FROM = 1024;
 
-export class SegmentStore {
+export class SegmentStore implements CompactionTarget {
   private readonly active: (Segment | undefined)[];
   /** Every segment not yet retired, by number. */
   private readonly segments = new Map<number, Segment>();
@@ -54,6 +54,10 @@ export class SegmentStore {
   private nextLane = 0;
   private seq = 0;
   private closed = false;
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
   readonly counters = { segmentsCreated: 0, segmentsDeleted: 0, compactions: 0, compactedBytes: 0, compactionErrors: 0, flushes: 0, directFlushes: 0 };
 
   constructor(
@@ -65,17 +69,7 @@ export class SegmentStore {
     // two segments take writes in parallel (docs/tiers.md, write lanes).
     this.active = new Array<Segment | undefined>(options.directories.length * options.lanes).fill(undefined);
     this.direct = new DirectWrites(options.directWrites);
-    this.compactor = new Compactor({
-      placements,
-      counters: this.counters,
-      segmentBytes: this.options.segmentBytes,
-      closed: () => this.closed,
-      append: (pieces, length) => this.append(pieces, length),
-      place: (id, slot, seg, offset) => this.place(id, slot, seg, offset),
-      unplace: (slot, seg) => this.unplace(slot, seg),
-      check: (seg) => this.check(seg),
-      unpin: (seg) => this.unpin(seg),
-    });
+    this.compactor = new Compactor(this, placements, options.segmentBytes);
   }
 
   /** Appends the stored bytes of a registered id; resolves once they are in the file and the id is placed. */
@@ -232,14 +226,14 @@ export class SegmentStore {
     return no === NO_SEGMENT ? undefined : this.segments.get(no);
   }
 
-  private place(id: number, slot: number, segment: Segment, offset: number): void {
+  place(id: number, slot: number, segment: Segment, offset: number): void {
     this.placements.place(slot, segment.no, offset);
     segment.members.push(id);
     segment.liveCount++;
     segment.liveBytes += this.placements.stored(slot);
   }
 
-  private unplace(slot: number, segment: Segment): void {
+  unplace(slot: number, segment: Segment): void {
     this.placements.unplace(slot);
     segment.liveCount--;
     segment.liveBytes -= this.placements.stored(slot);
@@ -250,7 +244,7 @@ export class SegmentStore {
   }
 
   /** Reserves space in the next directory's active segment and queues the bytes for it. */
-  private append(pieces: readonly Uint8Array[], length: number): Promise<Landing> {
+  append(pieces: readonly Uint8Array[], length: number): Promise<Landing> {
     return this.enqueue(this.activeFor(length), [pieces], 0, 1, length);
   }
 
@@ -363,7 +357,7 @@ export class SegmentStore {
   }
 
   /** Deletes a segment nobody needs, or queues a compaction if it is mostly dead. */
-  private check(seg: Segment): void {
+  check(seg: Segment): void {
     if (seg.retired || seg.compacting || seg.pending > 0) return;
     if (seg.liveCount === 0) {
       this.retire(seg);
@@ -394,7 +388,7 @@ export class SegmentStore {
     if (seg.readers === 0) void seg.handle.then((h) => h.close()).catch(() => undefined);
   }
 
-  private unpin(seg: Segment): void {
+  unpin(seg: Segment): void {
     seg.readers--;
     if (seg.retired && seg.readers === 0) void seg.handle.then((h) => h.close()).catch(() => undefined);
   }

@@ -1,5 +1,6 @@
-import { Counter, Gauge, type Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, type Histogram, Registry } from 'prom-client';
 import type { FunctionRef } from '../cluster/protocol.js';
+import { renderWithProcessMetrics } from '../metrics/process.js';
 import { functionLabel, taskDurationHistogram } from '../metrics/task-duration.js';
 import { registerWorkerFamilies } from '../metrics/worker-families.js';
 import type { Counters, Engine } from './engine.js';
@@ -22,7 +23,6 @@ export class SchedulerMetrics {
     const registers = [this.registry];
     registerWorkerFamilies(this.registry, () => [...engine.workers.values()].map((w) => ({ name: w.name, memoryLimit: w.memoryLimit, heartbeat: w.heartbeat })));
     this.#durations = taskDurationHistogram(this.registry);
-    collectDefaultMetrics({ register: this.registry });
     new Gauge({
       name: `${PREFIX}workers`,
       help: 'Workers connected (closing ones included)',
@@ -124,7 +124,8 @@ export class SchedulerMetrics {
     return this.registry.contentType;
   }
 
+  /** Its own metrics, then the process's default ones. */
   render(): Promise<string> {
-    return this.registry.metrics();
+    return renderWithProcessMetrics(this.registry);
   }
 }

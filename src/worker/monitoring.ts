@@ -1,6 +1,7 @@
-import { Registry, collectDefaultMetrics } from 'prom-client';
+import { Registry } from 'prom-client';
 import type { FunctionRef, WorkerHeartbeat } from '../cluster/protocol.js';
 import { HttpServer, send, sendJson } from '../http/server.js';
+import { renderWithProcessMetrics } from '../metrics/process.js';
 import { functionLabel, taskDurationHistogram } from '../metrics/task-duration.js';
 import { registerWorkerFamilies } from '../metrics/worker-families.js';
 
@@ -25,7 +26,6 @@ export class WorkerMonitoring {
 
   constructor(private readonly sources: WorkerMonitoringSources) {
     registerWorkerFamilies(this.registry, () => [{ name: sources.name, memoryLimit: sources.memoryLimit, heartbeat: sources.figures() }]);
-    collectDefaultMetrics({ register: this.registry });
   }
 
   observeTask(fn: FunctionRef, seconds: number): void {
@@ -35,7 +35,7 @@ export class WorkerMonitoring {
   /** Serves the routes; with `bearerToken`, /metrics requires it (/health stays open for probes). */
   async listen(host: string, port: number, bearerToken?: string): Promise<void> {
     this.#http = await HttpServer.listen(host, port, {
-      '/metrics': async (_req, res) => send(res, 200, this.registry.contentType, await this.registry.metrics()),
+      '/metrics': async (_req, res) => send(res, 200, this.registry.contentType, await renderWithProcessMetrics(this.registry)),
       // 503 once the worker is closing or has lost its scheduler, so an orchestrator restarts it.
       '/health': (_req, res) => {
         const ok = this.sources.healthy();

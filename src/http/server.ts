@@ -1,9 +1,14 @@
 import { timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import { InvalidArgumentError, errorMessage } from '../errors.js';
+import { browserToken, tokenCookie } from './browser-token.js';
 
 export interface HttpServerOptions {
-  /** Every route but those in `open` requires `Authorization: Bearer <token>` (401 otherwise). */
+  /**
+   * Every route but those in `open` requires `Authorization: Bearer <token>` (401
+   * otherwise); a browser may give it as `?access_token=` instead, or the cookie set from it
+   * (browser-token.ts).
+   */
   bearerToken?: string;
   /** Paths served without the token (health probes). */
   open?: readonly string[];
@@ -52,6 +57,7 @@ export class HttpServer {
     const table = new Map(Object.entries(routes));
     const open = new Set(limits.open ?? []);
     const expected = limits.bearerToken === undefined ? undefined : Buffer.from(`Bearer ${limits.bearerToken}`);
+    const expectedToken = limits.bearerToken === undefined ? undefined : Buffer.from(limits.bearerToken);
     // Node reads the timeouts at construction, and checks them every connectionsCheckingInterval
     // (30 s by default): a silent connection is closed within a fraction of its timeout.
     const options: http.ServerOptions = { headersTimeout, requestTimeout, connectionsCheckingInterval: Math.max(100, Math.min(1000, headersTimeout / 4)) };
@@ -59,9 +65,13 @@ export class HttpServer {
       const path = (req.url ?? '/').split('?')[0];
       const route = table.get(path);
       if (route === undefined) return sendText(res, 404, 'not found\n');
-      if (expected !== undefined && !open.has(path) && !sameSecret(req.headers.authorization, expected)) {
-        res.setHeader('www-authenticate', 'Bearer');
-        return sendText(res, 401, 'a bearer token is required (Authorization: Bearer <token>)\n');
+      if (expected !== undefined && expectedToken !== undefined && !open.has(path) && !sameSecret(req.headers.authorization, expected)) {
+        const fromBrowser = browserToken(req);
+        if (fromBrowser === undefined || !sameSecret(fromBrowser.token, expectedToken)) {
+          res.setHeader('www-authenticate', 'Bearer');
+          return sendText(res, 401, 'a bearer token is required (Authorization: Bearer <token>, or ?access_token=<token> from a browser)\n');
+        }
+        if (fromBrowser.fromQuery) res.setHeader('set-cookie', tokenCookie(fromBrowser.token));
       }
       if (req.method !== 'GET' && req.method !== 'HEAD') {
         res.setHeader('allow', 'GET, HEAD');

@@ -137,3 +137,29 @@ test('a slow page is dropped and counted, a vanished one forgotten; neither hold
   events.close();
   assert.equal(events.clients, 0);
 });
+
+test('behind an HTTP token, a browser gets in with ?access_token= and then a cookie; nothing gets in without', async (t) => {
+  const scheduler = await startScheduler(t, { httpPort: 0, httpToken: 's3cret', dashboard: { intervalMs: 100 } });
+  const base = `http://${scheduler.httpAddress?.host}:${scheduler.httpAddress?.port}`;
+  assert.equal((await fetch(`${base}/status`)).status, 401);
+  assert.equal((await fetch(`${base}/status?access_token=wrong`)).status, 401);
+  assert.equal((await fetch(`${base}/api/stream`, { headers: { cookie: 'spillway_token=wrong' } })).status, 401);
+  const page = await fetch(`${base}/status?access_token=s3cret`);
+  assert.equal(page.status, 200);
+  await page.text();
+  const cookie = page.headers.get('set-cookie') ?? '';
+  assert.match(cookie, /^spillway_token=s3cret; HttpOnly; SameSite=Strict; Path=\//);
+  // The page's own requests carry the cookie: its script and its event stream.
+  const jar = cookie.split(';')[0];
+  const script = await fetch(`${base}/status/dashboard.js`, { headers: { cookie: jar } });
+  assert.equal(script.status, 200);
+  await script.text();
+  const abort = new AbortController();
+  const stream = await fetch(`${base}/api/stream`, { headers: { cookie: `other=1; ${jar}` }, signal: abort.signal });
+  assert.equal(stream.status, 200);
+  abort.abort();
+  // Scripts use the header, as before.
+  const metrics = await fetch(`${base}/metrics`, { headers: { authorization: 'Bearer s3cret' } });
+  assert.equal(metrics.status, 200);
+  await metrics.text();
+});

@@ -1,6 +1,6 @@
-import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
-import path from 'node:path';
+import { FolderOwner } from '../folders/owner.js';
+import { reclaimStaleFolders } from '../folders/reclaim.js';
 import { formatBytes } from '../units.js';
 import { type DemoSummary, runDemo } from './demo.js';
 import { EXIT_FAILED } from './options.js';
@@ -36,12 +36,17 @@ function printSummary(s: DemoSummary): void {
 export async function demoCommand(flags: DemoFlags): Promise<void> {
   // The store spills into a folder of our own, so that Ctrl-C (which skips store.close())
   // can remove the gigabytes it holds instead of leaving them in the temp directory.
-  const scratch = await mkdtemp(path.join(flags.directory ?? os.tmpdir(), 'spillway-demo-'));
+  // Owned like every spill folder, so a demo killed outright is reclaimed by the next start.
+  const parent = flags.directory ?? os.tmpdir();
+  await reclaimStaleFolders(parent);
+  const folder = await FolderOwner.create(parent, 'spillway-demo-');
+  const scratch = folder.directory;
   const onSignal = (signal: NodeJS.Signals): void => {
-    void rm(scratch, { recursive: true, force: true, maxRetries: 3 }).finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+    void folder.release().finally(() => process.exit(128 + os.constants.signals[signal]));
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
+  process.once('SIGHUP', onSignal);
   const progress = createProgress(!flags.json);
   let summary: DemoSummary;
   try {
@@ -58,7 +63,8 @@ export async function demoCommand(flags: DemoFlags): Promise<void> {
     progress.stop();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
-    await rm(scratch, { recursive: true, force: true });
+    process.off('SIGHUP', onSignal);
+    await folder.release();
   }
   if (flags.json) process.stdout.write(JSON.stringify(summary) + '\n');
   else printSummary(summary);

@@ -1,5 +1,6 @@
 import { rm } from 'node:fs/promises';
-import { killLocalClusters } from '../client/local-cluster.js';
+import os from 'node:os';
+import { killLocalClustersAndWait } from '../client/local-cluster.js';
 import { formatBytes } from '../units.js';
 import { type LocalOptions, type LocalSummary, runLocal } from './local.js';
 import { createClusterProgress } from './local-progress.js';
@@ -30,12 +31,18 @@ function printSummary(s: LocalSummary): void {
 
 /** `spillway local`: a workload on a local cluster; exit code 1 unless it completed and verified. */
 export async function localCommand(flags: LocalFlags): Promise<void> {
-  // Killed by a signal, exit at once but take the cluster along: a child whose event loop
-  // is stuck would not notice its parent is gone.
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () => {
-      const folders = killLocalClusters();
-      void Promise.allSettled(folders.map((dir) => rm(dir, { recursive: true, force: true }))).then(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  // Killed by a signal (SIGHUP: the terminal closed), exit at once but take the cluster and
+  // its folders along: a child whose event loop is stuck would not notice its parent is
+  // gone. A second signal exits without waiting for the folders.
+  let stopping = false;
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.on(signal, () => {
+      const code = 128 + os.constants.signals[signal];
+      if (stopping) process.exit(code);
+      stopping = true;
+      void killLocalClustersAndWait()
+        .then((folders) => Promise.allSettled(folders.map((dir) => rm(dir, { recursive: true, force: true, maxRetries: 3 }))))
+        .finally(() => process.exit(code));
     });
   }
   const progress = createClusterProgress(flags.workload, !flags.json);

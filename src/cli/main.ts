@@ -30,6 +30,7 @@ import {
   sizeOrOff,
   wholeNumber,
 } from './options.js';
+import type { CleanFlags } from './clean-command.js';
 import type { LocalFlags } from './local-command.js';
 import type { SchedulerFlags } from './scheduler-command.js';
 import type { WorkerFlags } from './worker-command.js';
@@ -77,7 +78,7 @@ program
 
 program
   .command('scheduler')
-  .description('run a scheduler until SIGINT/SIGTERM; prints {"event":"listening",...} as its first line')
+  .description('run a scheduler until SIGINT/SIGTERM/SIGHUP; prints {"event":"listening",...} as its first line')
   .option('--host <host>', 'interface to listen on', '127.0.0.1')
   .option('--port <port>', 'control port (0: any free port)', port, 8786)
   .option('--http-port <port>', 'port of the dashboard (/status), GET /metrics and /api/state (0: any free port; default: no HTTP)', port)
@@ -89,7 +90,7 @@ program
 
 program
   .command('worker')
-  .description('run a worker until SIGINT/SIGTERM or until the scheduler is gone; prints {"event":"ready",...} once registered')
+  .description('run a worker until SIGINT/SIGTERM/SIGHUP or until the scheduler is gone; prints {"event":"ready",...} once registered')
   .requiredOption('--scheduler <host:port>', 'the scheduler\'s control address', hostPort)
   .requiredOption('--memory-limit <size>', 'memory limit of the worker: a size (4Gi, 512MiB), auto (the container\'s limit, else the host\'s memory) or a fraction of auto (0.5)', memoryLimit)
   .option('--target <fraction>', 'spill least-recently-used values above this share of the memory limit (0-1, or off)', levelOrOff)
@@ -124,6 +125,14 @@ program
   .option('--tls', 'mutual TLS between the scheduler, the workers and the client, with a throwaway CA', false)
   .option('--json', 'print a one-line JSON summary instead of text (no progress bar)', false)
   .action(action('local', async (f: LocalFlags) => (await import('./local-command.js')).localCommand(f)));
+
+program
+  .command('clean')
+  .description('remove the spill folders left by Spillway processes that died (their owner is gone); never a live one, never anything else')
+  .option('--local-directory <dir>', 'parent directory to clean (default: the OS temp directory)')
+  .option('--dry-run', 'list what would be removed, remove nothing', false)
+  .option('--json', 'print the report as one line of JSON', false)
+  .action(action('clean', async (f: CleanFlags) => (await import('./clean-command.js')).cleanCommand(f)));
 
 for (const command of program.commands) {
   if (command.name() === 'scheduler' || command.name() === 'worker') addSecurityFlags(command, command.name() as 'scheduler' | 'worker');

@@ -114,7 +114,7 @@ export function announce(event: string, fields: Record<string, unknown> = {}): v
 }
 
 /**
- * Runs a service until SIGINT or SIGTERM (or stdin closing, when a parent asked for that
+ * Runs a service until SIGINT, SIGTERM or SIGHUP (or stdin closing, when a parent asked for that
  * with SPILLWAY_EXIT_WITH_STDIN=1, so it cannot outlive the parent), then closes it.
  * A second signal exits at once.
  */
@@ -138,8 +138,8 @@ export function runUntilStopped(name: string, close: () => Promise<void>, closed
       },
     );
   };
-  process.on('SIGINT', () => stop('SIGINT'));
-  process.on('SIGTERM', () => stop('SIGTERM'));
+  // SIGHUP (the terminal closed) is a stop like the others: the spill folder goes with it.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => stop(signal));
   if (process.env.SPILLWAY_EXIT_WITH_STDIN === '1') {
     process.stdin.on('end', () => stop('parent gone')).on('error', () => stop('parent gone'));
     process.stdin.resume();

@@ -30,11 +30,13 @@ export async function schedulerCommand(flags: SchedulerFlags): Promise<void> {
     allowedFailures: flags.allowedFailures,
     noWorkersTimeoutMs: flags.withoutWorkersTimeout,
   });
+  // Signal handlers before the announcement: a parent that signals as soon as it reads the
+  // line must find them installed.
+  runUntilStopped('scheduler', () => scheduler.close());
   announce('listening', { address: scheduler.address, httpAddress: scheduler.httpAddress ?? null, tls: flags.tlsCert !== undefined, pid: process.pid });
   if (scheduler.httpAddress !== undefined) {
     // The token itself is not printed (logs keep stdout): the user who set it adds it to the link.
     const hint = flags.httpToken === undefined || flags.httpToken === '' ? '' : ' (open it with ?access_token=<the HTTP token>)';
     process.stdout.write(`dashboard: ${httpUrl(scheduler.httpAddress, '/status')}${hint}\n`);
   }
-  runUntilStopped('scheduler', () => scheduler.close());
 }

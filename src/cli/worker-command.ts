@@ -52,8 +52,12 @@ export async function workerCommand(flags: WorkerFlags): Promise<void> {
     httpPort: flags.httpPort,
     schedulerConnectTimeoutMs: flags.connectTimeout,
   });
+  // Signal handlers before the announcements: a parent that signals as soon as it reads a
+  // line must find them installed.
+  runUntilStopped('worker', () => worker.close(), once(worker, 'close'));
+  const { folders, bytes } = worker.reclaimed;
+  if (folders.length > 0) announce('reclaimed', { folders: folders.map((f) => ({ path: f.path, bytes: f.bytes, pid: f.owner.pid })), bytes });
   announce('ready', { workerId: worker.workerId, name: worker.name, data: worker.address, httpAddress: worker.httpAddress ?? null, memoryLimit: worker.store.memoryLimit, pid: process.pid });
   worker.on('disconnected', (err?: Error) => announce('disconnected', { reason: err?.message ?? 'connection closed' }));
   worker.on('reconnected', (info: Record<string, unknown>) => announce('reconnected', info));
-  runUntilStopped('worker', () => worker.close(), once(worker, 'close'));
 }

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
-import path from 'node:path';
 import type { ClusterState, DataAddress } from '../cluster/protocol.js';
 import { InvalidArgumentError } from '../errors.js';
 import { generateThrowawayCertificates, writeTlsFiles } from '../cluster/certificates.js';
 import { type TlsConfig, checkTlsConfig } from '../transfer/tls.js';
+import { FolderOwner } from '../folders/owner.js';
+import { reclaimStaleFolders, type ReclaimReport } from '../folders/reclaim.js';
 import { formatBytes, parseBytes } from '../units.js';
 import { tunedEnvironment } from '../runtime/malloc-environment.js';
 import { CliProcess, ClusterProcessError } from './processes.js';
@@ -72,6 +72,23 @@ export function killLocalClusters(): string[] {
   return [...liveDirectories];
 }
 
+/**
+ * What a signal handler does before exiting: SIGKILLs every process of every LocalCluster
+ * of this process, waits (up to `ms`) until they are gone, so none writes into a folder
+ * being removed, and returns the scratch folders for the caller to remove.
+ */
+export async function killLocalClustersAndWait(ms = 2_000): Promise<string[]> {
+  const running = [...live];
+  const folders = killLocalClusters();
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    Promise.all(running.map((p) => p.exited)),
+    new Promise((resolve) => (timer = setTimeout(resolve, ms))),
+  ]);
+  clearTimeout(timer);
+  return folders;
+}
+
 /** Last resort when the parent exits without close(): no process is left behind. */
 function installExitHook(): void {
   if (exitHookInstalled) return;
@@ -91,7 +108,9 @@ export class LocalCluster {
   readonly #scheduler: CliProcess;
   readonly #workers: CliProcess[];
   readonly #infos: LocalWorkerInfo[];
-  readonly #directory: string;
+  readonly #folder: FolderOwner;
+  /** What starting reclaimed in the parent folder: folders of Spillway processes that died without removing them. */
+  readonly reclaimed: ReclaimReport;
   readonly #address: DataAddress;
   readonly #httpAddress: DataAddress | undefined;
   readonly #closeTimeoutMs: number;
@@ -104,7 +123,8 @@ export class LocalCluster {
     scheduler: CliProcess;
     workers: CliProcess[];
     infos: LocalWorkerInfo[];
-    directory: string;
+    folder: FolderOwner;
+    reclaimed: ReclaimReport;
     address: DataAddress;
     httpAddress: DataAddress | undefined;
     closeTimeoutMs: number;
@@ -115,7 +135,8 @@ export class LocalCluster {
     this.#scheduler = parts.scheduler;
     this.#workers = parts.workers;
     this.#infos = parts.infos;
-    this.#directory = parts.directory;
+    this.#folder = parts.folder;
+    this.reclaimed = parts.reclaimed;
     this.#address = parts.address;
     this.#httpAddress = parts.httpAddress;
     this.#closeTimeoutMs = parts.closeTimeoutMs;
@@ -150,11 +171,15 @@ export class LocalCluster {
       SPILLWAY_TLS_KEY: undefined,
     };
     installExitHook();
-    const directory = await mkdtemp(path.join(options.localDirectory ?? os.tmpdir(), 'spillway-cluster-'));
+    const parent = options.localDirectory ?? os.tmpdir();
+    // Folders of clusters (and workers, stores) that died without removing them go first.
+    const reclaimed = await reclaimStaleFolders(parent);
+    const folder = await FolderOwner.create(parent, 'spillway-cluster-');
+    const directory = folder.directory;
     liveDirectories.add(directory);
     if (tls !== undefined) {
       const files = await writeTlsFiles(directory, tls).catch(async (err: unknown) => {
-        await rm(directory, { recursive: true, force: true });
+        await folder.release();
         liveDirectories.delete(directory);
         throw err;
       });
@@ -189,10 +214,10 @@ export class LocalCluster {
       );
       const ready = await Promise.all(workers.map((w) => w.waitForEvent('ready', timeout)));
       const infos = ready.map((r, i) => ({ pid: workers[i].pid, workerId: String(r.workerId), data: r.data as DataAddress }));
-      return new LocalCluster({ token, tls, memoryLimit, scheduler, workers, infos, directory, address, httpAddress, closeTimeoutMs: options.closeTimeoutMs ?? 5_000 });
+      return new LocalCluster({ token, tls, memoryLimit, scheduler, workers, infos, folder, reclaimed, address, httpAddress, closeTimeoutMs: options.closeTimeoutMs ?? 5_000 });
     } catch (err) {
       await Promise.all(started.map((p) => p.stop(1_000)));
-      await rm(directory, { recursive: true, force: true });
+      await folder.release();
       liveDirectories.delete(directory);
       throw err;
     }
@@ -223,7 +248,7 @@ export class LocalCluster {
 
   /** The scratch folder the workers spill into (removed at close). */
   get directory(): string {
-    return this.#directory;
+    return this.#folder.directory;
   }
 
   /** Sends `signal` to worker `i` and waits for it to exit. */
@@ -256,8 +281,8 @@ export class LocalCluster {
     this.#closing ??= (async () => {
       await Promise.all(this.#workers.map((w) => w.stop(this.#closeTimeoutMs)));
       await this.#scheduler.stop(this.#closeTimeoutMs);
-      await rm(this.#directory, { recursive: true, force: true });
-      liveDirectories.delete(this.#directory);
+      await this.#folder.release();
+      liveDirectories.delete(this.#folder.directory);
     })();
     return this.#closing;
   }

@@ -9,6 +9,7 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { encode, encodedBatches, encodeToBuffer } from '../codec/index.js';
 import type { WriteSource } from '../tiers/tier.js';
+import { OWNER_FILE } from '../folders/owner.js';
 
 /** A real write source: an encoded value, in batches of `batchBytes`. */
 export async function encodedSource(value: unknown, batchBytes = 256 * 1024): Promise<{ source: WriteSource; bytes: Buffer }> {
@@ -64,13 +65,14 @@ export async function collect(stream: Readable): Promise<Buffer> {
   return Buffer.concat(parts);
 }
 
-/** Every file (not directory) under `dirs`, with its size. */
+/** Every file (not directory) under `dirs`, with its size; owner files left out. */
 export async function filesUnder(dirs: readonly string[]): Promise<{ path: string; size: number }[]> {
   const out: { path: string; size: number }[] = [];
   for (const dir of dirs) {
     const entries = await fsp.readdir(dir, { recursive: true, withFileTypes: true }).catch(() => []);
     for (const e of entries) {
-      if (!e.isFile()) continue;
+      // The owner file says whose folder it is (docs/configuration.md, "Spill folders"): not a stored byte.
+      if (!e.isFile() || e.name === OWNER_FILE) continue;
       const p = path.join(e.parentPath ?? e.path, e.name);
       const st = await fsp.stat(p).catch(() => undefined);
       if (st !== undefined) out.push({ path: p, size: st.size });

@@ -1,7 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
-import path from 'node:path';
 import { contactAddress } from '../cluster/address.js';
 import {
   type CancelTaskParams,
@@ -21,6 +19,8 @@ import type { Channel, ChannelOptions } from '../control/channel.js';
 import { connectWithRetry } from '../control/connect.js';
 import { AddressError } from '../control/errors.js';
 import { ChecksumError, InvalidArgumentError, KeyNotFoundError, SpillwayError, TierReadError } from '../errors.js';
+import { FolderOwner } from '../folders/owner.js';
+import { reclaimStaleFolders, type ReclaimReport } from '../folders/reclaim.js';
 import { SpillStore } from '../store/spill-store.js';
 import type { Lease } from '../store/lease.js';
 import { DataClient } from '../transfer/client.js';
@@ -65,7 +65,12 @@ export class Worker extends EventEmitter {
   readonly nthreads: number;
   readonly #options: ResolvedWorkerOptions;
   readonly #fullDisk: FullDiskWatch;
-  readonly #directory: string;
+  readonly #folder: FolderOwner;
+  /**
+   * What starting reclaimed in `localDirectory`: spill folders of Spillway processes that
+   * died without removing them (their owner gone), with the bytes they held.
+   */
+  readonly reclaimed: ReclaimReport;
   readonly #executor: Executor;
   readonly #fetcher: Fetcher;
   readonly #heartbeat: Heartbeat;
@@ -89,7 +94,8 @@ export class Worker extends EventEmitter {
 
   private constructor(parts: {
     options: ResolvedWorkerOptions;
-    directory: string;
+    folder: FolderOwner;
+    reclaimed: ReclaimReport;
     store: SpillStore;
     server: DataServer;
     channel: Channel;
@@ -101,7 +107,8 @@ export class Worker extends EventEmitter {
     super();
     const { options, store, server, channel } = parts;
     this.#options = options;
-    this.#directory = parts.directory;
+    this.#folder = parts.folder;
+    this.reclaimed = parts.reclaimed;
     this.store = store;
     this.server = server;
     this.address = parts.address;
@@ -132,7 +139,7 @@ export class Worker extends EventEmitter {
         workerId: () => this.#workerId,
         store,
         server,
-        directory: parts.directory,
+        directory: parts.folder.directory,
         executing: () => this.#running.size,
         queued: () => this.#queue.size,
         received: () => fetcher.received,
@@ -162,8 +169,12 @@ export class Worker extends EventEmitter {
     const opts = resolveWorkerOptions({ ...options, memoryLimit });
     if (opts.tls !== undefined) checkTlsConfig(opts.tls);
     checkExposure('worker\'s data server', opts.host, opts);
-    const directory = await mkdtemp(path.join(opts.localDirectory ?? os.tmpdir(), 'spillway-worker-'));
-    const cleanup: (() => Promise<void>)[] = [() => rm(directory, { recursive: true, force: true })];
+    const parent = opts.localDirectory ?? os.tmpdir();
+    // Folders of workers (and stores, clusters) that died without removing them go first.
+    const reclaimed = await reclaimStaleFolders(parent);
+    const folder = await FolderOwner.create(parent, 'spillway-worker-');
+    const directory = folder.directory;
+    const cleanup: (() => Promise<void>)[] = [() => folder.release()];
     try {
       const store = await SpillStore.open({
         memoryLimit: opts.memoryLimit,
@@ -198,7 +209,7 @@ export class Worker extends EventEmitter {
         if (started.worker !== undefined) started.worker.#dispatch(method, message);
       });
       cleanup.unshift(async () => channel.close());
-      const worker = new Worker({ options: opts, directory, store, server, channel, executor, registration, name, address });
+      const worker = new Worker({ options: opts, folder, reclaimed, store, server, channel, executor, registration, name, address });
       requests.handle = (body) => worker.#shuffle.onRequest(body);
       if (opts.httpPort !== undefined) {
         try {
@@ -533,7 +544,7 @@ export class Worker extends EventEmitter {
       this.#queue.delete(task.key);
       this.#erred(task.key, {
         name: 'DiskFullError',
-        message: `worker ${JSON.stringify(this.name)} cannot run ${JSON.stringify(task.key)}: its memory is full (${memory}) and spilling to ${this.#directory} fails: ${failure.message}`,
+        message: `worker ${JSON.stringify(this.name)} cannot run ${JSON.stringify(task.key)}: its memory is full (${memory}) and spilling to ${this.#folder.directory} fails: ${failure.message}`,
         code: 'SPW_ERR_DISK_FULL',
       });
       this.#dropReplicas(task.inputs);
@@ -585,7 +596,7 @@ export class Worker extends EventEmitter {
       // Each step runs even if one before it failed: the spill folder goes in any case.
       let failure: unknown;
       for (const step of [() => this.server.close(), () => this.store.close()]) await step().catch((err: unknown) => (failure ??= err));
-      await rm(this.#directory, { recursive: true, force: true });
+      await this.#folder.release();
       if (failure !== undefined) throw failure;
     })();
     return this.#closing;

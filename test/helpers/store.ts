@@ -6,6 +6,7 @@ import { DiskTier, SpillStore, type SpillStoreOptions, type Tier } from '../../s
 import { checkInvariants } from '../../src/store/spill-store.js';
 import { onCleanup } from './cleanup.js';
 import { tempDir } from './temp-dir.js';
+import { OWNER_FILE } from '../../src/folders/owner.js';
 
 export const KiB = 1024;
 export const MiB = 1024 * 1024;
@@ -43,7 +44,8 @@ export function f64(bytes: number, seed: number): Float64Array {
 export async function filesUnder(dir: string): Promise<string[]> {
   const out: string[] = [];
   for (const e of await fsp.readdir(dir, { withFileTypes: true, recursive: true })) {
-    if (e.isFile()) out.push(path.join(e.parentPath ?? e.path, e.name));
+    // The owner file says whose folder it is (src/folders): not a spilled byte.
+    if (e.isFile() && e.name !== OWNER_FILE) out.push(path.join(e.parentPath ?? e.path, e.name));
   }
   return out;
 }

@@ -6,6 +6,7 @@ import { SpillStore } from '../../src/index.js';
 import { MiB, filesUnder } from '../helpers/store.js';
 import { onCleanup } from '../helpers/cleanup.js';
 import { tempDir } from '../helpers/temp-dir.js';
+import { OWNER_FILE } from '../../src/folders/owner.js';
 
 const strangeKeys = ['../../x', 'a/b', '/etc/passwd', '\u0000', '', '.', '..', 'C:\\\\win', 'ключ', '🙂'.repeat(10), 'x'.repeat(1024 * 1024)];
 
@@ -49,7 +50,9 @@ test('the default directory is a fresh folder under the OS temp dir, removed on 
   await store.evict();
   const dir = (store.tiers[0] as unknown as { directory: string }).directory;
   assert.ok(dir.includes('spillway-'));
-  assert.equal((await fsp.readdir(dir)).length, 1);
+  // The spilled value and the owner file (src/folders).
+  assert.deepEqual((await fsp.readdir(dir)).filter((name) => name !== OWNER_FILE).length, 1);
+  assert.ok((await fsp.readdir(dir)).includes(OWNER_FILE));
   await store.close();
   await assert.rejects(fsp.access(dir));
 });

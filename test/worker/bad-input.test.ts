@@ -9,6 +9,7 @@ import { garbageCollector } from '../../src/runtime/garbage-collection.js';
 import { Worker } from '../../src/worker/index.js';
 import { FakeScheduler, TASKS, fn } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import { OWNER_FILE } from '../../src/folders/owner.js';
 
 const gc = garbageCollector() ?? ((): void => assert.fail('no way to collect garbage here'));
 
@@ -43,7 +44,7 @@ test('a compute-task whose args are not an array is answered with a typed task-e
 async function files(root: string): Promise<string[]> {
   const out: string[] = [];
   for (const entry of await readdir(root, { withFileTypes: true, recursive: true })) {
-    if (entry.isFile()) out.push(path.join(entry.parentPath ?? (entry as unknown as { path: string }).path, entry.name));
+    if (entry.isFile() && entry.name !== OWNER_FILE) out.push(path.join(entry.parentPath ?? (entry as unknown as { path: string }).path, entry.name));
   }
   return out;
 }

@@ -16,6 +16,8 @@ import { TierCounters } from '../stats.js';
 import { resolveDiskOptions, type DiskTierOptions } from './options.js';
 import type { ByteRange, Tier, TierStats, TierUsage, WriteItem, WriteResults, WriteSource } from '../tier.js';
 import { WriteTracker, checkId } from '../validate.js';
+import { FolderOwner } from '../../folders/owner.js';
+import { reclaimStaleFolders, type ReclaimReport } from '../../folders/reclaim.js';
 
 export type { DiskTierOptions } from './options.js';
 
@@ -51,6 +53,9 @@ export class DiskTier implements Tier {
   /** Buffers that read streams fill and their consumers hand back. */
   private readonly streamBuffers: BufferPool;
   private dirs: string[] | undefined;
+  private owners: FolderOwner[] = [];
+  /** What `open()` reclaimed in each parent: folders of Spillway processes that died without removing them. */
+  reclaimed: ReclaimReport[] = [];
   private segments: SegmentStore | undefined;
   /** What the tier holds, and its totals. */
   private readonly catalog = new DiskCatalog();
@@ -124,17 +129,21 @@ export class DiskTier implements Tier {
     if (this.closed) throw new ClosedError(`tier "${this.name}"`);
     // A missing lz4 binding fails here, with NativeModuleError, rather than at the first spill.
     if (this.compression !== 'none') lz4();
-    const dirs: string[] = [];
+    const owners: FolderOwner[] = [];
     try {
       for (const parent of this.parents) {
-        await fsp.mkdir(parent, { recursive: true });
-        dirs.push(await fsp.mkdtemp(path.join(parent, 'spillway-')));
+        // Folders left by Spillway processes that died (SIGKILL, the OOM killer) go first.
+        const report = await reclaimStaleFolders(parent);
+        if (report.folders.length > 0) this.reclaimed.push(report);
+        owners.push(await FolderOwner.create(parent, 'spillway-'));
       }
     } catch (err) {
       // A later parent failed: the folders already made are ours, and nothing else removes them.
-      await Promise.all(dirs.map((dir) => fsp.rm(dir, { recursive: true, force: true })));
+      await Promise.all(owners.map((owner) => owner.release()));
       throw err;
     }
+    this.owners = owners;
+    const dirs = owners.map((owner) => owner.directory);
     this.dirs = dirs;
     this.segments = new SegmentStore(
       {
@@ -290,7 +299,7 @@ export class DiskTier implements Tier {
     this.reads.clear();
     this.catalog.clear();
     this.cancelled.clear();
-    await Promise.all((this.dirs ?? []).map((dir) => fsp.rm(dir, { recursive: true, force: true })));
+    await Promise.all(this.owners.map((owner) => owner.release()));
   }
 
   private owned(): string[] {

@@ -1,0 +1,155 @@
+import fsp from 'node:fs/promises';
+import type net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { FOLDER_PREFIX, OWNER_FILE, netnsOf, parseOwner, startTicksOf, takeLock, type OwnerRecord } from './owner.js';
+
+/** A stale folder removed (or, in a dry run, that would be). */
+export interface ReclaimedFolder {
+  path: string;
+  /** Disk space it held (allocated blocks). */
+  bytes: number;
+  owner: OwnerRecord;
+}
+
+export interface ReclaimReport {
+  parent: string;
+  /** True when nothing was removed, only listed. */
+  dryRun: boolean;
+  folders: ReclaimedFolder[];
+  /** Sum of the folders' bytes. */
+  bytes: number;
+}
+
+export interface ReclaimOptions {
+  /** List what would be removed, remove nothing. */
+  dryRun?: boolean;
+}
+
+/** Folders nest (a cluster's holds its workers', a worker's its store's): looked into this deep. */
+const MAX_DEPTH = 4;
+
+/**
+ * Removes the `spillway-*` folders directly under `parent` whose owner is gone: only
+ * folders with a well-formed owner file (Spillway made them), never one whose owner still
+ * runs, never one holding a folder whose owner still runs (its dead parts go instead),
+ * never anything else. A parent that does not exist has nothing to reclaim.
+ */
+export async function reclaimStaleFolders(parent: string, options: ReclaimOptions = {}): Promise<ReclaimReport> {
+  const report: ReclaimReport = { parent: path.resolve(parent), dryRun: options.dryRun === true, folders: [], bytes: 0 };
+  await reclaimIn(report.parent, report, 0, new Liveness());
+  return report;
+}
+
+async function reclaimIn(parent: string, report: ReclaimReport, depth: number, liveness: Liveness): Promise<void> {
+  for (const dir of await ownedChildren(parent)) {
+    const verdict = await liveness.check(dir.owner);
+    try {
+      if (verdict.alive) continue;
+      if (depth < MAX_DEPTH && (await holdsLiveFolder(dir.path, depth + 1, liveness))) {
+        await reclaimIn(dir.path, report, depth + 1, liveness);
+        continue;
+      }
+      const bytes = await diskBytes(dir.path);
+      if (!report.dryRun) await fsp.rm(dir.path, { recursive: true, force: true, maxRetries: 3 });
+      report.folders.push({ path: dir.path, bytes, owner: dir.owner });
+      report.bytes += bytes;
+    } finally {
+      verdict.lock?.close();
+    }
+  }
+}
+
+/** The `spillway-*` folders under `parent` that have a well-formed owner file. */
+async function ownedChildren(parent: string): Promise<{ path: string; owner: OwnerRecord }[]> {
+  let entries: import('node:fs').Dirent[];
+  try {
+    entries = await fsp.readdir(parent, { withFileTypes: true });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') return [];
+    throw err;
+  }
+  const owned: { path: string; owner: OwnerRecord }[] = [];
+  for (const entry of entries) {
+    // A symbolic link is never followed: what it points to is not ours.
+    if (!entry.isDirectory() || !entry.name.startsWith(FOLDER_PREFIX)) continue;
+    const dir = path.join(parent, entry.name);
+    let text: string;
+    try {
+      text = await fsp.readFile(path.join(dir, OWNER_FILE), 'utf8');
+    } catch {
+      continue;
+    }
+    const owner = parseOwner(text);
+    if (owner !== undefined) owned.push({ path: dir, owner });
+  }
+  return owned;
+}
+
+async function holdsLiveFolder(dir: string, depth: number, liveness: Liveness): Promise<boolean> {
+  for (const child of await ownedChildren(dir)) {
+    const verdict = await liveness.check(child.owner);
+    verdict.lock?.close();
+    if (verdict.alive) return true;
+    if (depth < MAX_DEPTH && (await holdsLiveFolder(child.path, depth + 1, liveness))) return true;
+  }
+  return false;
+}
+
+/** Allocated bytes of the files under `dir` (links not followed). */
+async function diskBytes(dir: string): Promise<number> {
+  let total = 0;
+  let entries: import('node:fs').Dirent[];
+  try {
+    entries = await fsp.readdir(dir, { withFileTypes: true, recursive: true });
+  } catch {
+    return 0;
+  }
+  for (const entry of entries) {
+    if (!entry.isFile()) continue;
+    try {
+      const stat = await fsp.lstat(path.join(entry.parentPath ?? entry.path, entry.name));
+      total += stat.blocks > 0 ? stat.blocks * 512 : stat.size;
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return total;
+}
+
+/** Tells whether an owner lives; on Linux, taking a dead owner's lock on the way. */
+class Liveness {
+  #netns: Promise<string | undefined> | undefined;
+
+  /**
+   * Alive when any sign says so: another host's folder is never judged from here; the
+   * owner's lock is held; or its pid runs with the start time recorded (a lock in another
+   * network namespace cannot be seen from this one).
+   */
+  async check(owner: OwnerRecord): Promise<{ alive: boolean; lock?: net.Server }> {
+    if (owner.hostname !== os.hostname()) return { alive: true };
+    if (await pidAlive(owner)) return { alive: true };
+    if (owner.lock !== 'socket') return { alive: false };
+    if (process.platform !== 'linux') return { alive: true };
+    const here = await (this.#netns ??= netnsOf('self'));
+    if (owner.netns !== here) return { alive: false };
+    const lock = await takeLock(owner.id);
+    return lock === undefined ? { alive: true } : { alive: false, lock };
+  }
+}
+
+/** The recorded pid runs, and (where known) started when the owner did. */
+async function pidAlive(owner: OwnerRecord): Promise<boolean> {
+  if (process.platform === 'linux') {
+    const ticks = await startTicksOf(owner.pid);
+    if (ticks === undefined) return false;
+    return owner.startTicks === undefined || ticks === owner.startTicks;
+  }
+  try {
+    process.kill(owner.pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it runs, as another user.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

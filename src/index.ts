@@ -22,6 +22,8 @@ export { registerArrow } from './codec/arrow.js';
 
 // Tiers
 export * from './tiers/index.js';
+export type { ReclaimReport, ReclaimedFolder } from './folders/reclaim.js';
+export type { OwnerRecord } from './folders/owner.js';
 
 // Errors (those of the scheduler and the worker are in their own entry points)
 export {

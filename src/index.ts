@@ -48,6 +48,7 @@ export {
   TaskError,
   KilledWorkerError,
   NoWorkersError,
+  DiskFullError,
   TierMissingError,
   TierDuplicateIdError,
   TierNotOpenError,

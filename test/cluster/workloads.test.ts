@@ -6,7 +6,9 @@ import { builtinFunction } from '../../src/worker/builtins.js';
 import { planWorkload } from '../../src/workloads/index.js';
 
 /**
- * Evaluates a graph depth first, as a worker would, importing each function by reference;
+ * Evaluates a graph depth first, as a worker would, importing each function by reference
+ * (so shuffles here are task-based: the p2p method runs as a service on real workers,
+ * tested in workloads-e2e and test/shuffle);
  * `alter` may change a task's output on its way (to check that verification notices).
  */
 async function runInProcess(graph: Graph, wanted: string[], alter = (_key: string, value: unknown): unknown => value): Promise<unknown[]> {
@@ -27,7 +29,7 @@ async function runInProcess(graph: Graph, wanted: string[], alter = (_key: strin
 
 for (const name of ['shuffle', 'map-reduce'] as const) {
   test(`${name}: the graph's result verifies, and a corrupted one does not`, async () => {
-    const plan = planWorkload(name, { bytes: 3 * 1024 * 1024, partitions: 5, seed: 42 });
+    const plan = planWorkload(name, { bytes: 3 * 1024 * 1024, partitions: 5, seed: 42, method: 'tasks' });
     assert.equal(plan.dataBytes % (8 * 5), 0);
     for (const [key, spec] of Object.entries(plan.graph)) {
       for (const dep of dependencies(spec)) assert.ok(dep in plan.graph, `${key} refers to ${dep}`);
@@ -46,7 +48,7 @@ for (const name of ['shuffle', 'map-reduce'] as const) {
 }
 
 test('shuffle: pieces land in the output their hash names, and nothing is lost', async () => {
-  const plan = planWorkload('shuffle', { bytes: 1024 * 1024, partitions: 3, seed: 7 });
+  const plan = planWorkload('shuffle', { bytes: 1024 * 1024, partitions: 3, seed: 7, method: 'tasks' });
   const [counts, ...results] = (await runInProcess(plan.graph, plan.wanted)) as [number[][], ...Array<{ count: number; misplaced: number }>];
   assert.equal(counts.flat().reduce((a, b) => a + b, 0), plan.dataBytes / 8);
   assert.equal(results.reduce((n, r) => n + r.count, 0), plan.dataBytes / 8);
@@ -70,7 +72,7 @@ const bump = (v: unknown): unknown => {
 for (const [name, keys] of [['shuffle', ['input-1', 'piece-2-1', 'output-3']], ['map-reduce', ['data-1']]] as const) {
   for (const target of keys) {
     test(`${name}: one wrong value in ${target} (a task's output, not a summary) fails verification`, async () => {
-      const plan = planWorkload(name, { bytes: 1024 * 1024, partitions: 4, seed: 3 });
+      const plan = planWorkload(name, { bytes: 1024 * 1024, partitions: 4, seed: 3, method: 'tasks' });
       const results = await runInProcess(plan.graph, plan.wanted, (key, v) => (key === target ? bump(v) : v));
       const check = await plan.verify(results);
       assert.equal(check.verified, false, JSON.stringify(check));

@@ -15,8 +15,6 @@ export class Pressure {
   #waiters: (() => void)[] = [];
   #evicting = false;
   #unmanagedReported = false;
-  /** Process memory beyond the store's resident values at the last RSS reading (0 without the monitor). */
-  #unmanaged = 0;
   /** The last sample collected garbage and left spilling to this one. */
   #deferredSpill = false;
   readonly monitor: MemoryMonitor;
@@ -38,17 +36,9 @@ export class Pressure {
     return new Promise((resolve) => this.#waiters.push(resolve));
   }
 
-  /**
-   * After resident bytes grew: pause if they passed `pause`, or if the process would have:
-   * between two readings of RSS, what it held beyond the store's values at the last one is
-   * taken to be still there. Producers can otherwise add a monitor interval's worth of
-   * values on top of the rest of the process before the next reading sees it.
-   */
+  /** After resident bytes grew: pause if they passed `pause`. */
   checkPause(): void {
-    const resident = this.state.acct.residentBytes;
-    const { pauseBytes } = this.state.opts;
-    const over = resident > pauseBytes || (resident + this.#unmanaged > pauseBytes && this.#spillable() > 0);
-    if (over && !this.#runInMemory()) this.#set(true);
+    if (this.state.acct.residentBytes > this.state.opts.pauseBytes && !this.#runInMemory()) this.#set(true);
   }
 
   /**
@@ -94,9 +84,8 @@ export class Pressure {
 
   /** One reading of process RSS (the monitor calls it; tests may too). */
   onSample(rss: number): void {
-    const { opts, closed, acct } = this.state;
+    const { opts, closed } = this.state;
     if (closed) return;
-    this.#unmanaged = Math.max(0, rss - acct.residentBytes);
     // Dead values may be what holds RSS up: collect them before spilling live ones. The
     // collector frees them over the next few ms, so the next sample decides on spilling —
     // but never two samples in a row: a steady stream of releases must not hold off

@@ -65,7 +65,7 @@ async function writePhase(store: SpillStore, files: string[], valueBytes: number
  */
 async function throughputRound(parent: string, count: number, valueBytes: number, round: number, group = 4): Promise<ThroughputRound> {
   const refDir = await fsp.mkdtemp(path.join(parent, 'ref-'));
-  const store = await SpillStore.open({ memoryLimit: 64 * GiB, target: false, spill: false, pause: false, directory: parent, monitorInterval: 0 });
+  const store = await SpillStore.open({ memoryLimit: 64 * GiB, target: false, spill: false, pause: false, directory: parent, monitorIntervalMs: 0 });
   const files = Array.from({ length: count }, (_, i) => path.join(refDir, `${i}.bin`));
   const out: ThroughputRound = { refWrite: 0, storeWrite: 0, refRead: 0, storeRead: 0 };
   try {

@@ -54,7 +54,7 @@ function makeValues(count: number, bytes: number, producer: Producer): (i: numbe
 
 /** Sets `count` values of `bytes` into a store on `tier` and waits until all are spilled. */
 async function spillOnce(tier: Tier, count: number, bytes: number, producer: Producer): Promise<SpillRun> {
-  const store = await SpillStore.open({ memoryLimit: 32 * MiB, monitorInterval: 0, tiers: [tier] });
+  const store = await SpillStore.open({ memoryLimit: 32 * MiB, monitorIntervalMs: 0, tiers: [tier] });
   try {
     const value = makeValues(count, bytes, producer);
     gc();

@@ -64,7 +64,7 @@ async function throughExecutor(name: 'out' | 'in'): Promise<void> {
 
 async function throughStore(name: 'refused' | 'largest'): Promise<void> {
   const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'spillway-large-'));
-  const store = await SpillStore.open({ memoryLimit: 64 * 2 ** 20, monitorInterval: 0, tiers: [new DiskTier({ directory: dir })] });
+  const store = await SpillStore.open({ memoryLimit: 64 * 2 ** 20, monitorIntervalMs: 0, tiers: [new DiskTier({ directory: dir })] });
   const errors: Error[] = [];
   store.on('error', (err: Error) => errors.push(err));
   const n = name === 'refused' ? OVER_4GIB : (2 ** 32 - 40) / 8;

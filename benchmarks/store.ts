@@ -45,7 +45,7 @@ async function spillOne(store: SpillStore, key: string, bytes: number, seed: num
 }
 
 async function duplication(parent: string, valueBytes: number): Promise<void> {
-  const store = await SpillStore.open({ memoryLimit: 4 * valueBytes, directory: parent, monitorInterval: 0 });
+  const store = await SpillStore.open({ memoryLimit: 4 * valueBytes, directory: parent, monitorIntervalMs: 0 });
   try {
     await spillOne(store, 'big', valueBytes, 7);
     // Let the weak reference die so every get below has to go to disk.
@@ -100,7 +100,7 @@ function nsPerCall(fn: (iterations: number) => number, iterations: number, batch
 }
 
 async function lookups(keyCount: number, iterations: number): Promise<void> {
-  const store = await SpillStore.open({ memoryLimit: GiB, monitorInterval: 0 });
+  const store = await SpillStore.open({ memoryLimit: GiB, monitorIntervalMs: 0 });
   const map = new Map<string, unknown>();
   const keys = Array.from({ length: keyCount }, (_, i) => `key-${i}`);
   for (const [i, k] of keys.entries()) {
@@ -195,9 +195,9 @@ async function resumedWithin(store: SpillStore, ms: number): Promise<boolean> {
   }
 }
 
-async function eventLoop(parent: string, totalBytes: number, valueBytes: number, limit: number, monitorInterval: number): Promise<void> {
+async function eventLoop(parent: string, totalBytes: number, valueBytes: number, limit: number, monitorIntervalMs: number): Promise<void> {
   const tier = new SlowTier(new DiskTier({ directory: parent }), 20);
-  const store = await SpillStore.open({ memoryLimit: limit, tiers: [tier], monitorInterval });
+  const store = await SpillStore.open({ memoryLimit: limit, tiers: [tier], monitorIntervalMs });
   let pauses = 0;
   store.on('pause', () => pauses++);
   store.on('error', (err: unknown) => console.log(`  store error: ${String(err)}`));
@@ -232,7 +232,7 @@ async function eventLoop(parent: string, totalBytes: number, valueBytes: number,
     }
     const tWrite = performance.now();
     if (stalled !== undefined) {
-      console.log(`event loop (monitor ${monitorInterval} ms): ${stalled}`);
+      console.log(`event loop (monitor ${monitorIntervalMs} ms): ${stalled}`);
       rows.push({ name: 'event-loop delay', reference: '-', measured: stalled, ratio: '-', target: 'max < 50 ms', pass: false });
       return;
     }
@@ -245,7 +245,7 @@ async function eventLoop(parent: string, totalBytes: number, valueBytes: number,
     const c = store.stats().counters;
     console.log(
       `event loop: ${fmt(count * valueBytes / GiB)} GiB through a ${limit / MiB} MiB store on a 20 ms/op disk ` +
-        `(monitor ${monitorInterval} ms): write ${fmt(gbps(count * valueBytes, tWrite - t0))} GB/s, read ${fmt(gbps(count * valueBytes, tRead - tWrite))} GB/s; ` +
+        `(monitor ${monitorIntervalMs} ms): write ${fmt(gbps(count * valueBytes, tWrite - t0))} GB/s, read ${fmt(gbps(count * valueBytes, tRead - tWrite))} GB/s; ` +
         `delay max ${fmt(maxMs, 1)} ms (idle process: ${fmt(idleMax, 1)} ms), p99 ${fmt(p99Ms, 1)} ms (1 ms monitor), ELU ${fmt(elu)}; pauses ${pauses}, peak resident ${fmt(peakResident / MiB, 0)} MiB, ` +
         `diskWrites ${c.diskWrites}, diskReads ${c.diskReads}, verified: ${bad === 0 ? 'ok' : `${bad} bad elements`}`,
     );

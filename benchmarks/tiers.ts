@@ -28,7 +28,7 @@ function line(label: string, r: Run): string {
 
 /** Pushes `count` values through a 64 MiB store on `tiers`, then reads them all back. */
 async function chainRun(tiers: Tier[], sources: Buffer[], count: number): Promise<{ diskWritten: number; writeMs: number; readMs: number }> {
-  const store = await SpillStore.open({ memoryLimit: 64 * MiB, monitorInterval: 0, tiers });
+  const store = await SpillStore.open({ memoryLimit: 64 * MiB, monitorIntervalMs: 0, tiers });
   try {
     const start = performance.now();
     for (let i = 0; i < count; i++) {

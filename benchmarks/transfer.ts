@@ -138,7 +138,7 @@ async function single(mib: number, work: string): Promise<void> {
       ['into a client SpillStore, to disk (putEncoded)', {}],
       ['into a client SpillStore, decoded into memory', { diskThresholdBytes: 4 * 1024 * MiB, batchBytes: 4 * 1024 * MiB }],
     ] as const) {
-      const store = await SpillStore.open({ memoryLimit: '8 GiB', target: 0.9, monitorInterval: 0, directory: work });
+      const store = await SpillStore.open({ memoryLimit: '8 GiB', target: 0.9, monitorIntervalMs: 0, directory: work });
       try {
         await peer.ask('start');
         const t = performance.now();
@@ -165,7 +165,7 @@ async function fanOut(mib: number, clients: number, work: string): Promise<void>
     const address = { host: '127.0.0.1', port: peer.port };
     const ref = await referenceCopy(peer.refPort);
     for (let i = 0; i < clients; i++) {
-      stores.push(await SpillStore.open({ memoryLimit: '1 GiB', target: 0.9, monitorInterval: 0, directory: work }));
+      stores.push(await SpillStore.open({ memoryLimit: '1 GiB', target: 0.9, monitorIntervalMs: 0, directory: work }));
     }
     await peer.ask('start');
     const t = performance.now();
@@ -189,7 +189,7 @@ async function fanOut(mib: number, clients: number, work: string): Promise<void>
 
 async function serve(mib: number): Promise<void> {
   const directory = await fs.mkdtemp(path.join(os.tmpdir(), 'spw-bench-serve-'));
-  const store = await SpillStore.open({ memoryLimit: '4 GiB', monitorInterval: 0, directory });
+  const store = await SpillStore.open({ memoryLimit: '4 GiB', monitorIntervalMs: 0, directory });
   {
     const value = Buffer.allocUnsafeSlow(mib * MiB);
     for (let i = 0; i < value.byteLength; i += MiB) value.fill(i / MiB, i, i + MiB);

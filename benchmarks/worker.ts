@@ -82,7 +82,7 @@ async function workerRoundTrip(reps: number): Promise<number> {
     c.handle(Methods.heartbeat, () => undefined);
     c.handle(Methods.taskFinished, (params) => finished.shift()?.(params as TaskFinishedParams));
   });
-  const worker = await Worker.start({ scheduler: server.address, memoryLimit: '256 MiB', nthreads: 1, monitorInterval: false });
+  const worker = await Worker.start({ scheduler: server.address, memoryLimit: '256 MiB', nthreads: 1, monitorIntervalMs: false });
   try {
     const run = (key: string): Promise<TaskFinishedParams> =>
       new Promise((resolve) => {

@@ -55,3 +55,24 @@ export function formatBytes(bytes: number): string {
   }
   return `${value.toFixed(unit === 0 ? 0 : 1)} ${units[unit]}`;
 }
+
+/**
+ * A byte-size option as given: a string ('64 MiB') parsed to bytes, a number or undefined
+ * passed on unchanged for the option's own checks and default.
+ */
+export function byteOption<T>(input: number | string | T, what: string): number | T {
+  return typeof input === 'string' ? parseBytes(input, what) : input;
+}
+
+/** An options type whose byte-size options `K` have been parsed to numbers. */
+export type WithByteOptions<T, K extends keyof T> = Omit<T, K> & { [P in K]?: number };
+
+/** A copy of `options` with the byte-size options `names` parsed (see byteOption). */
+export function withByteOptions<T extends object, K extends keyof T>(options: T, names: readonly K[]): WithByteOptions<T, K> {
+  const parsed: Record<PropertyKey, unknown> = { ...(options as Record<PropertyKey, unknown>) };
+  for (const name of names) {
+    const value = parsed[name];
+    if (typeof value === 'string') parsed[name] = parseBytes(value, String(name));
+  }
+  return parsed as WithByteOptions<T, K>;
+}

@@ -11,7 +11,7 @@ export interface DemoFlags {
   valueSize: number;
   data?: number;
   directory?: string;
-  monitorInterval: number;
+  monitorIntervalMs: number;
   seed: number;
   json: boolean;
 }
@@ -55,7 +55,7 @@ export async function demoCommand(flags: DemoFlags): Promise<void> {
       valueSize: flags.valueSize,
       dataSize: flags.data,
       directory: scratch,
-      monitorInterval: flags.monitorInterval,
+      monitorIntervalMs: flags.monitorIntervalMs,
       seed: flags.seed,
       onProgress: (phase, done, total) => progress.update(phase, done, total),
     });

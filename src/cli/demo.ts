@@ -12,7 +12,7 @@ export interface DemoOptions {
   /** Parent directory for spill files. Default: os.tmpdir(). */
   directory?: string;
   /** RSS monitor interval (ms), default 100 as in the store; 0 = off, pausing then follows the store's managed bytes. */
-  monitorInterval?: number;
+  monitorIntervalMs?: number;
   /** Seed of the generated content (every key derives its own from it). */
   seed?: number;
   /** A paused store that does not resume within this many ms fails the demo instead of hanging. */
@@ -120,7 +120,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
   const seed = (options.seed ?? 0x5eed) >>> 0;
   const stallTimeoutMs = options.stallTimeoutMs ?? 30_000;
   const dataBytes = keys * valueSize;
-  const store = await SpillStore.open({ memoryLimit, directory: options.directory, monitorInterval: options.monitorInterval ?? 100 });
+  const store = await SpillStore.open({ memoryLimit, directory: options.directory, monitorIntervalMs: options.monitorIntervalMs ?? 100 });
   let pauses = 0;
   store.on('pause', () => pauses++);
   // Failed writes keep values in memory (nothing is lost); count them for the summary.

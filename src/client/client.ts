@@ -120,7 +120,7 @@ export class Client {
       memoryLimit: options.memoryLimit ?? '256 MiB',
       directory: options.localDirectory,
       // The process is the user's: its RSS is not the store's to manage.
-      monitorInterval: false,
+      monitorIntervalMs: false,
     });
     let channel: Channel | undefined;
     try {

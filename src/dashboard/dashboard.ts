@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { InvalidArgumentError } from '../errors.js';
+import { byteOption } from '../units.js';
 import { EventStream } from '../http/event-stream.js';
 import { type RouteHandler, send, toJson } from '../http/server.js';
 import type { SchedulerState } from '../scheduler/snapshot.js';
@@ -11,7 +12,7 @@ export interface DashboardOptions {
   /** How often a frame goes to the open pages (ms). Default 500. */
   intervalMs?: number;
   /** Bytes one page may have waiting to be sent before it is dropped. Default 4 MiB. */
-  clientBufferBytes?: number;
+  clientBufferBytes?: number | string;
   /** Pages connected at once. Default 64. */
   maxClients?: number;
 }
@@ -56,7 +57,7 @@ export class Dashboard {
     options: DashboardOptions = {},
   ): Promise<Dashboard> {
     const intervalMs = options.intervalMs ?? 500;
-    const clientBufferBytes = options.clientBufferBytes ?? 4 * 2 ** 20;
+    const clientBufferBytes = byteOption(options.clientBufferBytes, 'dashboard.clientBufferBytes') ?? 4 * 2 ** 20;
     const maxClients = options.maxClients ?? 64;
     if (!Number.isInteger(intervalMs) || intervalMs < 10 || intervalMs > 60_000) throw new InvalidArgumentError(`dashboard.intervalMs must be a whole number of ms from 10 to 60000, got ${intervalMs}`);
     if (!Number.isSafeInteger(clientBufferBytes) || clientBufferBytes < 1) throw new InvalidArgumentError(`dashboard.clientBufferBytes must be a positive whole number, got ${clientBufferBytes}`);

@@ -27,13 +27,13 @@ export interface SpillStoreOptions {
   /** Cap on bytes below memory (on disk). Default: none. */
   maxSpill?: number | string | false;
   /** Milliseconds between process-memory checks; 0 or false turns the monitor off. Default 100. */
-  monitorInterval?: number | false;
+  monitorIntervalMs?: number | false;
   /** Writes to tiers in flight at once. Default 2. */
   spillConcurrency?: number;
   /** Storage tiers below memory, in order. Default: one DiskTier in `directory`. */
   tiers?: Tier[];
   /** Milliseconds before retrying a value whose write failed. Default 1000. */
-  retryDelay?: number;
+  retryDelayMs?: number;
   /**
    * Run V8's garbage collector when process RSS is over `target` and the store has let go
    * of 1/16 of memoryLimit that no collection has freed yet (deleted, or dropped after
@@ -63,10 +63,10 @@ export interface ResolvedOptions {
   /** Managed bytes must be back under this to resume (Infinity when `pause` is off). */
   resumeBytes: number;
   maxSpill: number;
-  monitorInterval: number;
+  monitorIntervalMs: number;
   spillConcurrency: number;
   tiers: Tier[];
-  retryDelay: number;
+  retryDelayMs: number;
   collectGarbage: boolean;
   weakRefBytes: number;
 }
@@ -102,16 +102,16 @@ export function resolveOptions(options: SpillStoreOptions): ResolvedOptions {
   const spill = fraction(options.spill, DEFAULT_LEVELS.spill, 'spill');
   const pause = fraction(options.pause, DEFAULT_LEVELS.pause, 'pause');
   const resume = resumeLevel(options.resume, target, pause);
-  const monitorInterval = options.monitorInterval === false ? 0 : (options.monitorInterval ?? 100);
-  if (!Number.isFinite(monitorInterval) || monitorInterval < 0) {
-    throw new InvalidArgumentError(`monitorInterval must be a non-negative number of ms or false, got ${monitorInterval}`);
+  const monitorIntervalMs = options.monitorIntervalMs === false ? 0 : (options.monitorIntervalMs ?? 100);
+  if (!Number.isFinite(monitorIntervalMs) || monitorIntervalMs < 0) {
+    throw new InvalidArgumentError(`monitorIntervalMs must be a non-negative number of ms or false, got ${monitorIntervalMs}`);
   }
   const spillConcurrency = options.spillConcurrency ?? 2;
   if (!Number.isInteger(spillConcurrency) || spillConcurrency < 1) {
     throw new InvalidArgumentError(`spillConcurrency must be a positive integer, got ${spillConcurrency}`);
   }
-  const retryDelay = options.retryDelay ?? 1000;
-  if (!Number.isFinite(retryDelay) || retryDelay < 0) throw new InvalidArgumentError('retryDelay must be a non-negative number');
+  const retryDelayMs = options.retryDelayMs ?? 1000;
+  if (!Number.isFinite(retryDelayMs) || retryDelayMs < 0) throw new InvalidArgumentError('retryDelayMs must be a non-negative number');
   if (options.collectGarbage !== undefined && typeof options.collectGarbage !== 'boolean') {
     throw new InvalidArgumentError('collectGarbage must be a boolean');
   }
@@ -132,10 +132,10 @@ export function resolveOptions(options: SpillStoreOptions): ResolvedOptions {
     pauseBytes: bytesOf(pause),
     resumeBytes: bytesOf(resume),
     maxSpill,
-    monitorInterval,
+    monitorIntervalMs,
     spillConcurrency,
     tiers,
-    retryDelay,
+    retryDelayMs,
     collectGarbage: options.collectGarbage ?? false,
     weakRefBytes: options.weakRefBytes === undefined ? DEFAULT_WEAK_REF_BYTES : parseBytes(options.weakRefBytes, 'weakRefBytes'),
   };

@@ -23,7 +23,7 @@ export class Pressure {
     private readonly state: StoreState,
     private readonly evict: (bytes: number) => Promise<number>,
   ) {
-    this.monitor = new MemoryMonitor(state.opts.monitorInterval, (rss) => this.onSample(rss));
+    this.monitor = new MemoryMonitor(state.opts.monitorIntervalMs, (rss) => this.onSample(rss));
   }
 
   get paused(): boolean {

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { encode, sizeof } from '../codec/index.js';
 import { ClosedError, InvalidArgumentError, KeyNotFoundError } from '../errors.js';
+import { byteOption } from '../units.js';
 import type { Tier, WriteSource } from '../tiers/tier.js';
 import { asEncodedStream, memoryStream, type EncodedReadStream } from './encoded-io.js';
 import { Accounting, Bucket, Entry, type StoredCopy } from './entry.js';
@@ -18,8 +19,8 @@ export const checkInvariants = Symbol('spillway.checkInvariants');
 export const sampleMemory = Symbol('spillway.sampleMemory');
 
 export interface SetOptions {
-  /** In-memory size in bytes, when you know it better than the estimate. */
-  size?: number;
+  /** In-memory size (bytes, or a string like '3 MiB'), when you know it better than the estimate. */
+  size?: number | string;
 }
 
 /**
@@ -136,7 +137,7 @@ export class SpillStore extends EventEmitter {
   set(key: string, value: unknown, options?: SetOptions): void {
     this.#assertOpen();
     assertKey(key);
-    const size = options?.size ?? sizeof(value);
+    const size = byteOption(options?.size, 'size') ?? sizeof(value);
     if (typeof size !== 'number' || !Number.isFinite(size) || size < 0) {
       throw new InvalidArgumentError(`size must be a non-negative number of bytes, got ${String(options?.size)}`);
     }

@@ -326,7 +326,7 @@ export class Spiller {
       this.state.acct.add(entry);
       this.state.report(new CodecError(`key ${JSON.stringify(entry.key.slice(0, 80))} stays in memory: ${err.message}`, { cause: err, key: entry.key }));
     } else {
-      entry.retryAfter = performance.now() + opts.retryDelay;
+      entry.retryAfter = performance.now() + opts.retryDelayMs;
       // Out of the LRU until its retry is due: the values behind it keep spilling meanwhile.
       this.state.waiting.add(entry);
       this.#scheduleRetry();

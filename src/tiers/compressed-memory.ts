@@ -17,16 +17,17 @@ import {
 } from './chunks.js';
 import { Slicer } from '../loop.js';
 import { lz4 } from '../native.js';
+import { byteOption } from '../units.js';
 import { TierCounters } from './stats.js';
 import type { ByteRange, Tier, TierStats, TierUsage, WriteItem, WriteResults, WriteSource } from './tier.js';
 import { WriteTracker, checkId, checkPositive } from './validate.js';
 
 export interface CompressedMemoryTierOptions {
-  /** Byte budget for the compressed bytes held (required: memory is never unlimited). */
-  capacity: number;
+  /** Byte budget for the compressed bytes held: bytes or a string like '256 MiB' (required: memory is never unlimited). */
+  capacity: number | string;
   name?: string;
   /** Compression unit (default 1 MiB, at most 8 MiB): bounds the time of one native call. */
-  chunkBytes?: number;
+  chunkBytes?: number | string;
   /** `auto` (default) probes each chunk and skips incompressible ones; `lz4` always tries. */
   compression?: 'auto' | 'lz4';
 }
@@ -70,10 +71,11 @@ export class CompressedMemoryTier implements Tier {
   private closed = false;
 
   constructor(options: CompressedMemoryTierOptions) {
-    checkPositive('capacity', options?.capacity, true);
-    this.capacity = options.capacity;
+    const capacity = byteOption(options?.capacity, 'capacity');
+    checkPositive('capacity', capacity, true);
+    this.capacity = capacity;
     this.name = options.name ?? 'compressed-memory';
-    this.chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK_BYTES;
+    this.chunkBytes = byteOption(options.chunkBytes, 'chunkBytes') ?? DEFAULT_CHUNK_BYTES;
     checkPositive('chunkBytes', this.chunkBytes);
     if (!Number.isInteger(this.chunkBytes) || this.chunkBytes > MAX_CHUNK_BYTES) {
       throw new InvalidArgumentError(`chunkBytes must be an integer of at most ${MAX_CHUNK_BYTES}, got ${this.chunkBytes}`);

@@ -1,5 +1,6 @@
 import type tls from 'node:tls';
 import { InvalidArgumentError } from '../errors.js';
+import { withByteOptions, type WithByteOptions } from '../units.js';
 import { ClientConnection, type ConnectOptions, type PeerAddress } from './client-connection.js';
 import { asError } from './connection.js';
 import { BusyError } from './errors.js';
@@ -15,13 +16,13 @@ export interface DataClientOptions {
   /** TLS settings (ca, servername...); when set the client speaks TLS. */
   tls?: tls.ConnectionOptions;
   /** Encoded bytes asked for per request. Default 50 MB. */
-  batchBytes?: number;
+  batchBytes?: number | string;
   /** Bytes of requests in flight per receiving store. Default 10% of its memoryLimit. */
-  maxBytesInFlight?: number;
+  maxBytesInFlight?: number | string;
   /** Values above this are written to the store's disk without decoding. Default 64 MiB. */
-  diskThresholdBytes?: number;
+  diskThresholdBytes?: number | string;
   /** Bytes queued for the disk before the socket is paused. Default 8 MiB. */
-  diskQueueBytes?: number;
+  diskQueueBytes?: number | string;
   /** Retries of a busy peer before BusyError. Default 6. */
   busyRetries?: number;
   /** First backoff after "busy", doubled each retry (with jitter). Default 25 ms. */
@@ -32,9 +33,9 @@ export interface DataClientOptions {
   /** A connection silent this long fails with TransferTimeoutError. Default 60 s. */
   idleTimeoutMs?: number;
   /** Must not exceed the server's maxFrameBytes (key lists are split to fit). Default 16 MiB. */
-  maxFrameBytes?: number;
+  maxFrameBytes?: number | string;
   /** Largest single value accepted. Default 64 GiB. */
-  maxValueBytes?: number;
+  maxValueBytes?: number | string;
 }
 
 export interface FetchResult {
@@ -60,8 +61,11 @@ const MiB = 1024 * 1024;
  * (peer gone, bad bytes, busy) the keys it had stored are deleted again and the typed
  * error is thrown, so the caller can try another holder.
  */
+const CLIENT_BYTE_OPTIONS = ['batchBytes', 'maxBytesInFlight', 'diskThresholdBytes', 'diskQueueBytes', 'maxFrameBytes', 'maxValueBytes'] as const;
+type ClientByteOptions = (typeof CLIENT_BYTE_OPTIONS)[number];
+
 export class DataClient {
-  private readonly options: DataClientOptions;
+  private readonly options: WithByteOptions<DataClientOptions, ClientByteOptions>;
   private readonly budgets = new WeakMap<ReceivingStore, ByteBudget>();
 
   constructor(options: DataClientOptions = {}) {
@@ -70,7 +74,7 @@ export class DataClient {
       const value = options[name];
       if (value !== undefined && !(Number.isFinite(value) && value > 0)) throw new InvalidArgumentError(`${name} must be a positive number of milliseconds, got ${value}`);
     }
-    this.options = options;
+    this.options = withByteOptions(options, CLIENT_BYTE_OPTIONS);
   }
 
   /** `signal`: aborting it fails the fetch with a TransferError (the keys it stored are deleted again). */

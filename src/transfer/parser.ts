@@ -1,3 +1,4 @@
+import { byteOption } from '../units.js';
 import { FrameTooLargeError, ProtocolError, TransferError } from './errors.js';
 import {
   FRAME_HEADER_BYTES,
@@ -12,9 +13,9 @@ import {
 
 export interface ParserOptions {
   /** Largest frame body accepted (control messages, key lists). Default 16 MiB. */
-  maxFrameBytes?: number;
+  maxFrameBytes?: number | string;
   /** Largest value accepted after a Value frame. Default 64 GiB. */
-  maxValueBytes?: number;
+  maxValueBytes?: number | string;
 }
 
 export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
@@ -61,8 +62,8 @@ export class Parser {
   private allowed: ReadonlySet<number> | undefined;
 
   constructor(options: ParserOptions = {}) {
-    this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
-    this.maxValueBytes = options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES;
+    this.maxFrameBytes = byteOption(options.maxFrameBytes, 'maxFrameBytes') ?? DEFAULT_MAX_FRAME_BYTES;
+    this.maxValueBytes = byteOption(options.maxValueBytes, 'maxValueBytes') ?? DEFAULT_MAX_VALUE_BYTES;
   }
 
   /** Accept only these message types from now on (undefined: any); checked on each frame's header. */

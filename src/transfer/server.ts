@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import net, { type AddressInfo } from 'node:net';
 import tls from 'node:tls';
 import { InvalidArgumentError } from '../errors.js';
+import { withByteOptions, type WithByteOptions } from '../units.js';
 import { Connection } from './connection.js';
 import { ByteBudget } from './limits.js';
 import { DEFAULT_MAX_FRAME_BYTES } from './parser.js';
@@ -20,9 +21,9 @@ export interface DataServerOptions {
   /** get-data requests served at once, over all connections; beyond it: "busy". Default 10. */
   maxConcurrentRequests?: number;
   /** Encoded bytes of values being sent at once; a send waits for room. Default 256 MiB. */
-  maxBytesInFlight?: number;
+  maxBytesInFlight?: number | string;
   /** Largest control frame accepted (key lists, requests). Default 16 MiB. */
-  maxFrameBytes?: number;
+  maxFrameBytes?: number | string;
   /** Requests one connection may have at once, the one being served included; one more closes it (ProtocolError). Default 16. */
   maxPipelined?: number;
   /** A connection must finish its handshake within this. Default 10 s. */
@@ -71,8 +72,12 @@ export class DataServer extends EventEmitter {
   private addressInfo: { host: string; port: number } | undefined;
   private closing: Promise<void> | undefined;
 
-  private constructor(store: ServingStore, private readonly options: DataServerOptions) {
+  private readonly options: WithByteOptions<DataServerOptions, 'maxBytesInFlight' | 'maxFrameBytes'>;
+
+  private constructor(store: ServingStore, given: DataServerOptions) {
     super();
+    const options = withByteOptions(given, ['maxBytesInFlight', 'maxFrameBytes'] as const);
+    this.options = options;
     const maxConcurrentRequests = options.maxConcurrentRequests ?? 10;
     if (!Number.isInteger(maxConcurrentRequests) || maxConcurrentRequests < 0) {
       throw new InvalidArgumentError(`maxConcurrentRequests must be a non-negative integer, got ${maxConcurrentRequests}`);

@@ -6,7 +6,7 @@ import { parseBytes } from '../units.js';
 import type { MemoryLimitSpec } from './memory-limit.js';
 import type { TlsConfig } from '../transfer/tls.js';
 
-export interface WorkerOptions extends Pick<SpillStoreOptions, 'target' | 'spill' | 'pause' | 'monitorInterval' | 'maxSpill' | 'spillConcurrency' | 'collectGarbage'> {
+export interface WorkerOptions extends Pick<SpillStoreOptions, 'target' | 'spill' | 'pause' | 'monitorIntervalMs' | 'maxSpill' | 'spillConcurrency' | 'collectGarbage'> {
   /** The scheduler's control address. */
   scheduler: DataAddress;
   /** Shared secret of the cluster: the scheduler, peers' DataServers and this worker's. */

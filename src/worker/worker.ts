@@ -185,7 +185,7 @@ export class Worker extends EventEmitter {
         // A worker's producers (tasks, fetches) are not a tight loop waiting on the disk, and
         // its RSS peaks come from the pause level: it keeps the deep hysteresis, resuming at target.
         resume: resumeAtTarget(opts.target, opts.pause),
-        monitorInterval: opts.monitorInterval,
+        monitorIntervalMs: opts.monitorIntervalMs,
         maxSpill: opts.maxSpill,
         spillConcurrency: opts.spillConcurrency,
         collectGarbage: opts.collectGarbage ?? true,

@@ -40,7 +40,7 @@ export async function startCluster(t: TestContext, options: LocalClusterOptions 
 
 /** A data server holding x = 42, as a worker would (no scheduler: the tests play it). */
 export async function holderOfX(t: TestContext): Promise<DataServer> {
-  const data = await SpillStore.open({ memoryLimit: '64 MiB', monitorInterval: false });
+  const data = await SpillStore.open({ memoryLimit: '64 MiB', monitorIntervalMs: false });
   t.after(() => data.close());
   data.set('x', 42);
   const dataServer = await DataServer.listen(data, { host: '127.0.0.1' });

@@ -76,7 +76,7 @@ test('the scheduler and each worker export Prometheus metrics that follow its co
   t.after(() => scheduler.close());
   // Small limits and RSS monitoring off: the stores spill on their own byte counts, in a test process whose RSS is large.
   const workers = await Promise.all(
-    ['alpha', 'beta'].map((name) => Worker.start({ scheduler: scheduler.address, name, memoryLimit: 24 * MiB, nthreads: 1, monitorInterval: false, httpPort: 0 })),
+    ['alpha', 'beta'].map((name) => Worker.start({ scheduler: scheduler.address, name, memoryLimit: 24 * MiB, nthreads: 1, monitorIntervalMs: false, httpPort: 0 })),
   );
   t.after(() => Promise.all(workers.map((w) => w.close())));
   const client = await Client.connect(scheduler.address);

@@ -25,7 +25,7 @@ export async function openStore(
   const disk = new DiskTier({ directory: dir, capacity: diskCapacity });
   const store = await SpillStore.open({
     memoryLimit: 1 * MiB,
-    monitorInterval: 0,
+    monitorIntervalMs: 0,
     tiers: [wrap ? wrap(disk) : disk],
     ...rest,
   });

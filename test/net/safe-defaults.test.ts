@@ -35,7 +35,7 @@ test('--allow-modules: a graph naming another module fails with GraphError befor
   const allowed = new URL('../cluster/fixtures/', import.meta.url).href;
   const scheduler = await Scheduler.start({ token: 't', allowModules: [allowed, 'node:zlib'] });
   t.after(() => scheduler.close());
-  const worker = await Worker.start({ scheduler: scheduler.address, token: 't', memoryLimit: '32 MiB', nthreads: 1, monitorInterval: false });
+  const worker = await Worker.start({ scheduler: scheduler.address, token: 't', memoryLimit: '32 MiB', nthreads: 1, monitorIntervalMs: false });
   t.after(() => worker.close());
   const client = await Client.connect(scheduler.address, { token: 't' });
   t.after(() => client.close());
@@ -72,7 +72,7 @@ test('HTTP: --http-host and a bearer token for /metrics and /api/state; /health 
   const health = await fetch(`${base}/health`);
   assert.equal(health.status, 200);
   assert.equal(await health.text(), 'ok\n');
-  const worker = await Worker.start({ scheduler: scheduler.address, token: 't', memoryLimit: '32 MiB', nthreads: 1, monitorInterval: false, httpPort: 0, httpToken: 'http-secret' });
+  const worker = await Worker.start({ scheduler: scheduler.address, token: 't', memoryLimit: '32 MiB', nthreads: 1, monitorIntervalMs: false, httpPort: 0, httpToken: 'http-secret' });
   t.after(() => worker.close());
   const workerBase = `http://127.0.0.1:${worker.httpAddress?.port}`;
   assert.equal((await fetch(`${workerBase}/metrics`)).status, 401);

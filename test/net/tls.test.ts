@@ -19,7 +19,7 @@ test('with mutual TLS a worker registers, computes and serves its data; the clie
   const tls = await certificates;
   const scheduler = await Scheduler.start({ token: TOKEN, tls });
   t.after(() => scheduler.close());
-  const workers = await Promise.all([0, 1].map(() => Worker.start({ scheduler: scheduler.address, token: TOKEN, tls, memoryLimit: '32 MiB', nthreads: 1, monitorInterval: false })));
+  const workers = await Promise.all([0, 1].map(() => Worker.start({ scheduler: scheduler.address, token: TOKEN, tls, memoryLimit: '32 MiB', nthreads: 1, monitorIntervalMs: false })));
   t.after(() => Promise.all(workers.map((w) => w.close())));
   const client = await Client.connect(scheduler.address, { token: TOKEN, tls });
   t.after(() => client.close());

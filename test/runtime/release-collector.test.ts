@@ -16,7 +16,7 @@ const collectGarbage = garbageCollector();
 
 /** A 4 MiB store that was given eight 64 KiB values and deleted them (512 KiB let go). */
 async function storeAfterDeletes(t: TestContext, options: SpillStoreOptions): Promise<SpillStore> {
-  const { store } = await openStore(t, { memoryLimit: 4 * MiB, monitorInterval: false, ...options });
+  const { store } = await openStore(t, { memoryLimit: 4 * MiB, monitorIntervalMs: false, ...options });
   for (let i = 0; i < 8; i++) store.set(`k${i}`, f64(64 * KiB, i));
   for (let i = 0; i < 8; i++) store.delete(`k${i}`);
   return store;
@@ -115,7 +115,7 @@ test('an unrationed collection needs half the release threshold', () => {
 
 test('store.collectGarbage(true) collects whatever the ration says once enough was let go', async (t) => {
   // The threshold is 1/16 of the limit, 256 KiB (four of these values); unrationed, half of it.
-  const { store } = await openStore(t, { memoryLimit: 4 * MiB, collectGarbage: true, monitorInterval: false });
+  const { store } = await openStore(t, { memoryLimit: 4 * MiB, collectGarbage: true, monitorIntervalMs: false });
   for (let i = 0; i < 8; i++) store.set(`k${i}`, f64(64 * KiB, i));
   store.delete('k0');
   assert.equal(store.collectGarbage(true), false, 'under half the threshold');
@@ -132,13 +132,13 @@ test('isProcessAboveTarget also looks at the last RSS reading', async (t) => {
   const keepAlive = setInterval(() => undefined, 1000);
   t.after(() => clearInterval(keepAlive));
   // A limit far under this process's RSS: the monitor's first reading is over target.
-  const { store } = await openStore(t, { memoryLimit: 1 * MiB, monitorInterval: 10 });
+  const { store } = await openStore(t, { memoryLimit: 1 * MiB, monitorIntervalMs: 10 });
   assert.equal(store.isAboveTarget(), false, 'no values held');
   assert.equal(store.isProcessAboveTarget(), true);
 });
 
 test('a sample that collects leaves spilling to the next one, but never two in a row', async () => {
-  const opts = resolveOptions({ memoryLimit: 64 * MiB, monitorInterval: false, collectGarbage: true, tiers: [new DiskTier({ directory: '/nonexistent' })] });
+  const opts = resolveOptions({ memoryLimit: 64 * MiB, monitorIntervalMs: false, collectGarbage: true, tiers: [new DiskTier({ directory: '/nonexistent' })] });
   const state = new StoreState(opts, new EventEmitter());
   let collections = 0;
   // Unrationed, and every sample finds something released: the worst case for spilling.
@@ -281,7 +281,7 @@ test('watchMajorCollections reports the start of incremental marking before the 
 });
 
 test("a store's rationed collection waits after any full collection, an unrationed one does not", async (t) => {
-  const { store } = await openStore(t, { memoryLimit: 4 * MiB, monitorInterval: false, collectGarbage: true });
+  const { store } = await openStore(t, { memoryLimit: 4 * MiB, monitorIntervalMs: false, collectGarbage: true });
   for (let i = 0; i < 16; i++) store.set(`k${i}`, f64(64 * KiB, i));
   for (let i = 0; i < 8; i++) store.delete(`k${i}`);
   // Someone else (here the test; V8 on its own alike) runs a full collection.

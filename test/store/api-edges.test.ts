@@ -49,7 +49,7 @@ test('a resume level that is not a fraction is rejected even with pause off', as
   const directory = await tempDir(t);
   for (const resume of [2, -1, 0, Number.NaN, '0.7' as unknown as number]) {
     assert.throws(() => resolveOptions({ memoryLimit: 1000, pause: false, resume }), InvalidArgumentError, `resume ${String(resume)}`);
-    const opened = SpillStore.open({ memoryLimit: 1000, pause: false, resume, monitorInterval: 0, directory });
+    const opened = SpillStore.open({ memoryLimit: 1000, pause: false, resume, monitorIntervalMs: 0, directory });
     opened.then((store) => onCleanup(t, () => store.close()), () => undefined);
     await assert.rejects(opened, InvalidArgumentError);
   }

@@ -78,7 +78,7 @@ test('bad options are rejected at open with a clear error', async (t) => {
     { target: 1.5 },
     { spill: 0 },
     { pause: Number.NaN },
-    { monitorInterval: -1 },
+    { monitorIntervalMs: -1 },
     { spillConcurrency: 0 },
     { maxSpill: 'x' },
     { directory: '' },
@@ -114,7 +114,7 @@ test('an open() whose tier fails leaves no watcher of V8 collections behind (col
   const good = new DiskTier({ directory: dir });
   const failing = new DiskTier({ directory: dir, name: 'failing' });
   failing.open = () => Promise.reject(new Error('cannot open'));
-  await assert.rejects(SpillStore.open({ collectGarbage: true, monitorInterval: 0, tiers: [good, failing] }), /cannot open/);
+  await assert.rejects(SpillStore.open({ collectGarbage: true, monitorIntervalMs: 0, tiers: [good, failing] }), /cannot open/);
   assert.equal(majorCollectionWatchers(), before);
   assert.deepEqual(await filesUnder(dir), [], 'the tier that opened is closed again');
 });

@@ -33,7 +33,7 @@ test('a failed batch keeps every value of it in memory, reports each one, and th
   let fail = true;
   let faulty: FaultyTier | undefined;
   const plan = { failBatch: () => (fail ? 'ENOSPC' : undefined) };
-  const { store, dir } = await openStore(t, { memoryLimit: 10 * MiB, retryDelay: 30, wrap: (d) => (faulty = new FaultyTier(d, plan)) });
+  const { store, dir } = await openStore(t, { memoryLimit: 10 * MiB, retryDelayMs: 30, wrap: (d) => (faulty = new FaultyTier(d, plan)) });
   const errors: unknown[] = [];
   store.on('error', (err) => errors.push(err));
   const values = Array.from({ length: 50 }, (_, i) => f64(2 * KiB, i));
@@ -57,7 +57,7 @@ test('a failed batch keeps every value of it in memory, reports each one, and th
 test('a value the tier fails inside a batch stays in memory; the rest of its batch is stored', async (t) => {
   let faulty: FaultyTier | undefined;
   const plan = { failWrite: (id: number) => (id % 3 === 0 ? 'EIO' : undefined) };
-  const { store } = await openStore(t, { memoryLimit: 10 * MiB, retryDelay: 60_000, wrap: (d) => (faulty = new FaultyTier(d, plan)) });
+  const { store } = await openStore(t, { memoryLimit: 10 * MiB, retryDelayMs: 60_000, wrap: (d) => (faulty = new FaultyTier(d, plan)) });
   const errors: unknown[] = [];
   store.on('error', (err) => errors.push(err));
   for (let i = 0; i < 30; i++) store.set(`k${i}`, f64(2 * KiB, i));
@@ -127,7 +127,7 @@ test('a tier without writeMany gets one write per value (one file each on a per-
   const dir = await tempDir(t);
   const faulty = new FaultyTier(new DiskTier({ directory: dir, smallValueBytes: 0 }));
   assert.equal(faulty.writeMany, undefined, 'the wrapper does not invent a writeMany');
-  const store = await SpillStore.open({ memoryLimit: 10 * MiB, monitorInterval: 0, tiers: [faulty] });
+  const store = await SpillStore.open({ memoryLimit: 10 * MiB, monitorIntervalMs: 0, tiers: [faulty] });
   onCleanup(t, () => store.close());
   for (let i = 0; i < 30; i++) store.set(`k${i}`, f64(2 * KiB, i));
   await store.evict();
@@ -148,7 +148,7 @@ test('a batch that lands on a tier without writeMany is written there one value 
   const top = new FullTier(new DiskTier({ directory: dir, name: 'top', capacity: MiB }));
   const bottom = new FaultyTier(new DiskTier({ directory: dir, name: 'bottom', smallValueBytes: 0 }));
   const tiers: Tier[] = [top, bottom];
-  const store = await SpillStore.open({ memoryLimit: 10 * MiB, monitorInterval: 0, tiers });
+  const store = await SpillStore.open({ memoryLimit: 10 * MiB, monitorIntervalMs: 0, tiers });
   onCleanup(t, () => store.close());
   for (let i = 0; i < 80; i++) store.set(`k${i}`, f64(2 * KiB, i));
   await store.evict();
@@ -201,7 +201,7 @@ test('encoding a batch of small objects gives the event loop a turn every few mi
 test('a chain whose first tier is compressed memory: batches land there and older values move down', async (t) => {
   const dir = await tempDir(t);
   const lz4 = new FaultyTier(new CompressedMemoryTier({ name: 'lz4', capacity: 256 * KiB }));
-  const store = await SpillStore.open({ memoryLimit: 128 * KiB, monitorInterval: 0, tiers: [lz4, new DiskTier({ directory: dir })] });
+  const store = await SpillStore.open({ memoryLimit: 128 * KiB, monitorIntervalMs: 0, tiers: [lz4, new DiskTier({ directory: dir })] });
   onCleanup(t, () => store.close());
   for (let i = 0; i < 400; i++) {
     store.set(`k${i}`, f64(2 * KiB, i));
@@ -226,7 +226,7 @@ class ForgetfulTier extends TierWrapper {
 }
 
 test('a tier that answers a batch with too few results: the values without one stay in memory, nothing is stuck', async (t) => {
-  const { store } = await openStore(t, { memoryLimit: 10 * MiB, retryDelay: 60_000, wrap: (d) => new ForgetfulTier(d) });
+  const { store } = await openStore(t, { memoryLimit: 10 * MiB, retryDelayMs: 60_000, wrap: (d) => new ForgetfulTier(d) });
   const errors: unknown[] = [];
   store.on('error', (err) => errors.push(err));
   for (let i = 0; i < 10; i++) store.set(`k${i}`, f64(2 * KiB, i));

@@ -26,7 +26,7 @@ async function openChain(t: import('node:test').TestContext, compressedCapacity:
   const compressed = new CompressedMemoryTier({ name: 'lz4', capacity: compressedCapacity });
   const store = await SpillStore.open({
     memoryLimit: 256 * KiB,
-    monitorInterval: 0,
+    monitorIntervalMs: 0,
     tiers: [compressed, new DiskTier({ directory: dir })],
   });
   onCleanup(t, () => store.close());
@@ -109,7 +109,7 @@ test('a lower tier that fails its writes leaves values in the tier above, and sa
   const failing = new FaultyTier(new DiskTier({ directory: dir }), { failWrite: () => 'EIO' });
   const store = await SpillStore.open({
     memoryLimit: 256 * KiB,
-    monitorInterval: 0,
+    monitorIntervalMs: 0,
     tiers: [new CompressedMemoryTier({ name: 'lz4', capacity: 96 * KiB }), failing],
   });
   onCleanup(t, () => store.close());

@@ -92,7 +92,7 @@ test('many readers, writers and deleters on few keys keep the store consistent',
 
 test('close during writes waits for them and leaves nothing behind', async (t) => {
   const parent = await tempDir(t);
-  const store = await SpillStore.open({ memoryLimit: 256 * KiB, monitorInterval: 0, tiers: [new SlowTier(new DiskTier({ directory: parent }), 30)] });
+  const store = await SpillStore.open({ memoryLimit: 256 * KiB, monitorIntervalMs: 0, tiers: [new SlowTier(new DiskTier({ directory: parent }), 30)] });
   for (let i = 0; i < 20; i++) store.set(`k${i}`, f64(64 * KiB, i));
   assert.ok(store.stats().spilling.count > 0);
   await store.close();
@@ -102,7 +102,7 @@ test('close during writes waits for them and leaves nothing behind', async (t) =
 
 test('close removes every file and folder the store wrote', async (t) => {
   const parent = await tempDir(t);
-  const store = await SpillStore.open({ memoryLimit: 256 * KiB, monitorInterval: 0, directory: parent });
+  const store = await SpillStore.open({ memoryLimit: 256 * KiB, monitorIntervalMs: 0, directory: parent });
   for (let i = 0; i < 20; i++) store.set(`k${i}`, f64(64 * KiB, i));
   await store.flush();
   assert.ok((await filesUnder(parent)).length > 0);

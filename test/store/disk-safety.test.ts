@@ -13,7 +13,7 @@ const strangeKeys = ['../../x', 'a/b', '/etc/passwd', '\u0000', '', '.', '..', '
 test('any string is a valid key, and no file name comes from a key', async (t) => {
   const parent = await tempDir(t);
   const inner = path.join(parent, 'inner');
-  const store = await SpillStore.open({ memoryLimit: 64 * MiB, monitorInterval: 0, directory: inner });
+  const store = await SpillStore.open({ memoryLimit: 64 * MiB, monitorIntervalMs: 0, directory: inner });
   onCleanup(t, () => store.close());
   strangeKeys.forEach((key, i) => store.set(key, { i, key: key.slice(0, 10) }));
   await store.evict();
@@ -30,8 +30,8 @@ test('any string is a valid key, and no file name comes from a key', async (t) =
 
 test('two stores can share a parent directory without touching each other', async (t) => {
   const parent = await tempDir(t);
-  const a = await SpillStore.open({ memoryLimit: 64 * MiB, monitorInterval: 0, directory: parent });
-  const b = await SpillStore.open({ memoryLimit: 64 * MiB, monitorInterval: 0, directory: parent });
+  const a = await SpillStore.open({ memoryLimit: 64 * MiB, monitorIntervalMs: 0, directory: parent });
+  const b = await SpillStore.open({ memoryLimit: 64 * MiB, monitorIntervalMs: 0, directory: parent });
   a.set('k', 'from a');
   b.set('k', 'from b');
   await a.evict();
@@ -45,7 +45,7 @@ test('two stores can share a parent directory without touching each other', asyn
 });
 
 test('the default directory is a fresh folder under the OS temp dir, removed on close', async () => {
-  const store = await SpillStore.open({ memoryLimit: 64 * MiB, monitorInterval: 0 });
+  const store = await SpillStore.open({ memoryLimit: 64 * MiB, monitorIntervalMs: 0 });
   store.set('k', 'v');
   await store.evict();
   const dir = (store.tiers[0] as unknown as { directory: string }).directory;

@@ -11,7 +11,7 @@ import { waitFor } from '../helpers/wait.js';
 test('a failing write (ENOSPC) keeps the value in memory, reports it, and is retried later', async (t) => {
   let failing = true;
   const plan: FaultPlan = { failWrite: () => (failing ? 'ENOSPC' : undefined) };
-  const { store, dir } = await openStore(t, { memoryLimit: 10 * MiB, retryDelay: 50, wrap: (disk) => new FaultyTier(disk, plan) });
+  const { store, dir } = await openStore(t, { memoryLimit: 10 * MiB, retryDelayMs: 50, wrap: (disk) => new FaultyTier(disk, plan) });
   const errors: unknown[] = [];
   store.on('error', (err) => errors.push(err));
   const value = f64(64 * KiB, 5);
@@ -35,7 +35,7 @@ test('a failing write (ENOSPC) keeps the value in memory, reports it, and is ret
 test('background spilling with a full disk never loses data and retries after the delay', async (t) => {
   let failures = 0;
   const plan: FaultPlan = { failWrite: () => (failures++ < 3 ? 'ENOSPC' : undefined) };
-  const { store } = await openStore(t, { memoryLimit: 256 * KiB, retryDelay: 20, wrap: (disk) => new FaultyTier(disk, plan) });
+  const { store } = await openStore(t, { memoryLimit: 256 * KiB, retryDelayMs: 20, wrap: (disk) => new FaultyTier(disk, plan) });
   store.on('error', () => undefined);
   for (let i = 0; i < 8; i++) store.set(`k${i}`, f64(64 * KiB, i));
   await waitFor(() => store.residentBytes <= store.targetBytes && store.stats().spilling.count === 0, 'spilling');
@@ -44,7 +44,7 @@ test('background spilling with a full disk never loses data and retries after th
 });
 
 test('a value whose write failed waits for its retry outside the LRU: the values behind it keep spilling meanwhile', async (t) => {
-  const { store } = await openStore(t, { memoryLimit: 1 * MiB, diskCapacity: 400 * KiB, retryDelay: 60_000 });
+  const { store } = await openStore(t, { memoryLimit: 1 * MiB, diskCapacity: 400 * KiB, retryDelayMs: 60_000 });
   const errors: unknown[] = [];
   store.on('error', (err) => errors.push(err));
   store.set('a', f64(200 * KiB, 1));

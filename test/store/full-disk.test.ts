@@ -9,7 +9,7 @@ import { waitFor } from '../helpers/wait.js';
 test('a disk that stays full: unspillable fires once per episode, not at every retry', async (t) => {
   let full = true;
   const plan: FaultPlan = { failWrite: () => (full ? 'ENOSPC' : undefined) };
-  const { store } = await openStore(t, { memoryLimit: 4 * MiB, retryDelay: 20, wrap: (disk) => new FaultyTier(disk, plan) });
+  const { store } = await openStore(t, { memoryLimit: 4 * MiB, retryDelayMs: 20, wrap: (disk) => new FaultyTier(disk, plan) });
   store.on('error', () => undefined);
   const events: Array<{ reason: string }> = [];
   store.on('unspillable', (event: { reason: string }) => events.push(event));
@@ -33,7 +33,7 @@ test('a disk that stays full: unspillable fires once per episode, not at every r
 
 test('a full disk does not keep producers paused while the values fit the memory limit', async (t) => {
   const plan: FaultPlan = { failWrite: () => 'ENOSPC' };
-  const { store } = await openStore(t, { memoryLimit: 4 * MiB, retryDelay: 1_000, wrap: (disk) => new FaultyTier(disk, plan) });
+  const { store } = await openStore(t, { memoryLimit: 4 * MiB, retryDelayMs: 1_000, wrap: (disk) => new FaultyTier(disk, plan) });
   store.on('error', () => undefined);
   // 3.5 MiB: over pause (80 %), under the limit.
   for (let i = 0; i < 56; i++) store.set(`k${i}`, f64(64 * KiB, i));

@@ -41,12 +41,12 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 test('model: the store behaves like a Map and keeps its invariants after every step', async (t) => {
   const parent = await tempDir(t);
   // Values here are 1-16 KiB, under the default weakRefBytes: they are let go outright.
-  await runModel(t, () => SpillStore.open({ memoryLimit: 32 * KiB, monitorInterval: 0, directory: parent }));
+  await runModel(t, () => SpillStore.open({ memoryLimit: 32 * KiB, monitorIntervalMs: 0, directory: parent }));
 });
 
 test('model: the same with every dropped value weakly tracked (weakRefBytes: 0)', async (t) => {
   const parent = await tempDir(t);
-  await runModel(t, () => SpillStore.open({ memoryLimit: 32 * KiB, monitorInterval: 0, directory: parent, weakRefBytes: 0 }));
+  await runModel(t, () => SpillStore.open({ memoryLimit: 32 * KiB, monitorIntervalMs: 0, directory: parent, weakRefBytes: 0 }));
 });
 
 test('model: the same with a chain of tiers (compressed memory, then disk)', async (t) => {
@@ -54,7 +54,7 @@ test('model: the same with a chain of tiers (compressed memory, then disk)', asy
   await runModel(t, () =>
     SpillStore.open({
       memoryLimit: 32 * KiB,
-      monitorInterval: 0,
+      monitorIntervalMs: 0,
       tiers: [new CompressedMemoryTier({ name: 'lz4', capacity: 24 * KiB }), new DiskTier({ directory: parent })],
     }),
   );

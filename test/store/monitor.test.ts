@@ -34,7 +34,7 @@ test('the memory monitor spills LRU and pauses when process memory is over the l
   const keepAlive = setInterval(() => undefined, 1000);
   t.after(() => clearInterval(keepAlive));
   const rss = process.memoryUsage.rss();
-  const { store } = await openStore(t, { memoryLimit: Math.floor(rss / 0.85), monitorInterval: 10 });
+  const { store } = await openStore(t, { memoryLimit: Math.floor(rss / 0.85), monitorIntervalMs: 10 });
   const paused = new Promise<unknown>((resolve) => store.once('pause', resolve));
   for (let i = 0; i < 4; i++) store.set(`k${i}`, f64(64 * KiB, i));
   const unspillable = new Promise<{ reason: string; rss?: number }>((resolve) => store.once('unspillable', resolve));
@@ -52,7 +52,7 @@ test('the memory monitor spills LRU and pauses when process memory is over the l
 });
 
 test('with a roomy limit the monitor does nothing', async (t) => {
-  const { store } = await openStore(t, { memoryLimit: 64 * 1024 * MiB, monitorInterval: 10 });
+  const { store } = await openStore(t, { memoryLimit: 64 * 1024 * MiB, monitorIntervalMs: 10 });
   store.set('k', f64(64 * KiB, 1));
   await new Promise((resolve) => setTimeout(resolve, 50));
   assert.equal(store.paused, false);
@@ -70,7 +70,7 @@ test('pause and target can be disabled', async (t) => {
 
 test('a store paused with RSS between target and spill keeps spilling until it can resume', async (t) => {
   // The monitor is on (so RSS counts) but its timer never fires: the test feeds readings.
-  const { store } = await openStore(t, { memoryLimit: 100 * MiB, monitorInterval: 2_000_000_000, wrap: (disk) => new SlowTier(disk, 20) });
+  const { store } = await openStore(t, { memoryLimit: 100 * MiB, monitorIntervalMs: 2_000_000_000, wrap: (disk) => new SlowTier(disk, 20) });
   store.set('a', f64(30 * MiB, 1));
   store.set('b', f64(10 * MiB, 2));
   store[sampleMemory](85 * MiB); // over pause (80): pause, and spill 25 MiB worth (a)

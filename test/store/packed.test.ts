@@ -47,7 +47,7 @@ test('a failed packed batch keeps every value of it in memory, reports each one,
   const enospc = Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' });
   const { store, dir } = await openStore(t, {
     memoryLimit: 10 * MiB,
-    retryDelay: 30,
+    retryDelayMs: 30,
     wrap: (d) => spy(d, (b, real) => (fail ? Promise.reject(enospc) : real(b))).disk,
   });
   const errors: unknown[] = [];
@@ -72,7 +72,7 @@ test('a value a packed batch fails stays in memory; the rest of its batch is sto
     }
     return results;
   };
-  const { store } = await openStore(t, { memoryLimit: 10 * MiB, retryDelay: 60_000, wrap: (d) => (tier = spy(d, failThirds).disk) });
+  const { store } = await openStore(t, { memoryLimit: 10 * MiB, retryDelayMs: 60_000, wrap: (d) => (tier = spy(d, failThirds).disk) });
   const errors: unknown[] = [];
   store.on('error', (err) => errors.push(err));
   const values = Array.from({ length: 30 }, (_, i) => f64(2 * KiB, i));

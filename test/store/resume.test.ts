@@ -131,7 +131,7 @@ test('a paused store resumes when the pump drops values that have a copy and the
   let failing = false;
   const { store } = await openStore(t, {
     memoryLimit: 100 * KiB,
-    retryDelay: 60_000,
+    retryDelayMs: 60_000,
     wrap: (disk) => new FaultyTier(disk, { failWrite: () => (failing ? 'ENOSPC' : undefined) }),
   });
   store.on('error', () => undefined);
@@ -169,7 +169,7 @@ test('a paused store resumes when the pump drops values that have a copy and the
 
 test('a store paused on RSS resumes when only values it cannot encode are left (spilling cannot lower RSS)', async (t) => {
   // The monitor is on (so RSS counts) but its timer never fires: the test feeds readings.
-  const { store } = await openStore(t, { memoryLimit: 100 * MiB, monitorInterval: 2_000_000_000 });
+  const { store } = await openStore(t, { memoryLimit: 100 * MiB, monitorIntervalMs: 2_000_000_000 });
   store.on('error', () => undefined);
   const reasons: string[] = [];
   store.on('unspillable', (event: { reason: string }) => reasons.push(event.reason));

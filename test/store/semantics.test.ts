@@ -108,7 +108,7 @@ test('close() while gets of spilled values are in flight: each resolves or rejec
       return super.read(id, onChunk);
     }
   })(disk);
-  const store = await SpillStore.open({ memoryLimit: 64 * MiB, monitorInterval: 0, tiers: [slow] });
+  const store = await SpillStore.open({ memoryLimit: 64 * MiB, monitorIntervalMs: 0, tiers: [slow] });
   onCleanup(t, () => store.close());
   const errors: unknown[] = [];
   store.on('error', (err) => errors.push(err));

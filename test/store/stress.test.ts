@@ -54,7 +54,7 @@ test('stress: operations in flight together, on slow and failing tiers, keep eve
       failWrite: () => (failing && r() < 0.3 ? 'ENOSPC' : undefined),
     });
     const tiers = chain ? [new CompressedMemoryTier({ name: 'lz4', capacity: 24 * KiB }), disk] : [disk];
-    const store = await SpillStore.open({ memoryLimit: 32 * KiB, monitorInterval: 0, tiers, retryDelay: 5, weakRefBytes: r() < 0.5 ? 0 : 64 * KiB });
+    const store = await SpillStore.open({ memoryLimit: 32 * KiB, monitorIntervalMs: 0, tiers, retryDelayMs: 5, weakRefBytes: r() < 0.5 ? 0 : 64 * KiB });
     store.on('error', () => undefined);
     const model = new Map<string, number>();
     const leases: Lease[] = [];

@@ -12,7 +12,7 @@ import { DataClient, DataServer } from '../../src/transfer/index.js';
 const [mode, arg1, arg2] = process.argv.slice(2);
 const directory = await fs.mkdtemp(path.join(os.tmpdir(), 'spw-transfer-child-'));
 process.on('exit', () => undefined);
-const store = await SpillStore.open({ memoryLimit: '1 GiB', monitorInterval: 0, directory });
+const store = await SpillStore.open({ memoryLimit: '1 GiB', monitorIntervalMs: 0, directory });
 
 if (mode === 'serve') {
   store.set('small', Buffer.alloc(1000, 1));

@@ -21,7 +21,7 @@ async function silentPeer(t: TestContext): Promise<{ host: string; port: number 
 }
 
 async function store(t: TestContext): Promise<SpillStore> {
-  const s = await SpillStore.open({ memoryLimit: '16 MiB', monitorInterval: false });
+  const s = await SpillStore.open({ memoryLimit: '16 MiB', monitorIntervalMs: false });
   t.after(() => s.close());
   return s;
 }

@@ -20,7 +20,7 @@ export class Fixture {
 
   async store(options: SpillStoreOptions = {}): Promise<SpillStore> {
     const directory = await this.tempDir();
-    const store = await SpillStore.open({ memoryLimit: '256 MiB', monitorInterval: 0, directory, ...options });
+    const store = await SpillStore.open({ memoryLimit: '256 MiB', monitorIntervalMs: 0, directory, ...options });
     this.defer(() => store.close());
     return store;
   }

@@ -21,7 +21,7 @@ let dir: string;
 before(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'spillway-bad-input-'));
   scheduler = await FakeScheduler.start({ token: 't' });
-  const options = { scheduler: scheduler.address, token: 't', memoryLimit: '128 MiB', nthreads: 1, monitorInterval: false as const };
+  const options = { scheduler: scheduler.address, token: 't', memoryLimit: '128 MiB', nthreads: 1, monitorIntervalMs: false as const };
   a = await Worker.start({ ...options, name: 'a', localDirectory: dir });
   b = await Worker.start({ ...options, name: 'b' });
 });

@@ -13,7 +13,7 @@ describe('worker: registration, tasks, errors', () => {
 
   before(async () => {
     scheduler = await FakeScheduler.start({ token: 'secret' });
-    worker = await Worker.start({ scheduler: scheduler.address, token: 'secret', memoryLimit: '256 MiB', nthreads: 2, monitorInterval: false });
+    worker = await Worker.start({ scheduler: scheduler.address, token: 'secret', memoryLimit: '256 MiB', nthreads: 2, monitorIntervalMs: false });
   });
   after(async () => {
     await worker.close();
@@ -47,7 +47,7 @@ describe('worker: registration, tasks, errors', () => {
     assert.ok(total.computeSeconds >= 0 && total.fetchSeconds >= 0);
     const x = await scheduler.finishedKey('x');
     assert.ok(x.size >= 8 * 1024 * 1024 && x.size < 8 * 1024 * 1024 + 1024, `size ${x.size}`);
-    const store = await SpillStore.open({ memoryLimit: '64 MiB', monitorInterval: false });
+    const store = await SpillStore.open({ memoryLimit: '64 MiB', monitorIntervalMs: false });
     try {
       const client = new DataClient({ token: 'secret' });
       const result = await client.fetch(worker.server.address, ['total', 'x'], store);

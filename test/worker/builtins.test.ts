@@ -64,7 +64,7 @@ describe('worker: built-in tasks run on its loop', () => {
 
   before(async () => {
     scheduler = await FakeScheduler.start({ token: 'secret' });
-    worker = await Worker.start({ scheduler: scheduler.address, token: 'secret', memoryLimit: '256 MiB', nthreads: 1, monitorInterval: false });
+    worker = await Worker.start({ scheduler: scheduler.address, token: 'secret', memoryLimit: '256 MiB', nthreads: 1, monitorIntervalMs: false });
   });
   after(async () => {
     await worker.close();

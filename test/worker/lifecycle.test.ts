@@ -17,7 +17,7 @@ describe('worker: event loop and lifecycle', () => {
     // 250 ms: the bound (2 intervals) must hold while other test files share this 2-core machine.
     const interval = 250;
     const scheduler = await FakeScheduler.start({ heartbeatIntervalMs: interval });
-    const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, monitorInterval: false });
+    const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, monitorIntervalMs: false });
     try {
       let startedAt = 0;
       worker.once('task-started', () => (startedAt = performance.now()));
@@ -39,7 +39,7 @@ describe('worker: event loop and lifecycle', () => {
 
   test('a scheduler gone for longer than connectTimeoutMs shuts the worker down: store closed, spill folder removed, close emitted', async () => {
     const scheduler = await FakeScheduler.start();
-    const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, localDirectory: dir, monitorInterval: false, schedulerConnectTimeoutMs: 300 });
+    const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, localDirectory: dir, monitorIntervalMs: false, schedulerConnectTimeoutMs: 300 });
     scheduler.compute(worker.workerId, 'big', fn('make', 1));
     await scheduler.finishedKey('big');
     await worker.store.evict();

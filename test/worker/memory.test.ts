@@ -22,7 +22,7 @@ describe('worker: memory-aware execution', () => {
   after(() => scheduler.close());
 
   async function start(options: Partial<WorkerOptions>): Promise<{ worker: Worker; started: string[] }> {
-    const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, monitorInterval: false, ...options });
+    const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, monitorIntervalMs: false, ...options });
     workers.push(worker);
     const started: string[] = [];
     worker.on('task-started', (key: string) => started.push(key));

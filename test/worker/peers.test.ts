@@ -12,7 +12,7 @@ describe('worker: inputs from peers', () => {
 
   before(async () => {
     scheduler = await FakeScheduler.start({ token: 't' });
-    const options = { scheduler: scheduler.address, token: 't', memoryLimit: '128 MiB', nthreads: 1, monitorInterval: false as const };
+    const options = { scheduler: scheduler.address, token: 't', memoryLimit: '128 MiB', nthreads: 1, monitorIntervalMs: false as const };
     a = await Worker.start({ ...options, name: 'a' });
     b = await Worker.start({ ...options, name: 'b' });
     // b holds two 8 MiB arrays and a small value.

@@ -22,7 +22,7 @@ async function freePort(): Promise<number> {
 
 test('a worker started before its scheduler registers once it comes up; a client waits for it too', async (t) => {
   const port = await freePort();
-  const starting = Worker.start({ scheduler: { host: '127.0.0.1', port }, token: TOKEN, memoryLimit: '32 MiB', nthreads: 1, monitorInterval: false, schedulerConnectTimeoutMs: 30_000 });
+  const starting = Worker.start({ scheduler: { host: '127.0.0.1', port }, token: TOKEN, memoryLimit: '32 MiB', nthreads: 1, monitorIntervalMs: false, schedulerConnectTimeoutMs: 30_000 });
   const connecting = Client.connect(`127.0.0.1:${port}`, { token: TOKEN, connectTimeoutMs: 30_000 });
   await new Promise((resolve) => setTimeout(resolve, 1500));
   const scheduler = await Scheduler.start({ port, token: TOKEN, heartbeatIntervalMs: 200 });
@@ -50,7 +50,7 @@ test('a scheduler that never comes up: SchedulerUnreachableError after connectTi
 test('after a scheduler restart the worker registers again, reporting the keys it holds; the new scheduler releases them', async (t) => {
   const first = await Scheduler.start({ token: TOKEN, heartbeatIntervalMs: 200 });
   const port = first.address.port;
-  const worker = await Worker.start({ scheduler: first.address, token: TOKEN, memoryLimit: '32 MiB', nthreads: 1, monitorInterval: false, schedulerConnectTimeoutMs: 30_000 });
+  const worker = await Worker.start({ scheduler: first.address, token: TOKEN, memoryLimit: '32 MiB', nthreads: 1, monitorIntervalMs: false, schedulerConnectTimeoutMs: 30_000 });
   t.after(() => worker.close());
   const client = await Client.connect(first.address, { token: TOKEN });
   assert.deepEqual(await client.compute({ kept: fn('add', 1, 1) }, ['kept'], { keep: true }), [2]);

@@ -26,7 +26,7 @@ test('a compute-task read together with the registration answer is run, not lost
       return { workerId: 'w0', heartbeatIntervalMs: 1000 };
     });
   });
-  const worker = await Worker.start({ scheduler: server.address, memoryLimit: '64 MiB', nthreads: 1, monitorInterval: false });
+  const worker = await Worker.start({ scheduler: server.address, memoryLimit: '64 MiB', nthreads: 1, monitorIntervalMs: false });
   t.after(() => worker.close());
   // A thread starting on a loaded host takes seconds: wait while the task is queued or
   // running, up to a generous deadline. The bug left it neither: lost once it has been
@@ -65,7 +65,7 @@ test('a cancel-task read together with the registration answer cancels the task 
       return { workerId: 'w0', heartbeatIntervalMs: 1000 };
     });
   });
-  const worker = await Worker.start({ scheduler: server.address, memoryLimit: '64 MiB', nthreads: 1, monitorInterval: false });
+  const worker = await Worker.start({ scheduler: server.address, memoryLimit: '64 MiB', nthreads: 1, monitorIntervalMs: false });
   t.after(() => worker.close());
   const start = Date.now();
   while (!reports.includes('finished b') && Date.now() - start < 30_000) await new Promise((r) => setTimeout(r, 20));
@@ -80,14 +80,14 @@ test('a registration answer without a sane heartbeat interval fails start() with
     const server = await ControlServer.listen();
     t.after(() => server.close());
     server.on('channel', (channel: Channel) => channel.handle(Methods.registerWorker, () => answer));
-    await assert.rejects(Worker.start({ scheduler: server.address, memoryLimit: '64 MiB', nthreads: 1, monitorInterval: false }), ProtocolError);
+    await assert.rejects(Worker.start({ scheduler: server.address, memoryLimit: '64 MiB', nthreads: 1, monitorIntervalMs: false }), ProtocolError);
   }
 });
 
 test('a worker whose close fails when it loses its scheduler still emits close, with no unhandled rejection', { timeout: 10_000 }, async (t) => {
   const scheduler = await FakeScheduler.start();
   const localDirectory = await mkdtemp(path.join(os.tmpdir(), 'spillway-test-worker-'));
-  const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, monitorInterval: false, localDirectory, reconnect: false });
+  const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, monitorIntervalMs: false, localDirectory, reconnect: false });
   const rejections: unknown[] = [];
   const onRejection = (reason: unknown): void => void rejections.push(reason);
   process.on('unhandledRejection', onRejection);

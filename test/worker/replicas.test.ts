@@ -12,7 +12,7 @@ let b: Worker;
 
 before(async () => {
   scheduler = await FakeScheduler.start({ token: 't' });
-  const options = { scheduler: scheduler.address, token: 't', memoryLimit: '128 MiB', nthreads: 2, monitorInterval: false as const };
+  const options = { scheduler: scheduler.address, token: 't', memoryLimit: '128 MiB', nthreads: 2, monitorIntervalMs: false as const };
   a = await Worker.start({ ...options, name: 'a' });
   b = await Worker.start({ ...options, name: 'b' });
   scheduler.compute(b.workerId, 'x', fn('make', 1, 1024));

@@ -11,7 +11,7 @@ test('a thread that dies between tasks (an error thrown from a timer) does not c
   t.after(() => process.off('uncaughtException', onUncaught));
   const scheduler = await FakeScheduler.start();
   t.after(() => scheduler.close());
-  const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, monitorInterval: false });
+  const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, monitorIntervalMs: false });
   t.after(() => worker.close());
   const threadErrors: unknown[] = [];
   worker.on('thread-error', (err) => threadErrors.push(err));

@@ -1,5 +1,6 @@
 import os from 'node:os';
 import { InvalidArgumentError } from '../../errors.js';
+import { byteOption } from '../../units.js';
 import { DEFAULT_CHUNK_BYTES, MAX_CHUNK_BYTES, MiB, type CompressionMode } from '../chunks.js';
 import { checkNonNegativeInteger, checkPositive } from '../validate.js';
 
@@ -10,15 +11,15 @@ export interface DiskTierOptions {
   directories?: string[];
   name?: string;
   /** Byte budget for this tier (stored bytes). Default: unlimited. */
-  capacity?: number;
+  capacity?: number | string;
   /** Per chunk: `lz4` always, `auto` when a quick probe says it pays, `none` (default) never. */
   compression?: CompressionMode;
   /** Compression unit (default 1 MiB, at most 8 MiB). */
-  chunkBytes?: number;
+  chunkBytes?: number | string;
   /** Values smaller than this go to shared segment files (default 1 MiB; 0 disables fusing). */
-  smallValueBytes?: number;
+  smallValueBytes?: number | string;
   /** Size at which a segment file is sealed and a new one started (default 64 MiB). */
-  segmentBytes?: number;
+  segmentBytes?: number | string;
   /** A sealed segment with at least this fraction of dead bytes is compacted (default 0.5). */
   compactDeadFraction?: number;
   /**
@@ -35,16 +36,19 @@ export interface DiskTierOptions {
    */
   directWrites?: boolean;
   /** Bytes per read call when loading a value. */
-  readSliceBytes?: number;
+  readSliceBytes?: number | string;
   /** Chunk size of streams that serve peers: large enough that per-chunk costs vanish, small enough to keep memory per stream low. */
-  streamChunkBytes?: number;
+  streamChunkBytes?: number | string;
 }
 
-export type ResolvedDiskOptions = Required<Omit<DiskTierOptions, 'directory' | 'directories'>> & { parents: string[] };
+type ByteOptions = 'capacity' | 'chunkBytes' | 'smallValueBytes' | 'segmentBytes' | 'readSliceBytes' | 'streamChunkBytes';
+
+export type ResolvedDiskOptions = Required<Omit<DiskTierOptions, 'directory' | 'directories' | ByteOptions>> & Record<ByteOptions, number> & { parents: string[] };
 
 /** Fills in defaults and rejects misconfigurations with InvalidArgumentError. */
 export function resolveDiskOptions(options: DiskTierOptions): ResolvedDiskOptions {
-  const capacity = options.capacity ?? Infinity;
+  const bytes = (name: ByteOptions): number | undefined => byteOption(options[name], name);
+  const capacity = bytes('capacity') ?? Infinity;
   checkPositive('capacity', capacity, true);
   let parents: string[];
   if (options.directories !== undefined) {
@@ -67,14 +71,14 @@ export function resolveDiskOptions(options: DiskTierOptions): ResolvedDiskOption
     name: options.name ?? 'disk',
     capacity,
     compression,
-    chunkBytes: options.chunkBytes ?? DEFAULT_CHUNK_BYTES,
-    smallValueBytes: options.smallValueBytes ?? MiB,
-    segmentBytes: options.segmentBytes ?? 64 * MiB,
+    chunkBytes: bytes('chunkBytes') ?? DEFAULT_CHUNK_BYTES,
+    smallValueBytes: bytes('smallValueBytes') ?? MiB,
+    segmentBytes: bytes('segmentBytes') ?? 64 * MiB,
     compactDeadFraction: options.compactDeadFraction ?? 0.5,
     segmentLanes: options.segmentLanes ?? 2,
     directWrites: options.directWrites ?? true,
-    readSliceBytes: options.readSliceBytes ?? 8 * MiB,
-    streamChunkBytes: options.streamChunkBytes ?? MiB,
+    readSliceBytes: bytes('readSliceBytes') ?? 8 * MiB,
+    streamChunkBytes: bytes('streamChunkBytes') ?? MiB,
   };
   const { chunkBytes, smallValueBytes, segmentBytes, compactDeadFraction } = resolved;
   checkPositive('chunkBytes', chunkBytes);

@@ -58,7 +58,6 @@ export {
   TierShortWriteError,
   InternalError,
   NativeModuleError,
-  DiskFullError,
 } from './errors.js';
 export { ProtocolError, ProtocolVersionError, FrameTooLargeError, AuthError, BusyError, TransferError, TransferTimeoutError, RemoteError, TlsError } from './transfer/errors.js';
 export type { TlsConfig } from './transfer/tls.js';

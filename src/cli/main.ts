@@ -21,11 +21,10 @@ import {
   hostPort,
   levelOrOff,
   memoryLimit,
-  milliseconds,
   niceIncrement,
   port,
   positive,
-  positiveMilliseconds,
+  positiveDuration,
   size,
   sizeOrOff,
   wholeNumber,
@@ -71,7 +70,7 @@ program
   .option('--value-size <size>', 'size of each value', size, 8 * 2 ** 20)
   .option('--data <size>', 'bytes to push through (default: 4 × the memory limit)', size)
   .option('--directory <path>', 'parent directory for spill files (default: the OS temp directory)')
-  .option('--monitor-interval <ms>', 'RSS monitor interval in ms; 0 = off, pausing then follows the bytes the store holds', milliseconds, 100)
+  .option('--monitor-interval <duration>', 'how often process RSS is read (100ms, 1s); 0 = off, pausing then follows the bytes the store holds', duration, 100)
   .option('--seed <n>', 'seed of the generated content', wholeNumber, 0x5eed)
   .option('--json', 'print a one-line JSON summary instead of text (no progress bar)', false)
   .action(action('demo', demoCommand));
@@ -83,9 +82,9 @@ program
   .option('--port <port>', 'control port (0: any free port)', port, 8786)
   .option('--http-port <port>', 'port of the dashboard (/status), GET /metrics and /api/state (0: any free port; default: no HTTP)', port)
   .option('--token <token>', 'shared secret of the cluster (prefer the variable: a flag shows in ps)')
-  .option('--heartbeat-interval <ms>', 'how often workers send heartbeats', positiveMilliseconds)
+  .option('--heartbeat-interval <duration>', 'how often workers send heartbeats (500ms, 2s)', positiveDuration)
   .option('--allowed-failures <n>', 'worker deaths a running task survives before it fails with SPW_ERR_KILLED_WORKER (default 3)', wholeNumber)
-  .option('--without-workers-timeout <ms>', 'ready tasks with no worker for this long fail with SPW_ERR_NO_WORKERS (noWorkersTimeoutMs; default 120000; 0: wait forever)', milliseconds)
+  .option('--without-workers-timeout <duration>', 'ready tasks with no worker for this long fail with SPW_ERR_NO_WORKERS (noWorkersTimeoutMs; default 2m; 0: wait forever)', duration)
   .action(action('scheduler', async (f: SchedulerFlags) => (await import('./scheduler-command.js')).schedulerCommand(f)));
 
 program

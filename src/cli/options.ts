@@ -67,14 +67,11 @@ function timerDelay(n: number): number {
   return n;
 }
 
-/** A timer's delay in whole milliseconds (0 allowed). */
-export function milliseconds(value: string): number {
-  return timerDelay(wholeNumber(value));
-}
-
-/** A timer's delay in whole milliseconds, at least 1. */
-export function positiveMilliseconds(value: string): number {
-  return timerDelay(positive(value));
+/** A duration of at least 1 ms: '500ms', '2s', or a number of milliseconds. */
+export function positiveDuration(value: string): number {
+  const ms = duration(value);
+  if (ms < 1) throw new BadOption(`expected at least 1 ms, got ${JSON.stringify(value)}`);
+  return ms;
 }
 
 /** A nice increment: 0 to 19. */

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { assertBuilt, packageJson, root, runScript, specifiers } from './built.js';
+import { publicOptions } from './public-options.js';
 
 /** The README's entry-point table: specifier -> the names it lists. */
 function documentedExports(): Map<string, string[]> {
@@ -81,50 +82,25 @@ test('public type declarations use no any and no const enum', () => {
   assert.deepEqual(offences, []);
 });
 
-/** The names of every interface, type and class the entry points export (following `export *`). */
-function publicNames(): Set<string> {
-  const names = new Set<string>();
-  const seen = new Set<string>();
-  const visit = (file: string, all: boolean): void => {
-    if (seen.has(`${file}:${all}`)) return;
-    seen.add(`${file}:${all}`);
-    const text = fs.readFileSync(file, 'utf8');
-    const resolve = (spec: string): string => path.resolve(path.dirname(file), spec.replace(/\.js$/, '.d.ts'));
-    if (all) for (const m of text.matchAll(/export (?:declare )?(?:interface|type|class|abstract class) (\w+)/g)) names.add(m[1]);
-    for (const m of text.matchAll(/export (?:type )?\{([^}]*)\} from '([^']+)'/g)) {
-      for (const item of m[1].split(',')) {
-        const name = item.trim().replace(/^type /, '').split(' as ')[0].trim();
-        if (name !== '') names.add(name);
-      }
-    }
-    for (const m of text.matchAll(/export \* (?:as \w+ )?from '([^']+)'/g)) visit(resolve(m[1]), true);
-  };
-  for (const entry of Object.values(packageJson.exports)) visit(path.join(root, entry.types), false);
-  return names;
-}
+/** A duration in an option's name (`timeout`, `heartbeatInterval`, `retryDelay`...): it must say Ms. */
+const DURATION_NAME = /(timeout|interval|delay|backoff|after|period|deadline|ttl|grace|linger|duration|wait|age|seconds?|secs?)$/i;
+/** A byte size in an option's name: it must take '64 MiB' too. */
+const BYTE_SIZE_NAME = /(bytes|size|capacity|memoryLimit|maxSpill|memory)$/i;
 
 test('public options name their units: byte sizes take strings, durations end in Ms', () => {
   assertBuilt();
-  const texts = publicDeclarations().map((file) => fs.readFileSync(file, 'utf8'));
-  const exported = publicNames();
-  const aliases = new Map<string, string>();
-  for (const text of texts) for (const m of text.matchAll(/type (\w+) = ([^;]+);/g)) aliases.set(m[1], m[2]);
+  const options = publicOptions();
   const offences: string[] = [];
-  let checked = 0;
-  for (const text of texts) {
-    for (const m of text.matchAll(/export interface (\w+(?:Options|Limits))\b[^{]*\{([\s\S]*?)\n\}/g)) {
-      if (!exported.has(m[1])) continue;
-      for (const line of m[2].split('\n')) {
-        const property = /^\s+(?:readonly )?(\w+)\??: (.*);$/.exec(line);
-        if (property === null) continue;
-        const [, name, type] = property;
-        checked++;
-        const acceptsString = /\bstring\b/.test(type) || /\bstring\b/.test(aliases.get(type) ?? '');
-        if (/(Bytes|^capacity|^memoryLimit|^maxSpill|^size)$/.test(name) && !acceptsString) offences.push(`${m[1]}.${name}: ${type} (a byte size takes '64 MiB' too)`);
-        if (/(Interval|Delay|Timeout|Backoff|After)$/.test(name)) offences.push(`${m[1]}.${name}: a duration names its unit (…Ms)`);
-      }
-    }
+  for (const { where, name, type, acceptsNumber, acceptsString } of options) {
+    if (!acceptsNumber) continue;
+    if (DURATION_NAME.test(name) && !name.endsWith('Ms') && !acceptsString) offences.push(`${where}.${name}: ${type} (a duration ends in Ms)`);
+    if (BYTE_SIZE_NAME.test(name) && !acceptsString) offences.push(`${where}.${name}: ${type} (a byte size takes '64 MiB' too)`);
   }
-  assert.ok(checked > 50, `options were found (${checked} properties)`);
+  // The walk must reach every way in, or it would pass by finding nothing.
+  const reached = new Set(options.map((o) => o.where.replace(/\(.*$/, '')));
+  for (const entry of ['SpillStore.open', 'SpillStore#set', 'new DiskTier', 'new CompressedMemoryTier', 'Client.connect', 'Client#compute', 'LocalCluster.start', 'Scheduler.start', 'Worker.start', 'shuffle', 'DataServer.listen', 'new DataClient', 'new Parser']) {
+    assert.ok(reached.has(entry), `the options of ${entry} were checked`);
+  }
+  assert.ok(options.some((o) => o.where === 'Scheduler.start(options).dashboard' && o.name === 'clientBufferBytes'), 'nested option objects were followed');
   assert.deepEqual(offences, []);
 });

@@ -89,3 +89,9 @@ export {
 // The peer-to-peer shuffle (docs/graphs.md#shuffle)
 export { shuffle, type ShuffleOptions, type ShuffleNodes, MAX_SHUFFLE_OUTPUTS } from './shuffle/protocol.js';
 export { ShuffleSplitError, ShuffleIncompleteError, ShuffleStaleRunError, ShuffleDiskFullError, ShufflePushError } from './shuffle/errors.js';
+
+// Typed tasks and futures (docs/graphs.md)
+export { defineTasks, Delayed, type Task, type Tasks, type TaskArg, type TaskArgs, type OpaqueValue, type TaskFunction, type TaskOptions, type ResultOf } from './client/tasks.js';
+export { Future, type FutureStatus } from './client/futures.js';
+export { FutureReleasedError } from './client/errors.js';
+export type { ResultsOf, FuturesOf } from './client/client.js';

@@ -14,11 +14,15 @@ import {
   type SubmitResult,
   type WhoHasResult,
 } from '../cluster/protocol.js';
-import { ClosedError, DiskFullError, GraphError, InvalidArgumentError, KilledWorkerError, NoWorkersError, TaskError } from '../errors.js';
+import { ClosedError, GraphError, InvalidArgumentError } from '../errors.js';
 import { SpillStore } from '../store/spill-store.js';
 import { DataClient, parseAddress } from '../transfer/client.js';
 import { RemoteError } from '../transfer/errors.js';
-import { ResultUnavailableError, SchedulerLostError } from './errors.js';
+import { FutureReleasedError, ResultUnavailableError, SchedulerLostError } from './errors.js';
+import { taskFailure } from './failures.js';
+import { type Future, FutureRegistry } from './futures.js';
+import { pollProgress } from './progress.js';
+import { Delayed, type ResultOf, type Task, type TaskArg, type TaskArgs, graphOf, resolveGraph } from './tasks.js';
 import { validateGraph } from './validate.js';
 
 export interface ClientOptions {
@@ -70,6 +74,12 @@ interface Computation {
   fail(err: Error): void;
 }
 
+/** The results of lazy tasks, in their order. */
+export type ResultsOf<N extends readonly unknown[]> = { -readonly [K in keyof N]: ResultOf<N[K]> };
+
+/** Futures of lazy tasks, in their order. */
+export type FuturesOf<N extends readonly unknown[]> = { -readonly [K in keyof N]: Future<ResultOf<N[K]>> };
+
 /**
  * Submits task graphs to a scheduler and gathers their results. Results are pulled from
  * the workers that hold them into a client-side SpillStore (so a large result can spill
@@ -99,6 +109,14 @@ export class Client {
   /** Counts compute and release calls: a release only overrides a `keep` asked for before it. */
   #calls = 0;
   #lost: Error | undefined;
+  /** The futures of this client, by key. */
+  readonly #futures: FutureRegistry;
+  /**
+   * Submits and releases reach the scheduler one after another, in the order they were
+   * asked for: a graph naming a future goes after the submit that made it, a release after
+   * the graphs asked for before it.
+   */
+  #order: Promise<unknown> = Promise.resolve();
 
   private constructor(channel: Channel, store: SpillStore, data: DataClient, address: string, clientId: string, options: ClientOptions) {
     this.#channel = channel;
@@ -107,6 +125,11 @@ export class Client {
     this.#address = address;
     this.#clientId = clientId;
     this.#resultTimeoutMs = options.resultTimeoutMs ?? 120_000;
+    this.#futures = new FutureRegistry({
+      fetch: (params, wanted) => this.#fetchResult(params, wanted),
+      unclaimed: (keys) => this.#releaseNow(keys.filter((key) => !this.#inUse.has(key) && !this.#kept.has(key))),
+      lost: () => this.#lost,
+    });
     channel.handle(Methods.keyReady, (p) => this.#dispatch(p as KeyReadyParams, 'ready'));
     channel.handle(Methods.keyErred, (p) => this.#dispatch(p as KeyErredParams, 'erred'));
     channel.on('close', (err?: Error) => this.#onLost(new SchedulerLostError(address, err)));
@@ -147,20 +170,104 @@ export class Client {
   }
 
   /**
-   * Runs `graph` and returns the values of `wanted`, in that order. Rejects with
-   * GraphError before anything runs for a bad graph, TaskError when a task throws
-   * (with the worker's stack), KilledWorkerError when a task's workers keep dying, SchedulerLostError when the scheduler goes away.
+   * Runs lazy tasks (one, or an array: the results in that order), or a graph dict and
+   * returns the values of `wanted`, in that order. Rejects with GraphError before anything
+   * runs for a bad graph, TaskError when a task throws (with the worker's stack),
+   * KilledWorkerError when a task's workers keep dying, SchedulerLostError when the
+   * scheduler goes away, FutureReleasedError for a released future among the arguments.
    */
-  async compute<T = unknown>(graph: Graph, wanted: readonly string[], options: ComputeOptions = {}): Promise<T[]> {
+  compute<T>(node: Delayed<T>, options?: ComputeOptions): Promise<T>;
+  compute<const N extends readonly Delayed<unknown>[]>(nodes: N, options?: ComputeOptions): Promise<ResultsOf<N>>;
+  compute<T = unknown>(graph: Graph, wanted: readonly string[], options?: ComputeOptions): Promise<T[]>;
+  compute(what: Graph | Delayed<unknown> | readonly Delayed<unknown>[], wanted?: readonly string[] | ComputeOptions, options?: ComputeOptions): Promise<unknown> {
+    if (what instanceof Delayed || Array.isArray(what)) {
+      const nodes: readonly Delayed<unknown>[] = what instanceof Delayed ? [what] : what;
+      if (!nodes.every((node) => node instanceof Delayed)) return Promise.reject(new InvalidArgumentError('compute: an array must hold lazy tasks (what calling a task returns)'));
+      const { graph, futures } = graphOf(nodes);
+      const values = this.#compute(graph, nodes.map((node) => node.key), (wanted ?? {}) as ComputeOptions, futures);
+      return what instanceof Delayed ? values.then((v) => v[0]) : values;
+    }
+    const resolved = resolveGraph(what as Graph);
+    return this.#compute(resolved.graph, wanted as readonly string[], options ?? {}, resolved.futures);
+  }
+
+  /** Runs `task` on the cluster at once; its result stays there for the future's lifetime. */
+  submit<A extends readonly unknown[], R>(task: Task<A, R>, ...args: TaskArgs<A>): Future<R> {
+    return this.persist(task(...args));
+  }
+
+  /** `task(input, ...rest)` for every input, at once: a future per input, in order. */
+  map<P, Rest extends readonly unknown[], R>(task: Task<readonly [P, ...Rest], R>, inputs: Iterable<TaskArg<P>>, ...rest: TaskArgs<Rest>): Future<R>[] {
+    const call = task as unknown as (...args: unknown[]) => Delayed<R>;
+    return this.persist([...inputs].map((input) => call(input, ...rest)));
+  }
+
+  /** The values of futures, in their order (each fetched from a worker that holds it). */
+  gather<const F extends readonly Future<unknown>[]>(futures: F): Promise<ResultsOf<F>> {
+    try {
+      this.#futures.check(futures);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return Promise.all(futures.map((future) => future.result())) as Promise<ResultsOf<F>>;
+  }
+
+  /**
+   * Starts computing lazy tasks, or the `wanted` keys of a graph dict, and keeps the results
+   * on the cluster: the futures returned (at once; the graph is checked and sent in the
+   * background, its errors reject their `result()`) can be given to later graphs and tasks,
+   * which then reuse the results instead of computing them again.
+   */
+  persist<T>(node: Delayed<T>): Future<T>;
+  persist<const N extends readonly Delayed<unknown>[]>(nodes: N): FuturesOf<N>;
+  persist<T = unknown>(graph: Graph, wanted: readonly string[]): Future<T>[];
+  persist(what: Graph | Delayed<unknown> | readonly Delayed<unknown>[], wanted?: readonly string[]): Future<unknown> | Future<unknown>[] {
+    if (this.#lost !== undefined) throw this.#lost;
+    let graph: Graph;
+    let keys: readonly string[];
+    let futures: Set<Future<unknown>>;
+    if (what instanceof Delayed || Array.isArray(what)) {
+      const nodes: readonly Delayed<unknown>[] = what instanceof Delayed ? [what] : what;
+      if (!nodes.every((node) => node instanceof Delayed)) throw new InvalidArgumentError('persist: an array must hold lazy tasks (what calling a task returns)');
+      ({ graph, futures } = graphOf(nodes));
+      keys = nodes.map((node) => node.key);
+    } else {
+      if (!Array.isArray(wanted) || wanted.some((k) => typeof k !== 'string')) throw new GraphError('wanted must be an array of keys');
+      ({ graph, futures } = resolveGraph(what as Graph));
+      keys = wanted;
+    }
+    this.#futures.check(futures);
+    const unique = [...new Set(keys)];
+    const accepted = this.#inOrder(async () => {
+      await Promise.all([...futures].map((future) => this.#futures.accepted(future)));
+      await validateGraph(graph, unique, this.#functionChecks);
+      if (unique.length === 0) return;
+      await this.#submit({ graph, wanted: unique });
+      for (const key of unique) this.#submitted.add(key);
+    });
+    const made = keys.map((key) => this.#futures.create(key, accepted));
+    return what instanceof Delayed ? made[0] : made;
+  }
+
+  async #compute(graph: Graph, wanted: readonly string[], options: ComputeOptions, futures: Set<Future<unknown>>): Promise<unknown[]> {
     if (this.#lost !== undefined) throw this.#lost;
     const calledAt = ++this.#calls;
     const interval = options.progressIntervalMs ?? 500;
     if (typeof interval !== 'number' || !(interval >= 1 && interval <= 2 ** 31 - 1)) {
       throw new InvalidArgumentError(`progressIntervalMs must be a number of milliseconds from 1 to 2^31-1, got ${String(interval)}`);
     }
-    await validateGraph(graph, wanted, this.#functionChecks);
-    const keys = [...new Set(wanted)];
-    if (keys.length === 0) return [];
+    this.#futures.check(futures);
+    const keys = Array.isArray(wanted) ? [...new Set(wanted)] : [];
+    // Its place among submits and releases is taken now, before anything is awaited.
+    const accepted = this.#inOrder(async () => {
+      await Promise.all([...futures].map((future) => this.#futures.accepted(future)));
+      await validateGraph(graph, wanted, this.#functionChecks);
+      if (keys.length > 0) await this.#submit({ graph, wanted: keys });
+    });
+    if (keys.length === 0) {
+      await accepted;
+      return [];
+    }
     const values = new Map<string, unknown>();
     let tasks: ProgressParams | undefined;
     let fail!: (err: Error) => void;
@@ -216,20 +323,25 @@ export class Client {
         }
         if (options.keep === true && !released) this.#kept.add(key);
       }
-      // Another computation (or an earlier `keep`) still needs the rest.
-      return keys.filter((key) => !this.#inUse.has(key) && !this.#kept.has(key));
+      // Another computation, an earlier `keep` or a future still needs the rest.
+      return keys.filter((key) => !this.#inUse.has(key) && !this.#kept.has(key) && !this.#futures.holds(key));
     };
     const toRelease = (releasable: string[]): string[] => (options.keep === true ? releasable.filter((key) => asked.has(key)) : releasable);
     let poller: { stop(): void } | undefined;
     try {
       // Waiters first: a key already computed may be announced before submit answers.
-      await Promise.race([this.#submit({ graph, wanted: keys }), failed]);
+      await Promise.race([accepted, failed]);
       for (const key of keys) this.#submitted.add(key);
       if (options.onProgress !== undefined) {
-        poller = this.#pollProgress(interval, (counts) => {
-          tasks = counts;
-          report();
-        });
+        poller = pollProgress(
+          interval,
+          () => this.#progress(),
+          (counts) => {
+            tasks = counts;
+            report();
+          },
+          () => this.#lost !== undefined,
+        );
       }
       await Promise.race([done, failed]);
       if (poller !== undefined) {
@@ -251,12 +363,13 @@ export class Client {
     }
     const releasable = toRelease(unhold());
     if (releasable.length > 0) await this.release(releasable);
-    return wanted.map((key) => values.get(key) as T);
+    return wanted.map((key) => values.get(key));
   }
 
   /**
    * Tells the scheduler this client no longer needs `keys` (kept with `keep: true`). A key a
-   * computation of this client still waits for is released when that computation ends.
+   * computation of this client still waits for is released when that computation ends; a
+   * key a future holds, when the future is released.
    */
   async release(keys: readonly string[]): Promise<void> {
     if (this.#lost !== undefined) throw this.#lost;
@@ -267,10 +380,22 @@ export class Client {
         this.#releaseWhenDone.set(key, ++this.#calls);
         continue;
       }
-      this.#submitted.delete(key);
-      now.push(key);
+      if (!this.#futures.holds(key)) now.push(key);
     }
-    if (now.length > 0) await this.#channel.request(Methods.release, { keys: now });
+    await this.#releaseNow(now);
+  }
+
+  async #releaseNow(keys: string[]): Promise<void> {
+    if (keys.length === 0) return;
+    for (const key of keys) this.#submitted.delete(key);
+    await this.#inOrder(() => this.#channel.request(Methods.release, { keys }));
+  }
+
+  /** Runs `step` after every submit and release asked for before it. */
+  #inOrder<T>(step: () => Promise<T>): Promise<T> {
+    const run = this.#order.then(step);
+    this.#order = run.catch(() => undefined);
+    return run;
   }
 
   /** Current holders of keys, from the scheduler. */
@@ -294,26 +419,6 @@ export class Client {
     }
   }
 
-  /** Asks for the task counts every `intervalMs` (one request at a time) until stopped. */
-  #pollProgress(intervalMs: number, onCounts: (counts: ProgressParams) => void): { stop(): void } {
-    let stopped = false;
-    let timer: NodeJS.Timeout | undefined;
-    const tick = async (): Promise<void> => {
-      const counts = await this.#progress();
-      if (stopped || this.#lost !== undefined) return;
-      // One failed request (a timeout on a busy scheduler) skips a report, not the rest.
-      if (counts !== undefined) onCounts(counts);
-      timer = setTimeout(() => void tick(), intervalMs);
-    };
-    timer = setTimeout(() => void tick(), intervalMs);
-    return {
-      stop: () => {
-        stopped = true;
-        clearTimeout(timer);
-      },
-    };
-  }
-
   async #submit(params: SubmitParams): Promise<SubmitResult> {
     try {
       return await this.#channel.request<SubmitResult>(Methods.submit, params);
@@ -326,13 +431,14 @@ export class Client {
   }
 
   /** Pulls one result into the local store from a holder, then out of it; asks again when every holder fails. */
-  async #fetchResult(params: KeyReadyParams): Promise<unknown> {
+  async #fetchResult(params: KeyReadyParams, wanted: () => boolean = () => true): Promise<unknown> {
     const deadline = Date.now() + this.#resultTimeoutMs;
     let holders = params.holders;
     let lastError: unknown;
     for (;;) {
       for (const holder of holders) {
         if (this.#lost !== undefined) throw this.#lost;
+        if (!wanted()) throw new FutureReleasedError(params.key, 'released');
         try {
           const result = await this.#data.fetch(holder, [params.key], this.#store);
           if (result.missing.length > 0) continue;
@@ -365,6 +471,8 @@ export class Client {
   }
 
   #dispatch(params: KeyReadyParams | KeyErredParams, kind: 'ready' | 'erred'): void {
+    if (kind === 'ready') this.#futures.ready(params as KeyReadyParams);
+    else this.#futures.erred(params.key, taskFailure(params.key, params as KeyErredParams));
     const set = this.#waiters.get(params.key);
     if (set === undefined) return;
     for (const waiter of [...set]) {
@@ -377,19 +485,6 @@ export class Client {
     if (this.#lost !== undefined) return;
     this.#lost = err;
     for (const c of this.#computations) c.fail(err);
-  }
-}
-
-/** The typed error for a failed wanted key: the cluster's own verdicts have their classes, a task's exception is a TaskError. */
-function taskFailure(key: string, params: KeyErredParams): Error {
-  switch (params.error?.code) {
-    case 'SPW_ERR_KILLED_WORKER':
-      return new KilledWorkerError(key, params.failedKey, params.error);
-    case 'SPW_ERR_NO_WORKERS':
-      return new NoWorkersError(key, params.failedKey, params.error);
-    case 'SPW_ERR_DISK_FULL':
-      return new DiskFullError(key, params.failedKey, params.error);
-    default:
-      return new TaskError(key, params.failedKey, params.error);
+    this.#futures.lost(err);
   }
 }

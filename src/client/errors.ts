@@ -17,3 +17,14 @@ export class ResultUnavailableError extends SpillwayError {
     this.key = key;
   }
 }
+
+/** A future was used (its result, or as an argument of another task) after it was released or cancelled. */
+export class FutureReleasedError extends SpillwayError {
+  readonly key: string;
+  readonly reason: 'released' | 'cancelled';
+  constructor(key: string, reason: 'released' | 'cancelled') {
+    super('SPW_ERR_FUTURE_RELEASED', `the future of ${JSON.stringify(key)} was ${reason}: its result is no longer held for this client (keep the future until its last use)`);
+    this.key = key;
+    this.reason = reason;
+  }
+}

@@ -2,6 +2,8 @@ import { BUILTINS_MODULE, dependencies, type FunctionRef, type Graph } from '../
 import { GraphError, describeKey, errorMessage } from '../errors.js';
 import { builtinFunction, builtinNames } from '../worker/builtins.js';
 import { SHUFFLE_MODULE, ShuffleFunctions, shuffleUserFunctions } from '../shuffle/protocol.js';
+import { parseBytes } from '../units.js';
+import { definedFunctions, type TaskFunction } from './tasks.js';
 
 /**
  * Checks a graph on the client before anything is sent: every task is well formed and
@@ -13,6 +15,8 @@ export async function validateGraph(graph: Graph, wanted: readonly string[], cac
   if (typeof graph !== 'object' || graph === null || Array.isArray(graph)) throw new GraphError('a graph must be an object of key → task');
   if (!Array.isArray(wanted) || wanted.some((k) => typeof k !== 'string')) throw new GraphError('wanted must be an array of keys');
   const refs = new Map<string, FunctionRef>();
+  /** Functions given to defineTasks, by module and name: the module must export that very function. */
+  const defined = new Map<string, TaskFunction>();
   for (const [key, spec] of Object.entries(graph)) {
     // msgpack renames an own "__proto__" property (to "__proto_"): the scheduler would see another key.
     if (key === '__proto__') throw new GraphError('"__proto__" cannot be a key');
@@ -24,8 +28,17 @@ export async function validateGraph(graph: Graph, wanted: readonly string[], cac
     if (spec.args !== undefined && !Array.isArray(spec.args)) throw new GraphError(`task ${describeKey(key)}: args must be an array`);
     const problem = unsendable(spec.args ?? []);
     if (problem !== undefined) throw new GraphError(`task ${describeKey(key)}: its arguments hold ${problem}, which cannot be sent to a worker (plain data only)`);
+    if (spec.memory !== undefined) {
+      try {
+        parseBytes(spec.memory, 'memory');
+      } catch (err) {
+        throw new GraphError(`task ${describeKey(key)}: ${errorMessage(err)}`);
+      }
+    }
     dependencies(spec);
     refs.set(`${fn.module}\0${fn.name}`, { module: fn.module, name: fn.name });
+    const impl = definedFunctions.get(spec.fn);
+    if (impl !== undefined) defined.set(`${fn.module}\0${fn.name}`, impl);
     // A shuffle's split and combine are named in its tasks' arguments: checked the same way.
     for (const user of shuffleUserFunctions(spec)) refs.set(`${user.module}\0${user.name}`, user);
   }
@@ -43,6 +56,13 @@ export async function validateGraph(graph: Graph, wanted: readonly string[], cac
   for (const [id] of refs) if (problems.some((p) => p !== undefined)) cache.delete(id);
   const first = problems.find((p) => p !== undefined);
   if (first !== undefined) throw new GraphError(first);
+  for (const [id, impl] of defined) {
+    const fn = refs.get(id) as FunctionRef;
+    const mod = (await import(fn.module)) as Record<string, unknown>;
+    if (mod[fn.name] !== impl) {
+      throw new GraphError(`defineTasks named a task "${fn.name}" of ${fn.module}, but the module exports another function under that name: name each task after its export`);
+    }
+  }
 }
 
 async function checkFunction(fn: FunctionRef): Promise<string | undefined> {
@@ -71,7 +91,7 @@ const SENDABLE: readonly (abstract new (...args: never[]) => unknown)[] = [Date,
  * refuses a symbol (an untyped error), turns a function into `undefined`, and a Map or a
  * class instance into a plain object (a Map's keys into strings).
  */
-function unsendable(args: readonly unknown[]): string | undefined {
+export function unsendable(args: readonly unknown[]): string | undefined {
   const stack: unknown[] = [];
   for (const arg of args) stack.push(arg);
   const seen = new Set<object>();

@@ -28,6 +28,13 @@ export interface TaskSpec {
   args?: unknown[];
   /** Times the task is run again when its function throws (default 0). Worker deaths are counted apart (allowedFailures). */
   retries?: number;
+  /**
+   * Memory the task needs while it runs (bytes, or a size such as '2 GiB'): the scheduler
+   * places it only on a worker whose memory limit, less the hints of the tasks it already
+   * runs, can take it; a task no connected worker could ever take fails with
+   * SPW_ERR_MEMORY_HINT.
+   */
+  memory?: number | string;
 }
 
 /** Module specifier of the built-in functions, which workers run without a thread (docs/graphs.md). */

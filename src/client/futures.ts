@@ -1,0 +1,231 @@
+import type { KeyReadyParams } from '../cluster/protocol.js';
+import { InvalidArgumentError, describeKey } from '../errors.js';
+import { FutureReleasedError } from './errors.js';
+
+/** Where a future stands: running (or queued), its result on the cluster, failed, or no longer usable. */
+export type FutureStatus = 'pending' | 'finished' | 'error' | 'cancelled' | 'released';
+
+/** What a future asks of the client that made it. @internal */
+export interface FutureHost {
+  status(future: Future<unknown>): FutureStatus;
+  result(future: Future<unknown>): Promise<unknown>;
+  release(future: Future<unknown>, reason: 'released' | 'cancelled'): Promise<void>;
+}
+
+/**
+ * A task's result on the cluster, held for this client until the future is released
+ * (`release()`, `cancel()`, or the end of a `using` block). Pass it to other tasks as an
+ * argument (its data moves worker to worker, never through the client); `await
+ * future.result()` fetches the value. Not a promise: `await future` gives the future itself.
+ */
+export class Future<T> {
+  /** The key of its result on the cluster. */
+  readonly key: string;
+  readonly #host: FutureHost;
+  // Never set: it makes a Future<string> different from a Future<number> to the compiler.
+  /** @internal */
+  declare readonly __result?: T;
+
+  /** @internal Made by `client.submit`, `map` and `persist`. */
+  constructor(key: string, host: FutureHost) {
+    this.key = key;
+    this.#host = host;
+  }
+
+  get status(): FutureStatus {
+    return this.#host.status(this);
+  }
+
+  /**
+   * The value, fetched from a worker that holds it (each call fetches it again). Rejects with
+   * the task's error (TaskError, KilledWorkerError...), a GraphError if its graph was refused,
+   * or FutureReleasedError once this future is released or cancelled.
+   */
+  result(): Promise<T> {
+    return this.#host.result(this) as Promise<T>;
+  }
+
+  /**
+   * Stops the computation unless something else needs it, and releases the result: every
+   * future of this key in this client becomes unusable (their pending `result()` calls reject
+   * with FutureReleasedError).
+   */
+  cancel(): Promise<void> {
+    return this.#host.release(this, 'cancelled');
+  }
+
+  /**
+   * Lets go of this future: once no future, computation or `keep` of this client needs its
+   * key, the scheduler forgets it and the workers free its data. Using it afterwards throws
+   * FutureReleasedError. Releasing twice is harmless.
+   */
+  release(): Promise<void> {
+    return this.#host.release(this, 'released');
+  }
+
+  /** `using future = client.submit(...)`: released at the end of the block. */
+  [Symbol.dispose](): void {
+    this.release().catch(() => undefined);
+  }
+
+  /** `await using future = client.submit(...)`: released (and the scheduler told) at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.release();
+  }
+
+  toString(): string {
+    return `Future(${describeKey(this.key)}, ${this.status})`;
+  }
+}
+
+interface Waiter {
+  future: Future<unknown>;
+  resolve(params: KeyReadyParams): void;
+  reject(err: Error): void;
+}
+
+/** This client's claim on one key: the futures of it, and what the scheduler last said of it. */
+interface Claim {
+  readonly futures: Set<Future<unknown>>;
+  ready: KeyReadyParams | undefined;
+  error: Error | undefined;
+  readonly waiters: Set<Waiter>;
+}
+
+interface FutureState {
+  /** The submit that made the key wanted: rejected with why the graph was refused. */
+  readonly accepted: Promise<void>;
+  refused: Error | undefined;
+  dropped: 'released' | 'cancelled' | undefined;
+}
+
+/** What the registry needs of its client. */
+export interface FutureClient {
+  /** Pulls a result from its holders; `wanted()` false stops looking. */
+  fetch(params: KeyReadyParams, wanted: () => boolean): Promise<unknown>;
+  /** No future holds these keys any more (the client releases those nothing else holds). */
+  unclaimed(keys: string[]): Promise<void>;
+  /** Why the client cannot be used (closed, scheduler lost), if it cannot. */
+  lost(): Error | undefined;
+}
+
+/**
+ * The futures of one client, by key: several futures may share a key (equal tasks), and the
+ * key is released when the last of them is.
+ */
+export class FutureRegistry implements FutureHost {
+  readonly #claims = new Map<string, Claim>();
+  readonly #states = new WeakMap<Future<unknown>, FutureState>();
+  readonly #client: FutureClient;
+
+  constructor(client: FutureClient) {
+    this.#client = client;
+  }
+
+  /** A future of `key`, made wanted by the submit `accepted`. */
+  create<T>(key: string, accepted: Promise<void>): Future<T> {
+    const future = new Future<T>(key, this);
+    const state: FutureState = { accepted, refused: undefined, dropped: undefined };
+    this.#states.set(future, state);
+    let claim = this.#claims.get(key);
+    if (claim === undefined) this.#claims.set(key, (claim = { futures: new Set(), ready: undefined, error: undefined, waiters: new Set() }));
+    claim.futures.add(future);
+    accepted.catch((err: unknown) => {
+      state.refused = err instanceof Error ? err : new Error(String(err));
+      for (const waiter of [...(this.#claims.get(key)?.waiters ?? [])]) if (waiter.future === future) this.#settle(key, waiter, state.refused);
+    });
+    return future;
+  }
+
+  /** True while a live future of this client holds `key`. */
+  holds(key: string): boolean {
+    return this.#claims.has(key);
+  }
+
+  /** Throws unless every future is this client's and usable: FutureReleasedError, InvalidArgumentError. */
+  check(futures: Iterable<Future<unknown>>): void {
+    for (const future of futures) {
+      const state = this.#states.get(future);
+      if (state === undefined) throw new InvalidArgumentError(`${future.toString()} belongs to another client: pass its data by computing it in this client's graph`);
+      if (state.dropped !== undefined) throw new FutureReleasedError(future.key, state.dropped);
+    }
+  }
+
+  /** The submit of a future named by a later graph: that graph fails with its error. */
+  accepted(future: Future<unknown>): Promise<void> {
+    return this.#states.get(future)?.accepted ?? Promise.resolve();
+  }
+
+  ready(params: KeyReadyParams): void {
+    const claim = this.#claims.get(params.key);
+    if (claim === undefined) return;
+    claim.ready = params;
+    claim.error = undefined;
+    for (const waiter of [...claim.waiters]) this.#settle(params.key, waiter, params);
+  }
+
+  erred(key: string, error: Error): void {
+    const claim = this.#claims.get(key);
+    if (claim === undefined) return;
+    claim.error = error;
+    claim.ready = undefined;
+    for (const waiter of [...claim.waiters]) this.#settle(key, waiter, error);
+  }
+
+  /** The client is closed or lost its scheduler: every pending `result()` rejects with `err`. */
+  lost(err: Error): void {
+    for (const [key, claim] of this.#claims) for (const waiter of [...claim.waiters]) this.#settle(key, waiter, err);
+  }
+
+  status(future: Future<unknown>): FutureStatus {
+    const state = this.#states.get(future);
+    if (state === undefined) return 'released';
+    if (state.dropped !== undefined) return state.dropped;
+    const claim = this.#claims.get(future.key);
+    if (state.refused !== undefined || claim?.error !== undefined) return 'error';
+    return claim?.ready !== undefined ? 'finished' : 'pending';
+  }
+
+  async result(future: Future<unknown>): Promise<unknown> {
+    this.check([future]);
+    const lost = this.#client.lost();
+    if (lost !== undefined) throw lost;
+    const state = this.#states.get(future) as FutureState;
+    const claim = this.#claims.get(future.key) as Claim;
+    const params = await new Promise<KeyReadyParams>((resolve, reject) => {
+      if (state.refused !== undefined) return reject(state.refused);
+      if (claim.error !== undefined) return reject(claim.error);
+      if (claim.ready !== undefined) return resolve(claim.ready);
+      claim.waiters.add({ future, resolve, reject });
+    });
+    try {
+      return await this.#client.fetch(params, () => state.dropped === undefined);
+    } catch (err) {
+      if (state.dropped !== undefined) throw new FutureReleasedError(future.key, state.dropped);
+      throw err;
+    }
+  }
+
+  async release(future: Future<unknown>, reason: 'released' | 'cancelled'): Promise<void> {
+    const state = this.#states.get(future);
+    if (state === undefined || state.dropped !== undefined) return;
+    const claim = this.#claims.get(future.key) as Claim;
+    // Cancelling ends every future of the key; releasing only this one.
+    const ending = reason === 'cancelled' ? [...claim.futures] : [future];
+    for (const ended of ending) {
+      const endedState = this.#states.get(ended) as FutureState;
+      endedState.dropped = reason;
+      claim.futures.delete(ended);
+      for (const waiter of [...claim.waiters]) if (waiter.future === ended) this.#settle(future.key, waiter, new FutureReleasedError(future.key, reason));
+    }
+    if (claim.futures.size > 0) return;
+    this.#claims.delete(future.key);
+    if (this.#client.lost() === undefined) await this.#client.unclaimed([future.key]);
+  }
+
+  #settle(key: string, waiter: Waiter, outcome: KeyReadyParams | Error): void {
+    this.#claims.get(key)?.waiters.delete(waiter);
+    if (outcome instanceof Error) waiter.reject(outcome);
+    else waiter.resolve(outcome);
+  }
+}

@@ -4,7 +4,9 @@ import { ClosedError, InvalidArgumentError, KeyNotFoundError } from '../errors.j
 import { byteOption } from '../units.js';
 import type { Tier, WriteSource } from '../tiers/tier.js';
 import { asEncodedStream, memoryStream, type EncodedReadStream } from './encoded-io.js';
-import { Accounting, Bucket, Entry, type StoredCopy } from './entry.js';
+import { EncodedPuts } from './encoded-puts.js';
+import { Entry } from './entry.js';
+import { findInvariantViolations } from './invariants.js';
 import { Lease } from './lease.js';
 import { Loader } from './loader.js';
 import { resolveOptions, type SpillStoreOptions } from './options.js';
@@ -36,13 +38,8 @@ export class SpillStore extends EventEmitter {
   readonly #spiller: Spiller;
   readonly #loader: Loader;
   readonly #pressure: Pressure;
-  /**
-   * The latest putEncoded call of each key still writing. A set, delete or later
-   * putEncoded of the key replaces or removes its token: the earlier write then lands
-   * nowhere (its copy is deleted), as if it had taken effect when it was called. A later
-   * putEncoded that fails changed nothing: it hands the key back to the earlier call.
-   */
-  readonly #puts = new Map<string, PutToken>();
+  /** The putEncoded calls still writing: which one a key goes to when they land. */
+  readonly #puts = new EncodedPuts();
   #closing: Promise<void> | undefined;
 
   private constructor(options: SpillStoreOptions) {
@@ -115,7 +112,6 @@ export class SpillStore extends EventEmitter {
   isAboveTarget(): boolean {
     return this.#state.acct.residentBytes > this.#state.opts.targetBytes;
   }
-  /** Resident values, or the process's RSS at the monitor's last reading, over target. */
   /**
    * The last spill write failure (a full disk: `TierWriteError` with ENOSPC, `TiersFullError`,
    * `SpillCapError`) while writes keep failing; undefined once a write lands again.
@@ -129,6 +125,7 @@ export class SpillStore extends EventEmitter {
     return this.#state.cannotSpill();
   }
 
+  /** Resident values, or the process's RSS at the monitor's last reading, over target. */
   isProcessAboveTarget(): boolean {
     return this.isAboveTarget() || this.#pressure.monitor.lastRss > this.#state.opts.targetBytes;
   }
@@ -142,7 +139,7 @@ export class SpillStore extends EventEmitter {
       throw new InvalidArgumentError(`size must be a non-negative number of bytes, got ${String(options?.size)}`);
     }
     const state = this.#state;
-    if (this.#puts.size > 0) this.#puts.delete(key);
+    this.#puts.supersede(key);
     const old = state.entries.get(key);
     if (old !== undefined) state.remove(old);
     const entry = new Entry(key, value, size);
@@ -200,7 +197,7 @@ export class SpillStore extends EventEmitter {
   /** Removes a key now; its copy below memory is removed in the background. */
   delete(key: string): boolean {
     // A putEncoded of the key still writing must not bring it back afterwards.
-    if (this.#puts.size > 0) this.#puts.delete(key);
+    this.#puts.supersede(key);
     const entry = this.#state.entries.get(key);
     if (entry === undefined) return false;
     this.#state.remove(entry);
@@ -271,34 +268,7 @@ export class SpillStore extends EventEmitter {
     this.#assertOpen();
     assertKey(key);
     if (!Number.isSafeInteger(byteLength) || byteLength < 0) throw new InvalidArgumentError('byteLength must be a whole number of bytes');
-    const puts = this.#puts;
-    let settle!: () => void;
-    const token: PutToken = { prev: puts.get(key), live: true, settled: new Promise<void>((resolve) => (settle = resolve)) };
-    puts.set(key, token);
-    let copy: StoredCopy;
-    let latest: boolean;
-    try {
-      try {
-        copy = await this.#spiller.writeEncoded(key, source, byteLength);
-      } catch (err) {
-        // Failed: nothing changed. The latest earlier call still live takes the key back.
-        token.live = false;
-        if (puts.get(key) === token) {
-          let back = token.prev;
-          while (back !== undefined && !back.live) back = back.prev;
-          if (back === undefined) puts.delete(key);
-          else puts.set(key, back);
-        }
-        throw err;
-      }
-      // A later putEncoded still writing may yet fail and hand the key back: wait for it.
-      for (let current = puts.get(key); current !== undefined && current !== token; current = puts.get(key)) await current.settled;
-      latest = puts.get(key) === token;
-      token.live = false;
-      if (latest) puts.delete(key);
-    } finally {
-      settle();
-    }
+    const { copy, latest } = await this.#puts.write(key, () => this.#spiller.writeEncoded(key, source, byteLength));
     const state = this.#state;
     if (state.closed || !latest) {
       // Closed, or the key was set, deleted or put again since this call: nothing to keep.
@@ -380,35 +350,7 @@ export class SpillStore extends EventEmitter {
 
   /** Recomputes every bucket and link from scratch; returns the violations found (none expected). For tests. */
   [checkInvariants](): string[] {
-    const state = this.#state;
-    const problems: string[] = [];
-    const fresh = new Accounting();
-    const linked = state.chain.lrus.map(() => 0);
-    for (const [key, entry] of state.entries) {
-      fresh.add(entry);
-      const name = JSON.stringify(key.slice(0, 40));
-      if (entry.key !== key || entry.removed) problems.push(`${name}: stale entry in the map`);
-      const evictable = entry.resident && entry.pins === 0 && entry.write === undefined && !entry.unspillable && !state.waiting.has(entry);
-      if (evictable !== entry.slot >= 0) problems.push(`${name}: LRU link ${entry.slot} but evictable=${evictable}`);
-      if (!entry.resident && entry.copy === undefined) problems.push(`${name}: neither in memory nor below`);
-      if (entry.resident && entry.detached) problems.push(`${name}: resident and detached`);
-      if (entry.pins < 0 || (entry.copy?.readers ?? 0) < 0) problems.push(`${name}: negative pins or readers`);
-      if ((entry.copy !== undefined) !== entry.copySlot >= 0) problems.push(`${name}: tier LRU link does not match its copy`);
-      if (entry.copy !== undefined) linked[entry.copy.tier]++;
-    }
-    for (const b of [Bucket.Memory, Bucket.Spilling, Bucket.Pinned, Bucket.Detached]) {
-      if (fresh.counts[b] !== state.acct.counts[b] || Math.abs(fresh.bytes[b] - state.acct.bytes[b]) > 1e-6) {
-        problems.push(`bucket ${b}: counted ${state.acct.counts[b]}/${state.acct.bytes[b]}, actual ${fresh.counts[b]}/${fresh.bytes[b]}`);
-      }
-    }
-    if (Math.abs(fresh.unencodableBytes - state.acct.unencodableBytes) > 1e-6) {
-      problems.push(`unencodable bytes: counted ${state.acct.unencodableBytes}, actual ${fresh.unencodableBytes}`);
-    }
-    if (state.lru.size !== [...state.lru.fromOldest()].length) problems.push('memory LRU size does not match its links');
-    state.chain.lrus.forEach((lru, t) => {
-      if (lru.size !== linked[t]) problems.push(`tier ${t} LRU holds ${lru.size}, entries with copies there: ${linked[t]}`);
-    });
-    return problems;
+    return findInvariantViolations(this.#state);
   }
 
   #assertOpen(): void {
@@ -426,14 +368,4 @@ function keyError(key: unknown): InvalidArgumentError {
 
 function fail(err: Error): never {
   throw err;
-}
-
-/** One putEncoded call of a key (see SpillStore.#puts). */
-interface PutToken {
-  /** The call it superseded, if that one was still writing then. */
-  readonly prev: PutToken | undefined;
-  /** Neither failed nor settled: it may still take the key. */
-  live: boolean;
-  /** Resolves once it has failed, landed or been discarded. */
-  readonly settled: Promise<void>;
 }

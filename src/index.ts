@@ -17,7 +17,7 @@ export type { EncodedReadStream } from './store/encoded-io.js';
 export { Lease } from './store/lease.js';
 
 // Value types (Apache Arrow built in)
-export { registerType, type ValueType, type ValueClass, type EncodedParts, type DecodedParts } from './codec/types.js';
+export { registerType, EncodedTypedValue, type ValueType, type ValueClass, type EncodedParts, type DecodedParts } from './codec/types.js';
 export { registerArrow } from './codec/arrow.js';
 
 // Tiers

@@ -58,8 +58,12 @@ interface ArrowMeta {
   readonly length: number;
 }
 
-/** Copies the application handed over (registerArrow), the first one decoding's. */
-const registered: ArrowModule[] = [];
+const REGISTERED = Symbol.for('spillway.arrowModules');
+/**
+ * Copies the application handed over (registerArrow), the first one decoding's; shared by
+ * every copy of Spillway in this thread, as the registry of types is (types.ts).
+ */
+const registered: ArrowModule[] = ((globalThis as unknown as Record<symbol, ArrowModule[] | undefined>)[REGISTERED] ??= []);
 /** Copies found by resolving apache-arrow from here, loaded on demand. */
 let found: ArrowModule[] | undefined;
 let cjsLoaded = false;
@@ -79,7 +83,6 @@ export function registerArrow(arrow: object): void {
   if (typeof module.Type !== 'object' || module.Type === null) throw new InvalidArgumentError('registerArrow: expected the apache-arrow module, which has Type');
   if (registered.includes(module as ArrowModule)) return;
   registered.unshift(module as ArrowModule);
-  addCopy(module as ArrowModule);
 }
 
 /**
@@ -93,7 +96,7 @@ export function arrowTypeOf(value: object): TypeEntry | undefined {
   if (!('schema' in value) && !('type' in value && 'data' in value)) return undefined;
   for (const arrow of [...registered, ...foundCopies(true)]) {
     const kind = kindOf(arrow, value);
-    if (kind !== undefined) return entries.get(arrow[kind]);
+    if (kind !== undefined) return entryOf(arrow, kind);
   }
   throw new CodecError(
     `cannot encode an Apache Arrow ${String(ctor.name)} from a copy of apache-arrow Spillway does not know: call registerArrow(arrow) with the module your code imports`,
@@ -103,18 +106,36 @@ export function arrowTypeOf(value: object): TypeEntry | undefined {
 /** The Arrow type's entry for decoding (loads apache-arrow), or undefined for another name. */
 export function arrowTypeNamed(name: string): TypeEntry | undefined {
   if (name !== ARROW_TYPE_NAME) return undefined;
-  return entries.get(decodingCopy().Table);
+  return entryOf(decodingCopy(), 'Table');
+}
+
+function entryOf(arrow: ArrowModule, kind: Kind): TypeEntry {
+  let entry = entries.get(arrow[kind]);
+  if (entry === undefined) {
+    addCopy(arrow);
+    entry = entries.get(arrow[kind]) as TypeEntry;
+  }
+  return entry;
 }
 
 function decodingCopy(): ArrowModule {
   return registered[0] ?? foundCopies(false)[0];
 }
 
+/**
+ * The kind of `value` if it is an instance of this copy's classes. By prototype, not
+ * `instanceof`: Arrow's classes answer `instanceof` for look-alikes from other copies, and
+ * this copy's writer, handed another copy's table, writes its schema without its data.
+ */
 function kindOf(arrow: ArrowModule, value: object): Kind | undefined {
-  if (value instanceof arrow.Table) return 'Table';
-  if (value instanceof arrow.RecordBatch) return 'RecordBatch';
-  if (value instanceof arrow.Vector) return 'Vector';
+  if (isPrototypeOf(arrow.Table.prototype, value)) return 'Table';
+  if (isPrototypeOf(arrow.RecordBatch.prototype, value)) return 'RecordBatch';
+  if (isPrototypeOf(arrow.Vector.prototype, value)) return 'Vector';
   return undefined;
+}
+
+function isPrototypeOf(proto: unknown, value: object): boolean {
+  return Object.prototype.isPrototypeOf.call(proto, value);
 }
 
 /** The copies of apache-arrow resolved from here, the ES build first; `both` also loads the CommonJS one. */

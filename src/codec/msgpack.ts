@@ -1,9 +1,8 @@
 import type { Packr } from 'msgpackr';
 import { restoreBinary } from './binary.js';
 import { msgpackr } from './msgpackr.js';
-import { TypeDecodeError, UnknownTypeError } from '../errors.js';
 import { FrameRef, TypedRef } from './plan.js';
-import { typeNamed } from './types.js';
+import { decodeTyped } from './types.js';
 
 /** msgpackr extension types for FrameRef and TypedRef; fixed, they are part of the format. */
 const FRAME_REF_EXTENSION = 0x53;
@@ -46,13 +45,7 @@ function headerPackr(): Packr {
       if (typeof name !== 'string' || !Number.isSafeInteger(first) || !Number.isSafeInteger(count)) throw new RangeError('malformed typed value reference');
       const end = (first as number) + (count as number);
       if ((first as number) < 0 || (count as number) < 0 || end > decodingFrames.length) throw new RangeError(`typed value frames ${first as number}..${end} out of range`);
-      const type = typeNamed(name);
-      if (type === undefined) throw new UnknownTypeError(name);
-      try {
-        return type.decode({ meta, buffers: decodingFrames.slice(first as number, end) });
-      } catch (err) {
-        throw new TypeDecodeError(name, err);
-      }
+      return decodeTyped(name, { meta, buffers: decodingFrames.slice(first as number, end) });
     },
   });
   packr = new Packr({ mapsAsObjects: false, moreTypes: true, int64AsType: 'bigint', useRecords: true });

@@ -3,7 +3,7 @@
  * header plus binary buffers, so that spilling, transfer and `sizeof` treat them like
  * typed arrays (their bytes written from the value's own memory, read back as views).
  */
-import { InvalidArgumentError, TypeRegistrationError } from '../errors.js';
+import { InvalidArgumentError, TypeDecodeError, TypeRegistrationError, UnknownTypeError } from '../errors.js';
 import { arrowTypeNamed, arrowTypeOf } from './arrow.js';
 
 /** What a type's `encode` returns: plain data to keep beside the buffers, and the buffers. */
@@ -44,8 +44,20 @@ export interface TypeEntry {
   sizeof(value: object): number;
 }
 
-const byClass = new Map<unknown, { cls: unknown; entry: TypeEntry }>();
-const byName = new Map<string, { cls: unknown; entry: TypeEntry }>();
+const REGISTRY = Symbol.for('spillway.valueTypes');
+
+interface Registry {
+  readonly byClass: Map<unknown, { cls: unknown; entry: TypeEntry }>;
+  readonly byName: Map<string, { cls: unknown; entry: TypeEntry }>;
+}
+
+/**
+ * One registry per thread, shared by every copy of Spillway loaded in it: a task module
+ * bundled with its own copy, or given its own instance by a loader (tsx does so in task
+ * threads), registers types the worker's copy must know.
+ */
+const registry: Registry = ((globalThis as unknown as Record<symbol, Registry | undefined>)[REGISTRY] ??= { byClass: new Map(), byName: new Map() });
+const { byClass, byName } = registry;
 
 /** Names the built-in types use; an application cannot take them. */
 const RESERVED_PREFIX = 'spillway.';
@@ -97,10 +109,69 @@ function makeEntry(type: ValueType<object>): TypeEntry {
 }
 
 /**
+ * A value of a registered type held as its encoded parts, not decoded: what a worker's event
+ * loop holds for values made by its task threads, and for values read from disk or a peer
+ * whose type it has not registered (task modules load in the threads, not on the loop). It
+ * encodes back to the same name, meta and buffers, so it is spilled, sent and counted like
+ * the value itself; a task thread gets the decoded value.
+ */
+export class EncodedTypedValue {
+  constructor(
+    readonly name: string,
+    readonly meta: unknown,
+    readonly buffers: readonly Uint8Array[],
+  ) {}
+}
+
+const encodedEntries = new Map<string, TypeEntry>();
+
+function encodedEntryOf(value: EncodedTypedValue): TypeEntry {
+  let entry = encodedEntries.get(value.name);
+  if (entry === undefined) {
+    entry = {
+      name: value.name,
+      encode: (v) => ({ meta: (v as EncodedTypedValue).meta, buffers: (v as EncodedTypedValue).buffers }),
+      decode: () => {
+        throw new TypeError('an EncodedTypedValue entry does not decode');
+      },
+      sizeof: (v) => (v as EncodedTypedValue).buffers.reduce((sum, buffer) => sum + buffer.byteLength, 0),
+    };
+    encodedEntries.set(value.name, entry);
+  }
+  return entry;
+}
+
+let keepUnknown = false;
+
+/**
+ * Whether decoding a value of a type this process has not registered gives an
+ * EncodedTypedValue (a worker process, which holds values for others) rather than an
+ * UnknownTypeError (an application, which must register the types it reads).
+ */
+export function keepUnknownTypesEncoded(keep: boolean): void {
+  keepUnknown = keep;
+}
+
+/** How a value of the type `name` is rebuilt: its decoded value, or an EncodedTypedValue (see keepUnknownTypesEncoded). */
+export function decodeTyped(name: string, parts: DecodedParts): object {
+  const type = typeNamed(name);
+  if (type === undefined) {
+    if (keepUnknown) return new EncodedTypedValue(name, parts.meta, parts.buffers);
+    throw new UnknownTypeError(name);
+  }
+  try {
+    return type.decode(parts);
+  } catch (err) {
+    throw new TypeDecodeError(name, err);
+  }
+}
+
+/**
  * The registered type of `value` (its class's, or the nearest registered ancestor's), the
  * built-in type of an Apache Arrow value, or undefined.
  */
 export function typeOf(value: object): TypeEntry | undefined {
+  if (value instanceof EncodedTypedValue) return encodedEntryOf(value);
   if (byClass.size > 0) {
     for (let proto: unknown = Object.getPrototypeOf(value); proto !== null && proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
       const record = byClass.get((proto as { constructor?: unknown }).constructor);

@@ -186,6 +186,8 @@ export async function assembleOutput(chunks: Uint8Array[], request: AssembleRequ
       list[record.part] = record.payload;
     }
   }
+  // Loaded first: the types it registers decode the pieces.
+  const combine = request.combine === null ? undefined : await userFunction(request.combine);
   const pieces: unknown[] = new Array(inputs);
   for (let i = 0; i < inputs; i++) {
     const list = parts[i];
@@ -212,7 +214,6 @@ export async function assembleOutput(chunks: Uint8Array[], request: AssembleRequ
     checkChecksum(bytes, layout, new ValueHasher(layout.trailerOffset).update(bytes).digest(), `shuffle piece ${i} → ${output}`);
     pieces[i] = decodeBody(bytes, layout);
   }
-  if (request.combine === null) return pieces;
-  const combine = await userFunction(request.combine);
+  if (combine === undefined) return pieces;
   return await combine(pieces, ...request.combineArgs);
 }

@@ -15,6 +15,7 @@
  */
 import { Slicer } from '../loop.js';
 import { needsLift } from './large-views.js';
+import { LOOP_BRAND, crossing, partsOf } from './typed-crossing.js';
 
 /** Smaller binary inputs are cloned: Node's pooled Buffer slabs cannot move, and tiny copies cost nothing. */
 export const MOVE_MIN_BYTES = 64 * 1024;
@@ -30,6 +31,8 @@ export interface ThreadInputs {
   copiedBytes: number;
   /** Some view ends past 4 GiB: it must be lifted out of the message (large-views.ts). */
   largeViews: boolean;
+  /** Values of registered types, replaced by their crossing form (typed-crossing.ts). */
+  typedValues: number;
 }
 
 type TypedArrayConstructor = new (length: number) => ArrayBufferView & { set(source: ArrayLike<number> | ArrayLike<bigint>): void };
@@ -39,17 +42,23 @@ type TypedArrayConstructor = new (length: number) => ArrayBufferView & { set(sou
  * offset, viewed one step at a time: a Uint8Array holds at most 2^32 bytes on Node 20, and
  * a value may be larger (a Float64Array of 5 GiB is fine).
  */
-type CopyJob = readonly [from: ArrayBufferLike, fromOffset: number, to: ArrayBuffer, byteLength: number];
+type CopyJob = readonly [from: ArrayBufferLike, fromOffset: number, to: ArrayBuffer, byteLength: number, toOffset?: number];
+
+const alignUp = (n: number): number => (n + 7) & ~7;
 
 /**
- * Copies large typed arrays and ArrayBuffers inside arrays, plain objects and Maps into
- * buffers to transfer (containers are copied too, the values in them are not touched).
+ * Copies large typed arrays and ArrayBuffers inside arrays, plain objects, Maps and Sets
+ * into buffers to transfer (containers are copied too, the values in them are not touched).
+ * A value of a registered type is replaced by its crossing form (typed-crossing.ts, marked
+ * with `brand`), its encoded buffers copied into one fresh buffer, 8-byte aligned each as
+ * the value format lays frames out, so the thread decodes it in place.
  */
-export async function threadInputs(args: readonly unknown[]): Promise<ThreadInputs> {
+export async function threadInputs(args: readonly unknown[], brand: string = LOOP_BRAND): Promise<ThreadInputs> {
   const jobs: CopyJob[] = [];
   const transfer: ArrayBuffer[] = [];
   let copiedBytes = 0;
   let largeViews = false;
+  let typedValues = 0;
   const seen = new Map<object, unknown>();
   const visit = (value: unknown): unknown => {
     if (typeof value !== 'object' || value === null) return value;
@@ -81,36 +90,52 @@ export async function threadInputs(args: readonly unknown[]): Promise<ThreadInpu
     } else if (value instanceof Map) {
       const copy = new Map<unknown, unknown>();
       seen.set(value, copy);
-      for (const [k, v] of value) {
-        // Keys are not walked here: lifting's own walk looks at those that are objects.
-        if (typeof k === 'object' && k !== null) largeViews = true;
-        copy.set(k, visit(v));
-      }
+      for (const [k, v] of value) copy.set(visit(k), visit(v));
       return copy;
-    } else if (value instanceof Set || Object.getPrototypeOf(value) === null) {
-      // Not walked here (posted as they are): lifting's own walk looks inside.
-      largeViews = true;
-    } else if (Object.getPrototypeOf(value) === Object.prototype) {
-      const copy: Record<string, unknown> = {};
+    } else if (value instanceof Set) {
+      const copy = new Set<unknown>();
       seen.set(value, copy);
-      for (const [k, v] of Object.entries(value)) copy[k] = visit(v);
+      for (const v of value) copy.add(visit(v));
       return copy;
+    } else if (Object.getPrototypeOf(value) === Object.prototype || Object.getPrototypeOf(value) === null) {
+      const copy = Object.create(Object.getPrototypeOf(value) as object | null) as Record<string, unknown>;
+      seen.set(value, copy);
+      for (const [k, v] of Object.entries(value)) Object.defineProperty(copy, k, { value: visit(v), writable: true, enumerable: true, configurable: true });
+      return copy;
+    } else {
+      const parts = partsOf(value);
+      if (parts !== undefined) {
+        const total = parts.buffers.reduce((sum, b) => sum + alignUp(b.byteLength), 0);
+        const buffer = new ArrayBuffer(total);
+        let at = 0;
+        const views = parts.buffers.map((b) => {
+          if (b.byteLength > 0) jobs.push([b.buffer, b.byteOffset, buffer, b.byteLength, at]);
+          const view = new Uint8Array(buffer, at, b.byteLength);
+          at += alignUp(b.byteLength);
+          return view;
+        });
+        // Small ones are cloned with the message: Node's pooled slabs and tiny moves cost more.
+        if (total >= MOVE_MIN_BYTES) transfer.push(buffer);
+        copiedBytes += total;
+        typedValues++;
+        out = crossing(brand, { ...parts, buffers: views });
+      }
     }
     seen.set(value, out);
     return out;
   };
   const copied = args.map(visit);
   await copyInSteps(jobs);
-  return { args: copied, transfer, copiedBytes, largeViews };
+  return { args: copied, transfer, copiedBytes, largeViews, typedValues };
 }
 
 async function copyInSteps(jobs: readonly CopyJob[]): Promise<void> {
   const slicer = new Slicer(COPY_SLICE_MS);
-  for (const [from, fromOffset, to, byteLength] of jobs) {
+  for (const [from, fromOffset, to, byteLength, toOffset = 0] of jobs) {
     for (let at = 0; at < byteLength; at += COPY_STEP_BYTES) {
       if (slicer.due()) await slicer.turn();
       const n = Math.min(COPY_STEP_BYTES, byteLength - at);
-      new Uint8Array(to, at, n).set(new Uint8Array(from, fromOffset + at, n));
+      new Uint8Array(to, toOffset + at, n).set(new Uint8Array(from, fromOffset + at, n));
     }
   }
 }

@@ -1,8 +1,9 @@
 import { Piscina } from 'piscina';
 import type { FunctionRef, TaskErrorInfo } from '../cluster/protocol.js';
 import { CodecError, errorMessage } from '../errors.js';
-import { threadInputs } from './copy-inputs.js';
+import { type ThreadInputs, threadInputs } from './copy-inputs.js';
 import { liftLargeViews, restoreLargeViews } from './large-views.js';
+import { LOOP_BRAND, liftTypedValues, restoreTypedValues } from './typed-crossing.js';
 import { threadNiceIncrement } from '../runtime/thread-priority.js';
 import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.js';
 
@@ -47,7 +48,7 @@ export class Executor {
       // costs one message more.
       atomics: 'disabled',
       niceIncrement: threadNiceIncrement(options.nice ?? 0),
-      workerData: { collectGarbage: options.collectGarbage ?? true } satisfies ThreadData,
+      workerData: { collectGarbage: options.collectGarbage ?? true, typedBrand: LOOP_BRAND } satisfies ThreadData,
     });
     // A thread that dies with no task on it (a task's timer threw after it returned) is
     // replaced by the pool, which reports it as 'error': unheard, that would crash the worker.
@@ -60,14 +61,20 @@ export class Executor {
   async run(fn: FunctionRef, args: unknown[]): Promise<ExecutionResult> {
     const started = performance.now();
     try {
-      const inputs = this.#moveInputs ? await threadInputs(args) : { args, transfer: [], largeViews: true };
+      const inputs = this.#moveInputs ? await threadInputs(args) : postedAsTheyAre(args);
       // Views ending past 4 GiB would arrive cut modulo 2^32 (large-views.ts); threadInputs
       // saw every view already, so the walk that lifts them runs only when one does.
       const lifted = inputs.largeViews ? liftLargeViews(inputs.args) : { value: inputs.args, views: [] };
       const request: ThreadRequest = { module: fn.module, name: fn.name, args: lifted.value as unknown[] };
       if (lifted.views.length > 0) request.views = lifted.views;
+      if (inputs.typedValues > 0) request.typed = inputs.typedValues;
       const response = await this.#pool.run(request, { transferList: inputs.transfer });
-      if (response.ok) return { ok: true, value: restoreLargeViews(response.value, response.views), computeSeconds: response.seconds };
+      if (response.ok) {
+        let value = restoreLargeViews(response.value, response.views);
+        // The loop holds what the task made encoded: it stores and sends it, the next task decodes it.
+        if ((response.typed ?? 0) > 0) value = restoreTypedValues(value, LOOP_BRAND, 'keep-encoded');
+        return { ok: true, value, computeSeconds: response.seconds };
+      }
       return { ok: false, error: response.error, computeSeconds: response.seconds };
     } catch (err) {
       // The pool itself failed: arguments or result not cloneable, thread crashed. A result
@@ -86,6 +93,12 @@ export class Executor {
   async close(): Promise<void> {
     await this.#pool.destroy();
   }
+}
+
+/** Inputs structured cloned (no copy of ours), but for values of registered types, which cross encoded. */
+function postedAsTheyAre(args: unknown[]): ThreadInputs {
+  const typed = liftTypedValues(args, LOOP_BRAND);
+  return { args: typed.value as unknown[], transfer: [], copiedBytes: 0, largeViews: true, typedValues: typed.count };
 }
 
 function isCloneFailure(err: unknown): boolean {

@@ -5,6 +5,8 @@ import type { LiftedView } from './large-views.js';
 export interface ThreadData {
   /** Collect the garbage finished tasks leave once the thread is idle (runtime/thread-collector.ts). */
   collectGarbage: boolean;
+  /** Marks values of registered types crossing between the threads (typed-crossing.ts). */
+  typedBrand: string;
 }
 
 /** What the main thread posts to an executor thread. */
@@ -14,9 +16,11 @@ export interface ThreadRequest {
   args: unknown[];
   /** Views of the args a message cannot carry, lifted out (large-views.ts). */
   views?: LiftedView[];
+  /** How many values of registered types the args hold in their crossing form (typed-crossing.ts). */
+  typed?: number;
 }
 
 /** What comes back: the value (`views`: as in ThreadRequest), or the error as plain data. `seconds`: time inside the thread. */
 export type ThreadResponse =
-  | { ok: true; value: unknown; seconds: number; views?: LiftedView[] }
+  | { ok: true; value: unknown; seconds: number; views?: LiftedView[]; typed?: number }
   | { ok: false; error: TaskErrorInfo; seconds: number };

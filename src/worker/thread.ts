@@ -11,6 +11,7 @@ import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.j
 import { garbageCollector } from '../runtime/garbage-collection.js';
 import { ThreadCollector } from '../runtime/thread-collector.js';
 import { liftLargeViews, restoreLargeViews } from './large-views.js';
+import { LOOP_BRAND, liftTypedValues, restoreTypedValues } from './typed-crossing.js';
 
 const modules = new Map<string, Promise<Record<string, unknown>>>();
 
@@ -19,6 +20,9 @@ const MIN_TRANSFER_BYTES = 64 * 1024;
 
 /** Collects the copies of finished tasks' inputs once the thread is idle (runtime/thread-collector.ts). */
 const collector = threadCollector((workerData as ThreadData | undefined)?.collectGarbage ?? false);
+
+/** The loop's mark on values of registered types crossing in either direction (typed-crossing.ts). */
+const typedBrand = (workerData as ThreadData | undefined)?.typedBrand ?? LOOP_BRAND;
 
 function threadCollector(enabled: boolean): ThreadCollector | undefined {
   const collect = enabled ? garbageCollector() : undefined;
@@ -70,12 +74,18 @@ export default async function runTask(request: ThreadRequest): Promise<unknown> 
       throw new TaskFunctionError(request.module, request.name, fn === undefined ? 'nothing' : typeof fn);
     }
     started = performance.now(); // compute time is the call's, not the first import's
-    const args = restoreLargeViews(request.args, request.views) as unknown[];
-    const value: unknown = await (fn as (...args: unknown[]) => unknown)(...args);
+    let args = restoreLargeViews(request.args, request.views) as unknown[];
+    // Decoded with the types the task's module registered, now that it is loaded.
+    if ((request.typed ?? 0) > 0) args = restoreTypedValues(args, typedBrand, 'decode') as unknown[];
+    const result: unknown = await (fn as (...args: unknown[]) => unknown)(...args);
     const seconds = (performance.now() - started) / 1000;
+    // Values of registered types cross as their encoded buffers, moved (typed-crossing.ts).
+    const typed = liftTypedValues(result, typedBrand);
+    const value = typed.value;
     // Views ending past 4 GiB would arrive cut modulo 2^32 (large-views.ts): their buffers move, they are rebuilt.
     const lifted = liftLargeViews(value);
     const response: ThreadResponse = lifted.views.length === 0 ? { ok: true, value, seconds } : { ok: true, value: lifted.value, seconds, views: lifted.views };
+    if (typed.count > 0) response.typed = typed.count;
     const transfers = collectTransfers(value);
     if (transfers.length === 0) return response;
     return move({

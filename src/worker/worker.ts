@@ -32,6 +32,7 @@ import { builtinFunction } from './builtins.js';
 import { isShuffleFunction } from '../shuffle/protocol.js';
 import { ShuffleService } from '../shuffle/worker-service.js';
 import { type ExecutionResult, Executor } from './executor.js';
+import { keepUnknownTypesEncoded } from '../codec/types.js';
 import { Fetcher } from './fetcher.js';
 import { FullDiskWatch } from './full-disk.js';
 import { formatBytes } from '../units.js';
@@ -169,6 +170,8 @@ export class Worker extends EventEmitter {
     const opts = resolveWorkerOptions({ ...options, memoryLimit });
     if (opts.tls !== undefined) checkTlsConfig(opts.tls);
     checkExposure('worker\'s data server', opts.host, opts);
+    // Task modules load in the task threads, not here: values of their types are held encoded.
+    keepUnknownTypesEncoded(true);
     const parent = opts.localDirectory ?? os.tmpdir();
     // Folders of workers (and stores, clusters) that died without removing them go first.
     const reclaimed = await reclaimStaleFolders(parent);

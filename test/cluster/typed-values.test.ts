@@ -1,0 +1,79 @@
+/**
+ * Values of registered types made by tasks (an Apache Arrow table, a user class): kept by the
+ * worker, spilled, sent to a peer, and decoded as themselves by another task on another
+ * worker and by the client (issue 31).
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import * as arrow from 'apache-arrow';
+import { Client } from '../../src/client/client.js';
+import { ref } from '../../src/cluster/protocol.js';
+import { registerArrow } from '../../src/index.js';
+import { Series } from './fixtures/typed.js';
+import { startCluster } from './helpers.js';
+
+registerArrow(arrow);
+
+const fn = (name: string): { module: string; name: string } => ({ module: new URL('./fixtures/typed.ts', import.meta.url).href, name });
+
+test('Arrow tables and registered class instances cross threads, disk and peers as themselves', { timeout: 120_000 }, async (t) => {
+  const cluster = await startCluster(t, { workers: 2, nthreads: 1, memoryLimit: '8 MiB' });
+  const client = await Client.connect(cluster.address, { token: cluster.token });
+  t.after(() => client.close());
+  const parts = 16;
+  const rows = 65_536; // 1 MiB of columns per table, with 256 KiB of samples: 20 MiB in all, more than both workers hold
+  const samples = 32_768;
+  const graph: Record<string, { fn: { module: string; name: string }; args: unknown[] }> = {};
+  for (let i = 0; i < parts; i++) graph[`part-${i}`] = { fn: fn('makePart'), args: [i, rows, samples] };
+  const keys = Object.keys(graph);
+  // Four summaries of four parts each (i ≡ j mod 4): 5 MiB of inputs, which fit a worker.
+  const groups = [0, 1, 2, 3].map((j) => keys.filter((_, i) => i % 4 === j));
+  groups.forEach((group, j) => (graph[`summary-${j}`] = { fn: fn('summarize'), args: group.map((k) => ref(k)) }));
+  const results = await client.compute(graph, ['summary-0', 'summary-1', 'summary-2', 'summary-3', 'part-0']);
+  const summaries = results.slice(0, 4) as Summary[];
+  const first = results[4] as { table: arrow.Table; series: Series; pid: number };
+
+  let cycle = 0;
+  for (let r = 0; r < rows; r++) cycle += r % 7;
+  const expectTable = (i: number): number => rows * i + cycle;
+  summaries.forEach((summary, j) => {
+    const parts = [j, j + 4, j + 8, j + 12];
+    assert.deepEqual(summary.tables, parts.map(expectTable));
+    assert.deepEqual(summary.series, parts.map((i) => i * samples));
+    assert.deepEqual(summary.labels, parts.map((i) => `part-${i}`));
+  });
+
+  // Some input of a summary was made on the other worker: it was sent by a peer.
+  const madeElsewhere = summaries.some((s) => s.madeOn.some((pid) => pid !== s.usedOn));
+  assert.ok(madeElsewhere, `an input crossed between workers (${JSON.stringify(summaries.map((s) => [s.madeOn, s.usedOn]))})`);
+
+  // The client decodes both types as themselves.
+  assert.ok(first.table instanceof arrow.Table, 'the client gets an Arrow Table');
+  assert.equal(first.table.numRows, rows);
+  assert.deepEqual([...first.table.getChild('id')!.toArray().subarray(0, 3)], [0, 1, 2]);
+  assert.ok(first.series instanceof Series, 'the client gets a Series');
+  assert.equal(first.series.label, 'part-0');
+  assert.equal(first.series.samples.length, samples);
+
+  // The workers spilled and served values to each other (heartbeats carry the counters).
+  const deadline = Date.now() + 20_000;
+  let spilled = 0;
+  let served = 0;
+  while (Date.now() < deadline) {
+    const state = (await cluster.state()) as unknown as { workers: { lastHeartbeat: { spilledBytes: number; servedFromDiskBytes: number; servedFromMemoryBytes: number } | null }[] };
+    spilled = state.workers.reduce((sum, w) => sum + (w.lastHeartbeat?.spilledBytes ?? 0), 0);
+    served = state.workers.reduce((sum, w) => sum + (w.lastHeartbeat?.servedFromDiskBytes ?? 0) + (w.lastHeartbeat?.servedFromMemoryBytes ?? 0), 0);
+    if (spilled > 0 && served > 0) break;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  assert.ok(spilled > 0, 'the workers spilled typed values');
+  assert.ok(served > 0, 'the workers sent typed values to each other');
+});
+
+interface Summary {
+  tables: number[];
+  series: number[];
+  labels: string[];
+  madeOn: number[];
+  usedOn: number;
+}

@@ -5,7 +5,8 @@
  *   2. spill / unspill throughput of 32 MiB Float64Arrays vs plain fs write / read
  *   3. get / peek of in-memory keys vs Map.prototype.get
  *   4. event-loop delay while 2 GiB streams through a 256 MiB store on a 20 ms/op disk
- * Phase 2 lives in _store-throughput.ts.
+ *   5. peak RSS while 2 GiB of 1 MiB values stream through a 256 MiB store (defaults)
+ * Phase 2 lives in _store-throughput.ts, phase 5 in _store-rss.ts.
  */
 import fsp from 'node:fs/promises';
 import os from 'node:os';
@@ -15,6 +16,7 @@ import { Worker } from 'node:worker_threads';
 import { DiskTier, SpillStore } from '../src/index.js';
 import { SlowTier } from '../src/testing/index.js';
 import { GiB, MiB, fill, fmt, gbps, gc, mismatches, rows, sleep, tick } from './_store-common.js';
+import { rssBound } from './_store-rss.js';
 import { throughput } from './_store-throughput.js';
 
 /** Samples process RSS every `ms` from a worker thread, so a busy main loop cannot hide a peak. */
@@ -286,6 +288,8 @@ export default async function storeBenchmarks(args: string[]): Promise<void> {
       const monitor = args.includes('--no-monitor') ? 0 : 100;
       await eventLoop(parent, quick ? 512 * MiB : 2 * GiB, 8 * MiB, 256 * MiB, monitor);
     }
+    gc();
+    if (run('rss')) await rssBound(parent, quick ? 512 * MiB : 2 * GiB, 1 * MiB, 256 * MiB);
   } finally {
     await fsp.rm(parent, { recursive: true, force: true });
   }

@@ -39,9 +39,12 @@ export interface SpillStoreOptions {
    * of 1/16 of memoryLimit that no collection has freed yet (deleted, or dropped after
    * spilling), at most once per 100 ms after any full collection, 25 % of the time, and
    * never while V8 is marking (unrationed, for room before a task: half as much let go of
-   * is enough). Needs the monitor. Default false: a library should not run
-   * the collector unasked; the worker turns it on. Opening a store with it sets V8's
-   * `--expose-gc` flag for the process (runtime/garbage-collection.ts).
+   * is enough). Needs the monitor. Default: on when the monitor is. The values a store
+   * lets go of stay in RSS until V8 collects, and V8 sizes its collections by the JS
+   * heap, not by the buffers outside it: without these collections the dead values, and
+   * the freed memory malloc keeps once it has held them, take the process well past its
+   * limit. Opening a store with it sets V8's `--expose-gc` flag for the process
+   * (runtime/garbage-collection.ts); `false` leaves collecting to V8.
    */
   collectGarbage?: boolean;
   /**
@@ -136,7 +139,7 @@ export function resolveOptions(options: SpillStoreOptions): ResolvedOptions {
     spillConcurrency,
     tiers,
     retryDelayMs,
-    collectGarbage: options.collectGarbage ?? false,
+    collectGarbage: options.collectGarbage ?? monitorIntervalMs > 0,
     weakRefBytes: options.weakRefBytes === undefined ? DEFAULT_WEAK_REF_BYTES : parseBytes(options.weakRefBytes, 'weakRefBytes'),
   };
 }

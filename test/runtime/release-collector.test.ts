@@ -84,10 +84,22 @@ test('a store under memory pressure collects after deleting values, and counts i
   assert.ok(counters.collectionSeconds > 0);
 });
 
-test('without collectGarbage the store never runs the collector', async (t) => {
-  const store = await storeAfterDeletes(t, {});
+test('with collectGarbage false the store never runs the collector', async (t) => {
+  const store = await storeAfterDeletes(t, { collectGarbage: false, monitorIntervalMs: 2_000_000_000 });
   store[sampleMemory](1024 * MiB);
   assert.equal(store.stats().counters.collections, 0);
+});
+
+test('by default a store collects when its monitor runs, and not without the monitor', async (t) => {
+  assert.equal(resolveOptions({ memoryLimit: MiB }).collectGarbage, true);
+  assert.equal(resolveOptions({ memoryLimit: MiB, monitorIntervalMs: false }).collectGarbage, false);
+  // The monitor is on but its timer never fires: the test feeds the readings.
+  const store = await storeAfterDeletes(t, { monitorIntervalMs: 2_000_000_000 });
+  for (let i = 0; i < 40 && store.stats().counters.collections === 0; i++) {
+    if (i > 0) await sleep(50);
+    store[sampleMemory](1024 * MiB);
+  }
+  assert.equal(store.stats().counters.collections, 1);
 });
 
 test('an unrationed collection ignores the interval and the time fraction, not the release threshold', () => {

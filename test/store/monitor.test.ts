@@ -70,7 +70,13 @@ test('pause and target can be disabled', async (t) => {
 
 test('a store paused with RSS between target and spill keeps spilling until it can resume', async (t) => {
   // The monitor is on (so RSS counts) but its timer never fires: the test feeds readings.
-  const { store } = await openStore(t, { memoryLimit: 100 * MiB, monitorIntervalMs: 2_000_000_000, wrap: (disk) => new SlowTier(disk, 20) });
+  // No collector: a collection would leave spilling to a next reading that never comes.
+  const { store } = await openStore(t, {
+    memoryLimit: 100 * MiB,
+    monitorIntervalMs: 2_000_000_000,
+    collectGarbage: false,
+    wrap: (disk) => new SlowTier(disk, 20),
+  });
   store.set('a', f64(30 * MiB, 1));
   store.set('b', f64(10 * MiB, 2));
   store[sampleMemory](85 * MiB); // over pause (80): pause, and spill 25 MiB worth (a)
@@ -84,5 +90,37 @@ test('a store paused with RSS between target and spill keeps spilling until it c
   store[sampleMemory](65 * MiB);
   await store.flush();
   assert.equal(store.where('b'), 'disk');
+  assert.equal(store.paused, false);
+});
+
+test('a store whose limit is below the process baseline still streams values through', async (t) => {
+  // This process's RSS alone is over the pause level: memory the store does not hold must
+  // never keep its producers paused, or the loop below would stall instead of finishing.
+  const keepAlive = setInterval(() => undefined, 1000);
+  t.after(() => clearInterval(keepAlive));
+  const limit = 16 * MiB;
+  assert.ok(process.memoryUsage.rss() > 0.8 * limit, 'the baseline is over the pause level');
+  const { store } = await openStore(t, { memoryLimit: limit, monitorIntervalMs: 5 });
+  const count = 48;
+  let stalled: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    stalled = setTimeout(() => reject(new Error(`producer stalled: paused ${store.paused}, ${JSON.stringify(store.stats().memory)} in memory`)), 60_000);
+  });
+  t.after(() => clearTimeout(stalled));
+  const produce = async (): Promise<void> => {
+    for (let i = 0; i < count; i++) {
+      await store.whenResumed();
+      store.set(`k${i}`, f64(1 * MiB, i));
+    }
+  };
+  await Promise.race([produce(), deadline]);
+  await Promise.race([store.flush(), deadline]);
+  assert.ok(store.stats().counters.diskWrites >= count - 16, `spilled ${store.stats().counters.diskWrites}`);
+  for (let i = 0; i < count; i++) {
+    const value = (await Promise.race([store.get(`k${i}`), deadline])) as Float64Array;
+    assert.equal(value[1], i + 1 / 1e6);
+    store.delete(`k${i}`);
+  }
+  await Promise.race([store.whenResumed(), deadline]);
   assert.equal(store.paused, false);
 });

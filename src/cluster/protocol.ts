@@ -201,6 +201,12 @@ export interface ComputeTaskParams {
   spec: TaskSpec;
   deps: Record<string, DataAddress[]>;
   priority: number;
+  /**
+   * A dependent waits only for this result: the scheduler sends it as soon as this one
+   * finishes, so the worker may keep a thread free for it a moment rather than start
+   * another task whose room-making would spill the result first.
+   */
+  followed?: boolean;
 }
 
 /** Notification 'release-keys': delete these keys (nobody needs them any more). */

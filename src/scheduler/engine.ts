@@ -589,7 +589,18 @@ export class Engine {
     record.worker = worker.id;
     record.startedOn = undefined;
     worker.processing.add(record.key);
-    this.#out.computeTask(worker, { key: record.key, spec: record.spec, deps, priority: record.priority });
+    const params: ComputeTaskParams = { key: record.key, spec: record.spec, deps, priority: record.priority };
+    if (this.#followed(record)) params.followed = true;
+    this.#out.computeTask(worker, params);
+  }
+
+  /** Some dependent waits for this task alone: it becomes ready when this one finishes. */
+  #followed(record: TaskRecord): boolean {
+    for (const key of record.dependents) {
+      const dependent = this.tasks.get(key);
+      if (dependent?.state === 'waiting' && dependent.waitingOn.size === 1 && dependent.waitingOn.has(record.key)) return true;
+    }
+    return false;
   }
 }
 

@@ -91,9 +91,12 @@ export class ShuffleReceiver {
     const frameId = `${push.input}:${push.seq}`;
     if (state.seen.has(frameId)) return; // a retried push already taken in
     state.seen.add(frameId);
-    for (const record of parseRecords(push.data)) {
-      // Copied off a received frame, whose memory belongs to the connection's parser.
-      const bytes = copy ? record.record.slice() : record.record;
+    // Records stay views of the frame until their output's buffer is flushed (one copy, into
+    // the chunk). A frame that views a much larger buffer (a socket read) is copied whole
+    // first, so that its records do not keep that buffer alive.
+    const data = copy && push.data.buffer.byteLength - push.data.byteLength > push.data.byteLength / 8 ? push.data.slice() : push.data;
+    for (const record of parseRecords(data)) {
+      const bytes = record.record;
       let buffer = state.outputs.get(record.output);
       if (buffer === undefined) {
         buffer = { records: [], bytes: 0, chunks: [] };
@@ -151,11 +154,13 @@ export class ShuffleReceiver {
   }
 
   #flush(state: RunState, output: number, buffer: OutputBuffer): void {
-    // A lone record that views a larger buffer is copied too: stored as it is, it would keep that buffer alive.
+    // Records view their frames: a lone record that views a larger buffer is copied too, as
+    // stored it would keep the whole frame alive.
     const only = buffer.records.length === 1 ? buffer.records[0] : undefined;
     const chunk = only !== undefined && only.byteOffset === 0 && only.byteLength === only.buffer.byteLength ? only : Buffer.concat(buffer.records, buffer.bytes);
     const key = chunkKey(state.id, state.run, output, state.nextChunk++);
-    this.#store.set(key, chunk);
+    // Cold: spilling writes the pieces, read only once every input is split, before the values in use.
+    this.#store.set(key, chunk, { cold: true, size: chunk.byteLength });
     buffer.chunks.push(key);
     this.#bufferedBytes -= buffer.bytes;
     buffer.records = [];

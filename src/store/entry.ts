@@ -31,6 +31,7 @@ class RareFields {
 
 const RESIDENT = 1;
 const REMOVED = 2;
+const COLD = 4;
 
 /**
  * One version of one key. Overwriting a key makes a new Entry, so work still running for
@@ -82,6 +83,14 @@ export class Entry {
   }
   set removed(on: boolean) {
     this.flags = on ? this.flags | REMOVED : this.flags & ~REMOVED;
+  }
+
+  /** Set with `cold` and not used since: the memory LRU holds it as least recently used. */
+  get cold(): boolean {
+    return (this.flags & COLD) !== 0;
+  }
+  set cold(on: boolean) {
+    this.flags = on ? this.flags | COLD : this.flags & ~COLD;
   }
 
   /**

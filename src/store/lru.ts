@@ -34,6 +34,19 @@ export class LruList<T> {
     return slot;
   }
 
+  /** Links `item` as least recently used (first to go) and returns its slot. */
+  unshift(item: T): number {
+    const slot = this.freeSlots.pop() ?? this.grow();
+    this.items[slot] = item;
+    this.next[slot] = this.head;
+    this.prev[slot] = NONE;
+    if (this.head !== NONE) this.prev[this.head] = slot;
+    else this.tail = slot;
+    this.head = slot;
+    this.size++;
+    return slot;
+  }
+
   /** Marks a linked slot as most recently used. */
   touch(slot: number): void {
     if (slot === this.tail) return;

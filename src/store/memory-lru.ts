@@ -12,12 +12,20 @@ export class MemoryLru {
   readonly #dirty = new LruList<Entry>();
   readonly #clean = new LruList<Entry>();
   #clock = 0;
+  /** Stamps of cold values count down from 0: below every use, the latest cold value lowest. */
+  #coldClock = 0;
 
   get size(): number {
     return this.#dirty.size + this.#clean.size;
   }
 
+  /** Links an entry as most recently used, or as least recently used when it is `cold` (until it is used). */
   link(entry: Entry): void {
+    if (entry.cold) {
+      entry.lastUsed = --this.#coldClock;
+      entry.slot = this.#list(entry).unshift(entry);
+      return;
+    }
     entry.lastUsed = ++this.#clock;
     entry.slot = this.#list(entry).push(entry);
   }
@@ -30,6 +38,7 @@ export class MemoryLru {
 
   /** Marks a use. An unlinked entry is stamped too: its spill then sees it was used while written. */
   touch(entry: Entry): void {
+    entry.cold = false;
     entry.lastUsed = ++this.#clock;
     if (entry.slot < 0) return;
     this.#list(entry).touch(entry.slot);

@@ -23,6 +23,11 @@ export const sampleMemory = Symbol('spillway.sampleMemory');
 export interface SetOptions {
   /** In-memory size (bytes, or a string like '3 MiB'), when you know it better than the estimate. */
   size?: number | string;
+  /**
+   * Not needed again soon (as a shuffle's received pieces): it goes to the cold end of the
+   * memory LRU, so that spilling writes it before the values in use. A read warms it.
+   */
+  cold?: boolean;
 }
 
 /**
@@ -143,6 +148,7 @@ export class SpillStore extends EventEmitter {
     const old = state.entries.get(key);
     if (old !== undefined) state.remove(old);
     const entry = new Entry(key, value, size);
+    if (options?.cold === true) entry.cold = true;
     state.entries.set(key, entry);
     state.acct.add(entry);
     if (size > state.opts.targetBytes) {

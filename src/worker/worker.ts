@@ -31,6 +31,7 @@ import { DataServer } from '../transfer/server.js';
 import { builtinFunction } from './builtins.js';
 import { isShuffleFunction } from '../shuffle/protocol.js';
 import { ShuffleService } from '../shuffle/worker-service.js';
+import { FollowerHold } from './follower-hold.js';
 import { type ExecutionResult, Executor } from './executor.js';
 import { keepUnknownTypesEncoded } from '../codec/types.js';
 import { Fetcher } from './fetcher.js';
@@ -45,6 +46,8 @@ import { type QueuedTask, TaskQueue } from './queue.js';
 
 /** What the scheduler tells a worker; handled from before registration (see start). */
 const SCHEDULER_NOTIFICATIONS = [Methods.computeTask, Methods.cancelTask, Methods.releaseKeys, Methods.workerRemoved];
+/** Longest a thread waits for the dependent of a followed result: a scheduler round trip, with room for a loaded host. */
+const FOLLOWER_HOLD_MS = 250;
 
 /**
  * A worker: a SpillStore, a DataServer serving it to peers, a pool of threads running
@@ -81,6 +84,8 @@ export class Worker extends EventEmitter {
   readonly #shuffle: ShuffleService;
   readonly #queue = new TaskQueue();
   readonly #running = new Map<string, QueuedTask>();
+  /** A thread kept free for the dependent of a result just reported (follower-hold.ts). */
+  readonly #hold = new FollowerHold(FOLLOWER_HOLD_MS, () => this.#pump());
   readonly #prefetching = new Set<string>();
   /** Bytes of the last output of each task function here: the estimate of its next one. */
   readonly #outputBytes = new Map<string, number>();
@@ -379,6 +384,7 @@ export class Worker extends EventEmitter {
   #pump(): void {
     if (this.closed || this.store.paused) return; // 'resume' pumps again
     while (this.#running.size < this.nthreads) {
+      if (this.#hold.holding(this.#queue)) break;
       const [next] = this.#queue.ready(this.store, 1);
       if (next === undefined) break;
       this.#queue.delete(next.key);
@@ -514,6 +520,7 @@ export class Worker extends EventEmitter {
       };
       this.channel.notify(Methods.taskFinished, finished);
       this.emit('task-finished', finished);
+      if (task.followed === true) this.#hold.start(task.key, size);
     } catch (err) {
       if (!this.closed) this.#erred(task.key, toErrorInfo(err));
     } finally {
@@ -593,6 +600,7 @@ export class Worker extends EventEmitter {
       this.#heartbeat.stop();
       this.#fullDisk.stop();
       this.#shuffle.close();
+      this.#hold.clear();
       this.#channel.close();
       await this.#monitoring.close();
       await this.#executor.close().catch(() => undefined);

@@ -100,3 +100,18 @@ test('an idle worker steals from a saturated one, whichever registered first', a
     assert.ok(idle.computes.slice(4).every((c) => c.key.startsWith('t')));
   }
 });
+
+test('a task is sent `followed` when a dependent waits for it alone', async (t) => {
+  const scheduler = await startScheduler(t);
+  const a = await FakeWorker.connect(t, scheduler, { auto: false });
+  const client = await FakeClient.connect(t, scheduler);
+  await client.submit({ x: task(), y: task('x'), p: task(), q: task(), r: task('p', 'q') }, ['y', 'r']);
+  await waitFor(() => a.computes.length === 3, 'roots placed');
+  const followed = Object.fromEntries(a.computes.map((c) => [c.key, c.followed === true]));
+  assert.deepEqual(followed, { x: true, p: false, q: false });
+  a.finish('p', 10);
+  await waitFor(() => a.computes.length === 3 && a.inFlight.size === 2, 'p done');
+  a.finish('x', 10);
+  await waitFor(() => a.computes.some((c) => c.key === 'y'), 'y placed');
+  assert.equal(a.computes.find((c) => c.key === 'y')?.followed, undefined, 'nothing depends on y');
+});

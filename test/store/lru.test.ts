@@ -5,11 +5,13 @@ import { LruList } from '../../src/store/lru.js';
 
 type Op =
   | { readonly op: 'push' }
+  | { readonly op: 'unshift' }
   | { readonly op: 'touch'; readonly pick: number }
   | { readonly op: 'remove'; readonly pick: number };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.constant({ op: 'push' as const }) },
+  { weight: 2, arbitrary: fc.constant({ op: 'unshift' as const }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('touch' as const), pick: fc.nat() }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('remove' as const), pick: fc.nat() }) },
 );
@@ -30,10 +32,11 @@ function runModel(initialCapacity: number, ops: readonly Op[]): void {
   let nextItem = 0;
   let peak = 0;
   for (const step of ops) {
-    if (step.op === 'push') {
+    if (step.op === 'push' || step.op === 'unshift') {
       const item = `item${nextItem++}`;
-      const slot = list.push(item);
-      model.push({ item, slot });
+      const slot = step.op === 'push' ? list.push(item) : list.unshift(item);
+      if (step.op === 'push') model.push({ item, slot });
+      else model.unshift({ item, slot });
       peak = Math.max(peak, model.length);
       assert.ok(Number.isInteger(slot) && slot >= 0 && slot < peak, `slot ${slot} with peak ${peak}`);
     } else if (model.length > 0) {
@@ -54,7 +57,7 @@ function runModel(initialCapacity: number, ops: readonly Op[]): void {
 }
 
 describe('LruList', () => {
-  it('model-based: push / touch / remove / oldest / fromOldest against an array', () => {
+  it('model-based: push / unshift / touch / remove / oldest / fromOldest against an array', () => {
     fc.assert(
       fc.property(fc.integer({ min: 0, max: 8 }), fc.array(opArb, { maxLength: 120 }), (capacity, ops) =>
         runModel(capacity, ops),

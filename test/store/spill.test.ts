@@ -21,6 +21,25 @@ test('over target, the least recently used values are spilled in the background'
   for (let i = 0; i < 8; i++) assert.deepEqual(await store.get(`k${i}`), f64(128 * KiB, i));
 });
 
+test('a value set cold is spilled before older values; a read warms it', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 1 * MiB, target: 0.9 });
+  const where = (): string[] => ['old', 'cold-a', 'cold-b', 'new'].map((k) => store.where(k) ?? 'none');
+  store.set('old', f64(64 * KiB, 0));
+  store.set('cold-a', f64(64 * KiB, 1), { cold: true });
+  store.set('cold-b', f64(64 * KiB, 2), { cold: true });
+  store.set('new', f64(64 * KiB, 3));
+  await store.evict(1);
+  assert.deepEqual(where(), ['memory', 'memory', 'disk', 'memory'], 'the latest cold value goes first');
+  await store.evict(1);
+  assert.deepEqual(where(), ['memory', 'disk', 'disk', 'memory']);
+  store.set('cold-c', f64(64 * KiB, 4), { cold: true });
+  store.peek('cold-c');
+  await store.evict(1);
+  assert.equal(store.where('cold-c'), 'memory', 'read since it was set: no longer cold');
+  assert.equal(store.where('old'), 'disk', 'the least recently used goes next');
+  for (const [k, i] of [['old', 0], ['cold-a', 1], ['cold-b', 2], ['new', 3], ['cold-c', 4]] as const) assert.deepEqual(await store.get(k), f64(64 * KiB, i));
+});
+
 test('set() does no I/O: spilling starts after it returns', async (t) => {
   const { store } = await openStore(t, { memoryLimit: 256 * KiB });
   for (let i = 0; i < 10; i++) store.set(`k${i}`, f64(64 * KiB, i));

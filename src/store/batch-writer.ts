@@ -6,9 +6,14 @@ import type { Tier, WriteItem, WriteResults } from '../tiers/tier.js';
 import { secondsSince } from './counters.js';
 import { oneBatch } from '../tiers/chunks.js';
 import { DEMOTE_AT } from './chain.js';
+import type { Demoter } from './demoter.js';
 import { type Entry, StoredCopy, type WriteJob } from './entry.js';
+import type { InFlight } from './in-flight.js';
+import type { SingleWrites } from './single-writes.js';
+import type { SpillPlacement } from './spill-placement.js';
 import type { StoreState } from './state.js';
 import { turnBudget } from './turn-budget.js';
+import type { SpillPump, WriteEndings } from './write-endings.js';
 
 /**
  * The most a batch holds in a store whose producers pause soon after spilling starts: a
@@ -52,25 +57,21 @@ const FALLBACK_WRITES_IN_FLIGHT = 64;
  */
 const SHARE_FROM_BYTES = 1024;
 
-/** What the batch writer needs from the spiller. */
-export interface BatchHost {
+/** The spiller's parts a batch writer works with. */
+export interface BatchWriterParts {
   readonly state: StoreState;
-  /** maxSpill check and the tier with room; reserves `bytes` there (the caller releases them). */
-  capAndRoom(key: string, bytes: number): Promise<number>;
-  /**
-   * Ends an entry's write: `copy` once stored, else `failure` (reported, value kept in
-   * memory). With `quiet`, leaves the per-tier and memory follow-ups to the caller.
-   * Returns the bytes freed from memory.
-   */
-  finish(entry: Entry, job: WriteJob, copy: StoredCopy | undefined, failure: unknown, tierName: string, quiet: boolean): number;
-  /** Writes one entry on its own (through the spiller's write slots). */
-  single(entry: Entry, job: WriteJob, encoded: Encoded): Promise<number>;
-  /** After writes to tier `t`: demote if it is over its mark. */
-  afterTierWrite(t: number): void;
-  /** Background work the store's flush must wait for. */
-  track(work: Promise<unknown>): void;
-  /** A batch finished: memory may be back under target, or more may be spilled. */
-  settled(): void;
+  /** Finds the tier a batch goes to (maxSpill, then room); the caller releases the reservation. */
+  readonly placement: SpillPlacement;
+  /** Ends each value's write with its own result. */
+  readonly endings: WriteEndings;
+  /** Values that go on their own after all: larger once encoded than estimated, or no room for the batch. */
+  readonly singles: SingleWrites;
+  /** Moves copies down once a batch has filled a tier past its mark. */
+  readonly demoter: Demoter;
+  /** Batches in flight, which the store's flush waits for. */
+  readonly inFlight: InFlight;
+  /** Told once a batch has settled: memory may be back under target, or more can be spilled. */
+  readonly pump: SpillPump;
 }
 
 class Batch {
@@ -114,10 +115,10 @@ export class BatchWriter {
   #open: Batch | undefined;
   #inFlight = 0;
 
-  constructor(private readonly host: BatchHost) {
-    const first = host.state.opts.tiers[0];
+  constructor(private readonly parts: BatchWriterParts) {
+    const first = parts.state.opts.tiers[0];
     this.#enabled = first.writeMany !== undefined;
-    this.#closeAt = Math.min(BATCH_BYTES, (first.capacity * DEMOTE_AT) / 4, windowBatchBytes(host.state.opts));
+    this.#closeAt = Math.min(BATCH_BYTES, (first.capacity * DEMOTE_AT) / 4, windowBatchBytes(parts.state.opts));
   }
 
   /** True for values this writer takes: small ones, when the first tier writes batches. */
@@ -138,7 +139,7 @@ export class BatchWriter {
       this.#inFlight++;
       const done = this.#run(batch);
       batch.done = done;
-      this.host.track(done);
+      this.parts.inFlight.track(done);
     }
     const job = new BatchJob(id, force, batch, batch.entries.length);
     batch.entries.push(entry);
@@ -158,28 +159,28 @@ export class BatchWriter {
     } catch (err) {
       // A bug, not a tier failure (those are per value): values still marked as being
       // written in this batch must not stay stuck, so they end as failed writes.
-      const tierName = this.host.state.opts.tiers[0].name;
+      const tierName = this.parts.state.opts.tiers[0].name;
       batch.entries.forEach((entry, i) => {
-        if (entry.write === batch.jobs[i] && !batch.jobs[i].alone) this.host.finish(entry, batch.jobs[i], undefined, err, tierName, true);
+        if (entry.write === batch.jobs[i] && !batch.jobs[i].alone) this.parts.endings.finish(entry, batch.jobs[i], undefined, err, tierName, true);
       });
       return batch.entries.map(() => 0);
     } finally {
       this.#inFlight--;
-      this.host.settled();
+      this.parts.state.onShrink();
+      this.parts.pump.pump();
     }
   }
 
   async #write(batch: Batch): Promise<number[]> {
-    const { host } = this;
-    const { state } = host;
+    const { state, endings, singles } = this.parts;
     const { counters } = state;
     const { entries, jobs } = batch;
     const freed = new Array<number>(entries.length).fill(0);
     const tierName = state.opts.tiers[0].name;
-    const singles: Promise<void>[] = [];
+    const alone: Promise<void>[] = [];
     const single = (i: number, encoded: Encoded): void => {
       jobs[i].alone = true;
-      singles.push(host.single(entries[i], jobs[i], encoded).then((bytes) => void (freed[i] = bytes)));
+      alone.push(singles.run(entries[i], jobs[i], encoded).then((bytes) => void (freed[i] = bytes)));
     };
     await turnBudget.spend(Math.min(batch.bytes, BATCH_BYTES));
     // Small objects can take far longer to encode than their bytes suggest (msgpack, cold
@@ -193,14 +194,14 @@ export class BatchWriter {
       if (slicer.due()) await slicer.turn();
       const entry = entries[i];
       if (entry.removed || jobs[i].cancelled || state.closed) {
-        host.finish(entry, jobs[i], undefined, new ClosedError(), tierName, true);
+        endings.finish(entry, jobs[i], undefined, new ClosedError(), tierName, true);
         continue;
       }
       let value: Encoded;
       try {
         value = encode(entry.value);
       } catch (err) {
-        host.finish(entry, jobs[i], undefined, err, tierName, true);
+        endings.finish(entry, jobs[i], undefined, err, tierName, true);
         continue;
       }
       // Larger than its size estimate said: written on its own, in slices.
@@ -216,19 +217,18 @@ export class BatchWriter {
     counters.encodeSeconds += slicer.busySeconds();
     encoded.members.length = encoded.encodings.length = count;
     if (count > 0) await this.#store(batch, encoded, freed, single);
-    await Promise.all(singles);
+    await Promise.all(alone);
     return freed;
   }
 
   /** Finds a tier for the batch, writes it, and ends each value's write with its own result. */
   async #store(batch: Batch, encoded: EncodedBatch, freed: number[], single: (i: number, encoded: Encoded) => void): Promise<void> {
-    const { host } = this;
-    const { state } = host;
+    const { state, placement, endings, demoter } = this.parts;
     const { counters } = state;
     const { members, encodings, total } = encoded;
     let t: number;
     try {
-      t = await host.capAndRoom(batch.entries[members[0]].key, total);
+      t = await placement.reserve(batch.entries[members[0]].key, total);
     } catch {
       // No room for the batch as a whole (maxSpill, full tiers): each value on its own, so
       // those that fit still go and the others are reported one by one.
@@ -255,13 +255,13 @@ export class BatchWriter {
       if (result?.status === 'fulfilled') {
         counters.diskWrites++;
         counters.spilledBytes += encodings[k].byteLength;
-        freed[i] = host.finish(entry, job, new StoredCopy(t, job.id, encodings[k].byteLength), undefined, tier.name, true);
+        freed[i] = endings.finish(entry, job, new StoredCopy(t, job.id, encodings[k].byteLength), undefined, tier.name, true);
       } else {
         const failure: unknown = result === undefined ? new Error(`tier "${tier.name}" gave no result for value ${job.id}`) : result.reason;
-        host.finish(entry, job, undefined, failure, tier.name, true);
+        endings.finish(entry, job, undefined, failure, tier.name, true);
       }
     }
-    host.afterTierWrite(t);
+    demoter.afterTierWrite(t);
   }
 
   /**
@@ -269,7 +269,7 @@ export class BatchWriter {
    * when the tier takes it, else as `writeMany` items (or one write each).
    */
   async #send(tier: Tier, batch: Batch, { members, encodings, total, sideBytes, largest }: EncodedBatch): Promise<WriteResults> {
-    const { counters } = this.host.state;
+    const { counters } = this.parts.state;
     const slicer = new Slicer(SLICE_MS, CLOCK_EVERY);
     const packed = packedWritesOf(tier);
     let write: () => Promise<WriteResults>;

@@ -2,12 +2,13 @@ import { TierWriteError } from '../errors.js';
 import { streamSource } from './encoded-io.js';
 import { DEMOTE_AT } from './chain.js';
 import { type Entry, StoredCopy } from './entry.js';
+import type { InFlight } from './in-flight.js';
 import type { StoreState } from './state.js';
 
 /**
  * Moves copies down the chain: when a tier passes DEMOTE_AT of its capacity, its least
  * recently used copies are streamed, tier to tier, to the next tier with room. One mover
- * per tier at a time. `track` registers background work so the store's flush waits for it.
+ * per tier at a time, counted in flight so that the store's flush waits for it.
  */
 export class Demoter {
   readonly #running = new Map<number, Promise<void>>();
@@ -16,13 +17,13 @@ export class Demoter {
 
   constructor(
     private readonly state: StoreState,
-    private readonly track: (work: Promise<unknown>) => void,
+    private readonly inFlight: InFlight,
   ) {}
 
   /** After a write to tier `t`: start moving its coldest copies down if it is over the mark. */
   afterTierWrite(t: number): void {
     if (this.state.chain.overfull(t) && !this.#running.has(t)) {
-      this.track(this.demote(t, 0).catch((err: unknown) => this.state.report(err)));
+      this.inFlight.track(this.demote(t, 0).catch((err: unknown) => this.state.report(err)));
     }
   }
 

@@ -245,6 +245,21 @@ export class NoWorkersError extends SpillwayError {
 }
 
 /**
+ * A task's memory hint (`memory: '2 GiB'`) is more than the memory limit of every connected
+ * worker: no worker could ever run it, so it fails rather than waiting. `failedKey` is that
+ * task (`key` itself, or an input of it).
+ */
+export class MemoryHintError extends SpillwayError {
+  readonly key: string;
+  readonly failedKey: string;
+  constructor(key: string, failedKey: string, info: { message: string }) {
+    super('SPW_ERR_MEMORY_HINT', failedKey === key ? info.message : `task ${describeKey(key)} cannot run: its input failed: ${info.message}`);
+    this.key = key;
+    this.failedKey = failedKey;
+  }
+}
+
+/**
  * A task could not run: its worker's memory was full and spilling failed (a full disk,
  * `maxSpill` or the tiers' capacity reached) for the worker's `spillFailureTimeoutMs`. The
  * message names the worker, its spill folder and the write error. `failedKey` is that task

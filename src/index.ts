@@ -48,6 +48,7 @@ export {
   TaskError,
   KilledWorkerError,
   NoWorkersError,
+  MemoryHintError,
   DiskFullError,
   TierMissingError,
   TierDuplicateIdError,

@@ -1,4 +1,5 @@
 import { GraphError, describeKey } from '../errors.js';
+import { formatBytes } from '../units.js';
 import type {
   ComputeTaskParams,
   DataAddress,
@@ -75,6 +76,7 @@ export interface EngineOptions {
 }
 
 export const KILLED_WORKER_CODE = 'SPW_ERR_KILLED_WORKER';
+export const MEMORY_HINT_CODE = 'SPW_ERR_MEMORY_HINT';
 export const NO_WORKERS_CODE = 'SPW_ERR_NO_WORKERS';
 
 /**
@@ -163,6 +165,7 @@ export class Engine {
     if (worker.closing) return;
     worker.closing = true;
     for (const record of this.placement.takeQueue(worker.id)) this.placement.enqueue(record);
+    this.#failUnplaceable();
     this.#done();
   }
 
@@ -197,6 +200,7 @@ export class Engine {
       }
     }
     for (const record of requeue) if (record.state === 'ready' && record.queue === undefined) this.placement.enqueue(record);
+    this.#failUnplaceable();
     this.#extension?.workerRemoved?.(worker);
     this.#done();
   }
@@ -461,6 +465,8 @@ export class Engine {
       this.#fail(record, failed.failure);
       return;
     }
+    // Refused before its inputs are computed for nothing.
+    if (this.#tooLarge(record)) return this.#fail(record, { failedKey: record.key, error: this.#memoryHintError(record) });
     if (record.computed) this.counters.tasksRecomputed++;
     this.tasks.setState(record, 'waiting');
     for (const dep of record.deps) {
@@ -484,8 +490,38 @@ export class Engine {
   }
 
   #makeReady(record: TaskRecord): void {
+    if (this.#tooLarge(record)) return this.#fail(record, { failedKey: record.key, error: this.#memoryHintError(record) });
     this.tasks.setState(record, 'ready');
     this.placement.enqueue(record);
+  }
+
+  /** Its memory hint is more than any open worker's memory limit (with no open worker, the no-workers timeout decides). */
+  #tooLarge(record: TaskRecord): boolean {
+    if (record.memory === 0) return false;
+    let open = false;
+    for (const worker of this.workers.values()) {
+      if (worker.closing) continue;
+      if (worker.memoryLimit >= record.memory) return false;
+      open = true;
+    }
+    return open;
+  }
+
+  /** Ready tasks with memory hints that no worker left could take fail now rather than wait forever. */
+  #failUnplaceable(): void {
+    for (const record of [...this.placement.hinted()]) {
+      if (record.state === 'ready' && this.#tooLarge(record)) this.#fail(record, { failedKey: record.key, error: this.#memoryHintError(record) });
+    }
+  }
+
+  #memoryHintError(record: TaskRecord): TaskErrorInfo {
+    let largest = 0;
+    for (const worker of this.workers.values()) if (!worker.closing) largest = Math.max(largest, worker.memoryLimit);
+    return {
+      name: 'MemoryHintError',
+      message: `task ${describeKey(record.key)} asks for ${formatBytes(record.memory)} of memory (its memory hint), more than any connected worker has (the largest memory limit is ${formatBytes(largest)})`,
+      code: MEMORY_HINT_CODE,
+    };
   }
 
   /** A key's last copy is gone. Tasks waiting for it wait again; it is recomputed if needed. */

@@ -1,5 +1,6 @@
 import { GraphError, describeKey, errorMessage } from '../errors.js';
 import { type TaskSpec, dependencies } from '../cluster/protocol.js';
+import { parseBytes } from '../units.js';
 
 /** A task of a submission that the scheduler does not know yet. */
 export interface NewTask {
@@ -127,7 +128,19 @@ function specProblem(spec: unknown): string | undefined {
   if (typeof fn.name !== 'string' || fn.name.length === 0) return 'fn.name must be a non-empty string';
   if (spec.args !== undefined && !Array.isArray(spec.args)) return 'args must be an array';
   if (spec.retries !== undefined && !(Number.isSafeInteger(spec.retries) && (spec.retries as number) >= 0)) return 'retries must be a whole number';
+  if (spec.memory !== undefined && memoryHint(spec.memory) === undefined) return "memory must be a number of bytes or a size such as '2 GiB'";
   return undefined;
+}
+
+/** A task's memory hint in bytes (0: none), or undefined when it is not a size. */
+export function memoryHint(value: unknown): number | undefined {
+  if (value === undefined) return 0;
+  if (typeof value !== 'number' && typeof value !== 'string') return undefined;
+  try {
+    return parseBytes(value, 'memory');
+  } catch {
+    return undefined;
+  }
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

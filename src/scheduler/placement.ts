@@ -4,6 +4,8 @@ import { type WorkerRecord, capacity, occupancy } from './workers.js';
 
 /** The queue of ready tasks no worker is better placed for (tasks without inputs). */
 const SHARED = '';
+/** The `queue` of a ready task with a memory hint (not a worker's queue: it goes where it fits). */
+const HINTED = '\u0000memory-hint';
 
 /**
  * Ready tasks wait in queues: one per worker for tasks whose inputs it holds most of, and
@@ -18,6 +20,8 @@ export class Placement {
   readonly #heaps = new Map<string, MinHeap>([[SHARED, new MinHeap()]]);
   /** Tasks really waiting in each queue (the heaps also hold stale entries). */
   readonly #queued = new Map<string, number>([[SHARED, 0]]);
+  /** Ready tasks with a memory hint: each goes to the first worker with a free slot it fits on. */
+  readonly #hinted = new Set<TaskRecord>();
   /** The only worker a task may run on (an extension's say), or undefined. */
   restrictedTo: (record: TaskRecord) => string | undefined = () => undefined;
 
@@ -29,6 +33,18 @@ export class Placement {
 
   queued(queue: string): number {
     return this.#queued.get(queue) ?? 0;
+  }
+
+  /** Ready tasks with a memory hint, waiting for a worker with room for it. */
+  hinted(): ReadonlySet<TaskRecord> {
+    return this.#hinted;
+  }
+
+  /** Memory the tasks sent to a worker asked for (their hints). */
+  reserved(worker: WorkerRecord): number {
+    let bytes = 0;
+    for (const key of worker.processing) bytes += this.#tasks.get(key)?.memory ?? 0;
+    return bytes;
   }
 
   addWorker(id: string): void {
@@ -57,6 +73,11 @@ export class Placement {
 
   /** Puts a ready task in the queue of the worker that holds most of its input bytes. */
   enqueue(record: TaskRecord): void {
+    if (record.memory > 0 && this.restrictedTo(record) === undefined) {
+      record.queue = HINTED;
+      this.#hinted.add(record);
+      return;
+    }
     const queue = this.choose(record);
     record.queue = queue;
     this.#heaps.get(queue)?.push({ priority: record.priority, key: record.key });
@@ -101,6 +122,11 @@ export class Placement {
   next(worker: WorkerRecord, steal = true): TaskRecord | undefined {
     const own = this.#head(worker.id);
     const shared = this.#head(SHARED);
+    const hinted = this.#fitting(worker);
+    if (hinted !== undefined && (own === undefined || hinted.priority < own.priority) && (shared === undefined || hinted.priority < shared.priority)) {
+      this.#hinted.delete(hinted);
+      return hinted;
+    }
     if (own !== undefined || shared !== undefined) {
       const takeOwn = own !== undefined && (shared === undefined || own.priority <= shared.priority);
       const queue = takeOwn ? worker.id : SHARED;
@@ -122,6 +148,18 @@ export class Placement {
     return stolen;
   }
 
+  /**
+   * The earliest ready task with a memory hint that fits `worker` now: its hint is at most
+   * the worker's memory limit less the hints of the tasks already sent to it.
+   */
+  #fitting(worker: WorkerRecord): TaskRecord | undefined {
+    if (this.#hinted.size === 0 || worker.closing) return undefined;
+    const room = worker.memoryLimit - this.reserved(worker);
+    let best: TaskRecord | undefined;
+    for (const record of this.#hinted) if (record.memory <= room && (best === undefined || record.priority < best.priority)) best = record;
+    return best;
+  }
+
   /** The earliest valid task of a queue, dropping stale entries on the way. */
   #head(queue: string): TaskRecord | undefined {
     const heap = this.#heaps.get(queue);
@@ -140,7 +178,8 @@ export class Placement {
   }
 
   #leave(record: TaskRecord): void {
-    if (record.queue === undefined) return;
+    if (record.queue === HINTED) this.#hinted.delete(record);
+    if (record.queue === undefined || record.queue === HINTED) return;
     const count = this.queued(record.queue);
     if (this.#queued.has(record.queue)) this.#queued.set(record.queue, count - 1);
   }

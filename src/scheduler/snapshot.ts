@@ -13,6 +13,8 @@ export interface WorkerSnapshot {
   /** Tasks sent to it and not reported back; ready tasks waiting at the scheduler for it. */
   processing: number;
   queued: number;
+  /** Memory the tasks sent to it asked for (their memory hints). */
+  reservedMemory: number;
   /** Keys it holds and the sum of their reported sizes. */
   keys: number;
   bytes: number;
@@ -47,6 +49,7 @@ export function snapshot(engine: Engine, address: { host: string; port: number }
       closing: w.closing,
       processing: w.processing.size,
       queued: engine.placement.queued(w.id),
+      reservedMemory: engine.placement.reserved(w),
       keys: w.has.size,
       bytes: w.nbytes,
       lastSeenMsAgo: now - w.lastSeen,

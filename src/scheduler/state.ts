@@ -1,5 +1,6 @@
 import { SpillwayError, describeKey } from '../errors.js';
 import type { TaskErrorInfo, TaskSpec } from '../cluster/protocol.js';
+import { memoryHint } from './graph.js';
 
 /**
  * A key's state at the scheduler (docs/cluster.md#task-states):
@@ -50,6 +51,8 @@ export interface TaskRecord {
   deaths: number;
   /** Reruns left after its function throws (`retries` of its spec). */
   retriesLeft: number;
+  /** Bytes its spec's memory hint asks for while it runs (0: no hint). */
+  readonly memory: number;
 }
 
 export function isPending(state: TaskState): boolean {
@@ -112,6 +115,7 @@ export class TaskTable {
       startedOn: undefined,
       deaths: 0,
       retriesLeft: spec.retries ?? 0,
+      memory: memoryHint(spec.memory) ?? 0,
     };
     for (const dep of deps) this.#require(dep).dependents.add(key);
     this.#tasks.set(key, record);

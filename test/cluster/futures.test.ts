@@ -6,7 +6,7 @@ import { Client } from '../../src/client/client.js';
 import { FutureReleasedError } from '../../src/client/errors.js';
 import { fetchClusterState } from '../../src/client/state.js';
 import { ref } from '../../src/cluster/protocol.js';
-import { GraphError, TaskError } from '../../src/errors.js';
+import { GraphError, MemoryHintError, TaskError } from '../../src/errors.js';
 import { waitFor } from '../helpers/wait.js';
 import { tempDir } from '../helpers/temp-dir.js';
 import { tasks } from './fixtures/typed-tasks.js';
@@ -16,7 +16,7 @@ const runs = async (file: string): Promise<number> => (await readFile(file, 'utf
 
 /** One cluster for the whole file: every subtest uses it and leaves nothing on it. */
 test('typed tasks and futures on a local cluster', async (t) => {
-  const cluster = await startCluster(t, { workers: 2, nthreads: 1 });
+  const cluster = await startCluster(t, { workers: 2, nthreads: 2 });
   const client = await Client.connect(cluster.address, { token: cluster.token });
   t.after(() => client.close());
   const dir = await tempDir(t);
@@ -145,6 +145,19 @@ test('typed tasks and futures on a local cluster', async (t) => {
     using dependent = client.submit(tasks.sum, [refused]);
     await assert.rejects(dependent.result(), GraphError);
     await Promise.all([refused.release(), retried.release(), dependent.release()]);
+    await waitFor(empty, 'every key released');
+  });
+
+  await t.test('memory hints: a task runs only where its hint fits; one no worker can take fails', async () => {
+    // Each worker has 64 MiB: with 40 MiB asked for, each runs one such task at a time (though it has two threads).
+    const spans = client.map(tasks.span.with({ memory: '40 MiB' }), [300, 301, 302, 303], 0);
+    const done = await client.gather(spans);
+    for (const a of done) {
+      for (const b of done) if (a !== b && a.pid === b.pid) assert.ok(a.end <= b.start || b.end <= a.start, 'two 40 MiB tasks overlapped on one 64 MiB worker');
+    }
+    const huge = client.submit(tasks.fill.with({ memory: '1 GiB' }), 10, 1);
+    await assert.rejects(huge.result(), (e: unknown) => e instanceof MemoryHintError && e.code === 'SPW_ERR_MEMORY_HINT' && e.failedKey === huge.key);
+    for (const f of [...spans, huge]) await f.release();
     await waitFor(empty, 'every key released');
   });
 });

@@ -49,6 +49,8 @@ export interface FakeWorkerOptions {
   /** Reported size of a result. Default 100. */
   size?: (key: string) => number;
   heartbeats?: boolean;
+  /** The memory limit it registers with. Default 1 GiB. */
+  memoryLimit?: number;
 }
 
 /**
@@ -93,7 +95,7 @@ export class FakeWorker {
     const registered = await channel.request<RegisterWorkerResult>(Methods.registerWorker, {
       name: options.name ?? `fake-${data.port}`,
       data,
-      memoryLimit: 1 << 30,
+      memoryLimit: options.memoryLimit ?? 1 << 30,
       nthreads: options.nthreads ?? 1,
       pid: process.pid,
     });

@@ -4,14 +4,17 @@
  * against `memoryLimit + 64 MiB` for a bare Node plus the store. Values are produced while
  * the store lets producers run, then read back and deleted one by one.
  *
- * The peak is the kernel's own high-water mark (VmHWM, reset through /proc/self/clear_refs),
- * so no reading can miss it and no sampler adds memory of its own; where that is not
- * available (not Linux) a worker thread samples RSS instead. The main thread records where
- * memory sat at its highest reading.
+ * It runs in a child process started for it, as an embedded user's process would be: no
+ * `--expose-gc`, no memory left behind by the other phases. The peak is the kernel's own
+ * high-water mark (VmHWM, reset through /proc/self/clear_refs), so no reading can miss it
+ * and no sampler adds memory of its own; where that is not available (not Linux) a worker
+ * thread samples RSS instead. The child also records where memory sat at its highest
+ * reading.
  */
 import { execFile } from 'node:child_process';
 import fsp from 'node:fs/promises';
 import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { SpillStore } from '../src/index.js';
 import { GiB, MiB, fmt, mismatches, rows, sleep } from './_store-common.js';
@@ -64,10 +67,22 @@ async function bareNodeRss(): Promise<number> {
   return Number(stdout.trim());
 }
 
-export async function rssBound(parent: string, totalBytes: number, valueBytes: number, limit: number): Promise<void> {
+/** What the child reports. */
+interface ChildResult {
+  baseline: number;
+  peak: number;
+  how: string;
+  top: NodeJS.MemoryUsage;
+  seconds: number;
+  collections: number;
+  bad: number;
+}
+
+async function streamThrough(parent: string, totalBytes: number, valueBytes: number, limit: number, collectGarbage: boolean): Promise<ChildResult> {
   const baseline = process.memoryUsage.rss();
-  const store = await SpillStore.open({ memoryLimit: limit, directory: parent });
-  store.on('error', (err: unknown) => console.log(`  store error: ${String(err)}`));
+  // collectGarbage is on by default (the monitor runs): false shows what its collections save.
+  const store = await SpillStore.open({ memoryLimit: limit, directory: parent, ...(collectGarbage ? {} : { collectGarbage: false }) });
+  store.on('error', (err: unknown) => console.error(`  store error: ${String(err)}`));
   const count = Math.floor(totalBytes / valueBytes);
   const peakTracker = await trackPeak(5);
   let top: NodeJS.MemoryUsage = process.memoryUsage();
@@ -94,24 +109,30 @@ export async function rssBound(parent: string, totalBytes: number, valueBytes: n
     await store.close();
   }
   const seconds = (performance.now() - t0) / 1000;
-  const { collections } = store.stats().counters;
   const peak = await peakTracker.stop();
+  return { baseline, peak, how: peakTracker.how, top, seconds, collections: store.stats().counters.collections, bad };
+}
+
+export async function rssBound(parent: string, totalBytes: number, valueBytes: number, limit: number, collectGarbage = true): Promise<void> {
+  const args = ['--import', 'tsx', fileURLToPath(import.meta.url), CHILD, parent, String(totalBytes), String(valueBytes), String(limit), String(collectGarbage)];
+  const { stdout } = await promisify(execFile)(process.execPath, args, { maxBuffer: 1024 * 1024 });
+  const { baseline, peak, how, top, seconds, collections, bad } = JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as ChildResult;
   const bare = await bareNodeRss();
-  // This process carries the benchmark harness (tsx, the earlier phases): judged is the
-  // store's growth over what was there before it opened, on top of a bare Node.
+  // The child carries tsx and the store's modules: judged is the store's growth over what
+  // was there before it opened, on top of a bare Node.
   const judged = peak - baseline + bare;
   const bound = limit + HEADROOM;
   const rest = top.rss - top.heapTotal - top.external;
   console.log(
-    `rss: ${fmt(totalBytes / GiB)} GiB of ${valueBytes / MiB} MiB values through a ${limit / MiB} MiB store in ${fmt(seconds, 1)} s ` +
-      `(${collections} collections): peak RSS ${fmt(peak / MiB, 0)} MiB (${peakTracker.how}), ${fmt(baseline / MiB, 0)} MiB before the store opened, ` +
+    `rss${collectGarbage ? '' : ' (collectGarbage: false)'}: ${fmt(totalBytes / GiB)} GiB of ${valueBytes / MiB} MiB values through a ${limit / MiB} MiB store in ${fmt(seconds, 1)} s ` +
+      `(${collections} collections): peak RSS ${fmt(peak / MiB, 0)} MiB (${how}), ${fmt(baseline / MiB, 0)} MiB before the store opened, ` +
       `a bare node ${fmt(bare / MiB, 0)} MiB: ${fmt(judged / MiB, 0)} MiB against ${fmt(bound / MiB, 0)} MiB (limit + 64 MiB). ` +
       `At the highest reading (${fmt(top.rss / MiB, 0)} MiB): V8 heap ${fmt(top.heapTotal / MiB, 0)} MiB, ` +
       `array buffers ${fmt(top.arrayBuffers / MiB, 0)} MiB (live values and ones awaiting collection), ` +
       `code, native and malloc ${fmt(rest / MiB, 0)} MiB; verified: ${bad === 0 ? 'ok' : `${bad} bad`}`,
   );
   rows.push({
-    name: `peak RSS (${fmt(totalBytes / GiB)} GiB of ${valueBytes / MiB} MiB, ${limit / MiB} MiB store)`,
+    name: `peak RSS (${fmt(totalBytes / GiB)} GiB of ${valueBytes / MiB} MiB, ${limit / MiB} MiB store${collectGarbage ? '' : ', no collections'})`,
     reference: `limit + 64 MiB = ${fmt(bound / MiB, 0)} MiB`,
     measured: `${fmt(judged / MiB, 0)} MiB`,
     ratio: fmt(judged / bound),
@@ -119,4 +140,10 @@ export async function rssBound(parent: string, totalBytes: number, valueBytes: n
     pass: judged <= bound && bad === 0,
   });
   await sleep(10);
+}
+
+const CHILD = '--rss-child';
+if (process.argv[2] === CHILD && process.argv[1] === fileURLToPath(import.meta.url)) {
+  const [parent, total, value, limit, collect] = process.argv.slice(3);
+  void streamThrough(parent, Number(total), Number(value), Number(limit), collect === 'true').then((result) => console.log(JSON.stringify(result)));
 }

@@ -5,7 +5,8 @@
  *   2. spill / unspill throughput of 32 MiB Float64Arrays vs plain fs write / read
  *   3. get / peek of in-memory keys vs Map.prototype.get
  *   4. event-loop delay while 2 GiB streams through a 256 MiB store on a 20 ms/op disk
- *   5. peak RSS while 2 GiB of 1 MiB values stream through a 256 MiB store (defaults)
+ *   5. peak RSS while 2 GiB of 1 MiB values stream through a 256 MiB store (defaults; in a
+ *      child process; `--no-collect` runs it with collectGarbage off)
  * Phase 2 lives in _store-throughput.ts, phase 5 in _store-rss.ts.
  */
 import fsp from 'node:fs/promises';
@@ -289,7 +290,7 @@ export default async function storeBenchmarks(args: string[]): Promise<void> {
       await eventLoop(parent, quick ? 512 * MiB : 2 * GiB, 8 * MiB, 256 * MiB, monitor);
     }
     gc();
-    if (run('rss')) await rssBound(parent, quick ? 512 * MiB : 2 * GiB, 1 * MiB, 256 * MiB);
+    if (run('rss')) await rssBound(parent, quick ? 512 * MiB : 2 * GiB, 1 * MiB, 256 * MiB, !args.includes('--no-collect'));
   } finally {
     await fsp.rm(parent, { recursive: true, force: true });
   }

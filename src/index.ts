@@ -65,12 +65,14 @@ export type { TlsConfig } from './transfer/tls.js';
 export { SchedulerLostError, ResultUnavailableError } from './client/errors.js';
 export { ClusterProcessError } from './client/processes.js';
 export { StateUnavailableError } from './client/state.js';
+export { ModuleBundleError, ModuleRefusedError, UnknownModuleError } from './shipping/errors.js';
 
 // Units
 export { parseBytes, formatBytes } from './units.js';
 
 // The cluster, from a client's side
 export { Client, type ClientOptions, type ComputeOptions, type ComputeProgress } from './client/client.js';
+export type { ShippedModule } from './shipping/client-modules.js';
 export { LocalCluster, type LocalClusterOptions, type LocalWorkerInfo } from './client/local-cluster.js';
 export {
   ref,

@@ -85,6 +85,7 @@ program
   .option('--heartbeat-interval <duration>', 'how often workers send heartbeats (500ms, 2s)', positiveDuration)
   .option('--allowed-failures <n>', 'worker deaths a running task survives before it fails with SPW_ERR_KILLED_WORKER (default 3)', wholeNumber)
   .option('--without-workers-timeout <duration>', 'ready tasks with no worker for this long fail with SPW_ERR_NO_WORKERS (noWorkersTimeoutMs; default 2m; 0: wait forever)', duration)
+  .option('--module-cache-limit <size>', 'bytes of shipped modules kept and sent to each worker that registers; the least recently used beyond it are dropped (default 64MiB)', size)
   .action(action('scheduler', async (f: SchedulerFlags) => (await import('./scheduler-command.js')).schedulerCommand(f)));
 
 program

@@ -12,6 +12,7 @@ export interface SchedulerFlags extends SecurityFlags {
   heartbeatInterval?: number;
   allowedFailures?: number;
   withoutWorkersTimeout?: number;
+  moduleCacheLimit?: number;
 }
 
 /** `spillway scheduler`: serves until stopped; its first stdout line is `{"event":"listening",...}`. */
@@ -29,6 +30,7 @@ export async function schedulerCommand(flags: SchedulerFlags): Promise<void> {
     heartbeatIntervalMs: flags.heartbeatInterval,
     allowedFailures: flags.allowedFailures,
     noWorkersTimeoutMs: flags.withoutWorkersTimeout,
+    moduleCacheLimit: flags.moduleCacheLimit,
   });
   // Signal handlers before the announcement: a parent that signals as soon as it reads the
   // line must find them installed.

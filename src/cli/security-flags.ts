@@ -12,7 +12,7 @@ export interface SecurityFlags {
   httpToken?: string;
 }
 
-/** Adds the shared flags to `command` (the scheduler's also gets --allow-modules). */
+/** Adds the shared flags to `command`, --allow-modules among them (the worker checks it as it runs each task). */
 export function addSecurityFlags(command: Command, role: 'scheduler' | 'worker'): Command {
   command
     .option('--tls-ca-file <path>', 'the cluster\'s CA certificate (PEM): peers must present a certificate it signed (mutual TLS)')
@@ -22,7 +22,9 @@ export function addSecurityFlags(command: Command, role: 'scheduler' | 'worker')
     .option('--http-host <host>', 'interface of the HTTP server (default: --host)')
     .option('--http-token <token>', 'bearer token the HTTP routes require, /health excepted (prefer the variable)');
   if (role === 'scheduler') {
-    command.option('--allow-modules <prefixes>', 'comma-separated module prefixes tasks may name (file:///srv/jobs/,node:); a graph naming another is refused before it runs');
+    command.option('--allow-modules <prefixes>', 'comma-separated module prefixes tasks may name (file:///srv/jobs/,node:); a graph naming another is refused before it runs; shipped modules are judged by the URL they were uploaded from');
+  } else {
+    command.option('--allow-modules <prefixes>', 'comma-separated module prefixes this worker runs tasks from (file:///srv/jobs/,node:); a task naming another errs (SPW_ERR_MODULE_REFUSED); shipped modules are judged by the URL they were uploaded from');
   }
   return command;
 }

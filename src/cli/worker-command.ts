@@ -22,6 +22,7 @@ export interface WorkerFlags extends SecurityFlags {
   name?: string;
   httpPort?: number;
   connectTimeout: number;
+  allowModules?: string;
 }
 
 /**
@@ -51,6 +52,7 @@ export async function workerCommand(flags: WorkerFlags): Promise<void> {
     name: flags.name,
     httpPort: flags.httpPort,
     schedulerConnectTimeoutMs: flags.connectTimeout,
+    allowModules: flags.allowModules,
   });
   // Signal handlers before the announcements: a parent that signals as soon as it reads a
   // line must find them installed.

@@ -12,8 +12,12 @@ import {
   type RegisterClientParams,
   type SubmitParams,
   type SubmitResult,
+  type UploadModuleParams,
+  type UploadModuleResult,
   type WhoHasResult,
 } from '../cluster/protocol.js';
+import { type ShippedModule, ModuleShipper } from '../shipping/client-modules.js';
+import { ModuleRefusedError, UnknownModuleError } from '../shipping/errors.js';
 import { ClosedError, GraphError, InvalidArgumentError } from '../errors.js';
 import { SpillStore } from '../store/spill-store.js';
 import { DataClient, parseAddress } from '../transfer/client.js';
@@ -40,6 +44,12 @@ export interface ClientOptions {
   resultTimeoutMs?: number;
   /** Keep trying to reach the scheduler this long (ms), with backoff; then SchedulerUnreachableError. Default 120 s. */
   connectTimeoutMs?: number;
+  /**
+   * Ship the modules graphs name that are local files outside any installed package (and
+   * Spillway itself) to the workers, bundled, instead of having the workers import them by
+   * path (docs/code-shipping.md). Default true; `uploadModule` ships a module either way.
+   */
+  shipModules?: boolean;
 }
 
 export interface ComputeProgress {
@@ -95,6 +105,7 @@ export class Client {
   readonly #waiters = new Map<string, Set<Waiter>>();
   readonly #computations = new Set<Computation>();
   readonly #functionChecks = new Map<string, Promise<string | undefined>>();
+  readonly #modules: ModuleShipper;
   /** Wanted keys of the computations in progress (how many use each). */
   readonly #inUse = new Map<string, number>();
   /** Keys a computation kept (`keep: true`) and `release` has not released yet. */
@@ -125,6 +136,7 @@ export class Client {
     this.#address = address;
     this.#clientId = clientId;
     this.#resultTimeoutMs = options.resultTimeoutMs ?? 120_000;
+    this.#modules = new ModuleShipper((params) => this.#uploadModule(params), { auto: options.shipModules ?? true });
     this.#futures = new FutureRegistry({
       fetch: (params, wanted) => this.#fetchResult(params, wanted),
       unclaimed: (keys) => this.#releaseNow(keys.filter((key) => !this.#inUse.has(key) && !this.#kept.has(key))),
@@ -240,9 +252,9 @@ export class Client {
     const unique = [...new Set(keys)];
     const accepted = this.#inOrder(async () => {
       await Promise.all([...futures].map((future) => this.#futures.accepted(future)));
-      await validateGraph(graph, unique, this.#functionChecks);
+      const checked = await this.#check(graph, unique);
       if (unique.length === 0) return;
-      await this.#submit({ graph, wanted: unique });
+      await this.#submit({ graph: checked, wanted: unique });
       for (const key of unique) this.#submitted.add(key);
     });
     const made = keys.map((key) => this.#futures.create(key, accepted));
@@ -261,8 +273,8 @@ export class Client {
     // Its place among submits and releases is taken now, before anything is awaited.
     const accepted = this.#inOrder(async () => {
       await Promise.all([...futures].map((future) => this.#futures.accepted(future)));
-      await validateGraph(graph, wanted, this.#functionChecks);
-      if (keys.length > 0) await this.#submit({ graph, wanted: keys });
+      const checked = await this.#check(graph, wanted);
+      if (keys.length > 0) await this.#submit({ graph: checked, wanted: keys });
     });
     if (keys.length === 0) {
       await accepted;
@@ -398,6 +410,26 @@ export class Client {
     return run;
   }
 
+  /**
+   * Bundles the module at `url` (a file URL or an absolute path) with its relative imports
+   * and sends it to every worker, those that join later included; graphs naming `url` then
+   * run it from the workers' caches (docs/code-shipping.md). Modules graphs name that are
+   * local files outside installed packages are shipped without this call (`shipModules`).
+   * Rejects with ModuleBundleError when it cannot be bundled, ModuleRefusedError outside the
+   * scheduler's allow-list.
+   */
+  async uploadModule(url: string | URL): Promise<ShippedModule> {
+    if (this.#lost !== undefined) throw this.#lost;
+    return await this.#modules.uploadModule(url);
+  }
+
+  /** The graph as it is submitted: the modules it ships uploaded and named by their addresses (src/shipping), every task checked. */
+  async #check(graph: Graph, wanted: readonly string[]): Promise<Graph> {
+    const shipped = await this.#modules.prepare(graph);
+    await validateGraph(shipped, wanted, this.#functionChecks);
+    return shipped;
+  }
+
   /** Current holders of keys, from the scheduler. */
   whoHas(keys: readonly string[]): Promise<WhoHasResult> {
     return this.#channel.request<WhoHasResult>(Methods.whoHas, { keys: [...keys] }, 30_000);
@@ -419,10 +451,29 @@ export class Client {
     }
   }
 
-  async #submit(params: SubmitParams): Promise<SubmitResult> {
+  async #uploadModule(params: UploadModuleParams): Promise<UploadModuleResult> {
+    try {
+      return await this.#channel.request<UploadModuleResult>(Methods.uploadModule, params);
+    } catch (err) {
+      if (err instanceof RemoteError && err.remoteCode === 'SPW_ERR_MODULE_REFUSED') {
+        throw new ModuleRefusedError(params.url, err.message.replace(/^peer error SPW_ERR_MODULE_REFUSED: /, ''));
+      }
+      throw err;
+    }
+  }
+
+  async #submit(params: SubmitParams, retried = false): Promise<SubmitResult> {
     try {
       return await this.#channel.request<SubmitResult>(Methods.submit, params);
     } catch (err) {
+      // The scheduler dropped a module this client uploaded (beyond its cache limit): once more, uploading again.
+      if (err instanceof RemoteError && err.remoteCode === 'SPW_ERR_MODULE_UNKNOWN' && !retried) {
+        await this.#modules.uploadAgain(params.graph);
+        return this.#submit(params, true);
+      }
+      if (err instanceof RemoteError && err.remoteCode === 'SPW_ERR_MODULE_UNKNOWN') {
+        throw new UnknownModuleError(err.message.replace(/^peer error SPW_ERR_MODULE_UNKNOWN: /, ''));
+      }
       if (err instanceof RemoteError && err.remoteCode === 'SPW_ERR_GRAPH') {
         throw new GraphError(err.message.replace(/^peer error SPW_ERR_GRAPH: /, ''));
       }

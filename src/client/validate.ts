@@ -1,6 +1,7 @@
 import { BUILTINS_MODULE, dependencies, type FunctionRef, type Graph } from '../cluster/protocol.js';
 import { GraphError, describeKey, errorMessage } from '../errors.js';
 import { builtinFunction, builtinNames } from '../worker/builtins.js';
+import { isShippedModule } from '../shipping/address.js';
 import { SHUFFLE_MODULE, ShuffleFunctions, shuffleUserFunctions } from '../shuffle/protocol.js';
 import { parseBytes } from '../units.js';
 import { definedFunctions, type TaskFunction } from './tasks.js';
@@ -73,6 +74,8 @@ async function checkFunction(fn: FunctionRef): Promise<string | undefined> {
     const names: readonly string[] = Object.values(ShuffleFunctions);
     return names.includes(fn.name) ? undefined : `${SHUFFLE_MODULE} has no function "${fn.name}" (it has ${names.join(', ')})`;
   }
+  // Checked against the bundle's exports when it was shipped (src/shipping/client-modules.ts).
+  if (isShippedModule(fn.module)) return undefined;
   let mod: Record<string, unknown>;
   try {
     mod = (await import(fn.module)) as Record<string, unknown>;

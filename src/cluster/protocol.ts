@@ -11,7 +11,10 @@ export interface DataAddress {
   port: number;
 }
 
-/** A function every worker can import: `(await import(module))[name]`. `module` is an absolute file URL or a package name. */
+/**
+ * A function every worker can import: `(await import(module))[name]`. `module` is an absolute
+ * file URL, a package name, or a shipped module's address (`spillway:module/<sha256>`).
+ */
 export interface FunctionRef {
   module: string;
   name: string;
@@ -225,6 +228,17 @@ export interface WorkerRemovedParams {
   data: DataAddress;
 }
 
+/**
+ * Notification 'ship-module': a shipped module (UploadModuleParams) to cache and import
+ * for tasks naming `module`. Sent before any compute-task naming it on the same channel.
+ */
+export type ShipModuleParams = UploadModuleParams;
+
+/** Notification 'forget-module': the scheduler dropped this shipped module; delete the cached copy. */
+export interface ForgetModuleParams {
+  module: string;
+}
+
 // ---- client → scheduler ------------------------------------------------------------
 
 /** Request 'register-client'. Answer: { clientId }. */
@@ -250,6 +264,24 @@ export interface SubmitResult {
 /** Request 'release': the client no longer wants these keys. Answer: null. */
 export interface ReleaseParams {
   keys: string[];
+}
+
+/**
+ * Request 'upload-module' (client → scheduler): a module bundled with its relative imports
+ * (docs/code-shipping.md). `module` is `spillway:module/<sha256 of source>`; `url` the file
+ * URL the client bundled, which the allow-lists judge. The scheduler keeps it (within its
+ * module cache limit) and sends it to every worker, now and as they register. Answer:
+ * UploadModuleResult; refused with SPW_ERR_MODULE_REFUSED outside the allow-list.
+ */
+export interface UploadModuleParams {
+  url: string;
+  module: string;
+  source: string;
+}
+export interface UploadModuleResult {
+  module: string;
+  /** Workers it was sent to now (0 when the scheduler held it already: the workers have it). */
+  workers: number;
 }
 
 // ---- scheduler → client ------------------------------------------------------------
@@ -329,6 +361,12 @@ export const Methods = {
   keyErred: 'key-erred',
   /** Request, client → scheduler: ProgressParams of the client's tasks. */
   progress: 'progress',
+  /** Request, client → scheduler: UploadModuleParams → UploadModuleResult. */
+  uploadModule: 'upload-module',
+  /** Notification, scheduler → worker: ShipModuleParams. */
+  shipModule: 'ship-module',
+  /** Notification, scheduler → worker: ForgetModuleParams. */
+  forgetModule: 'forget-module',
 } as const;
 
 /** A `{ $ref: key }` marker. */

@@ -1,6 +1,7 @@
 import { isLoopback } from './address.js';
 import type { TaskSpec } from './protocol.js';
 import { BUILTINS_MODULE } from './protocol.js';
+import { SHUFFLE_MODULE, shuffleUserFunctions } from '../shuffle/protocol.js';
 import { GraphError, InvalidArgumentError, SpillwayError, describeKey } from '../errors.js';
 import type { TlsConfig } from '../transfer/tls.js';
 
@@ -43,15 +44,30 @@ function normalize(module: string): string {
   }
 }
 
-/** Throws a GraphError naming every task whose module is outside the allow-list (built-ins are always allowed). */
-export function checkAllowedModules(tasks: Iterable<{ key: string; spec: TaskSpec }>, allowed: readonly string[] | undefined): void {
+/** True when `module` starts with an entry of the allow-list (or there is none). */
+export function isAllowedModule(module: string, allowed: readonly string[] | undefined): boolean {
+  if (allowed === undefined || module === BUILTINS_MODULE || module === SHUFFLE_MODULE) return true;
+  const normalized = normalize(module);
+  return allowed.some((prefix) => normalized.startsWith(prefix));
+}
+
+/**
+ * Throws a GraphError naming every task whose module (or shuffle split/combine module) is
+ * outside the allow-list; built-ins are always allowed. A shipped module is judged by the URL
+ * it was uploaded from (`origin`).
+ */
+export function checkAllowedModules(
+  tasks: Iterable<{ key: string; spec: TaskSpec }>,
+  allowed: readonly string[] | undefined,
+  origin: (module: string) => string | undefined = () => undefined,
+): void {
   if (allowed === undefined) return;
   const refused: string[] = [];
   for (const { key, spec } of tasks) {
-    const module = spec.fn.module;
-    if (module === BUILTINS_MODULE) continue;
-    const normalized = normalize(module);
-    if (!allowed.some((prefix) => normalized.startsWith(prefix))) refused.push(`${describeKey(key)} (${module})`);
+    for (const fn of [spec.fn, ...shuffleUserFunctions(spec)]) {
+      const module = origin(fn.module) ?? fn.module;
+      if (!isAllowedModule(module, allowed)) refused.push(`${describeKey(key)} (${module})`);
+    }
   }
   if (refused.length > 0) {
     const shown = refused.slice(0, 5).join(', ') + (refused.length > 5 ? `, and ${refused.length - 5} more` : '');

@@ -16,6 +16,8 @@ import { functionLabel } from '../metrics/task-duration.js';
 import { Dashboard, type DashboardOptions } from '../dashboard/dashboard.js';
 import { listenHttp } from './http.js';
 import { checkAllowedModules, checkExposure, parseAllowModules } from '../cluster/security.js';
+import { ModuleRegistry } from '../shipping/scheduler-modules.js';
+import { parseBytes } from '../units.js';
 import { type TlsConfig, checkTlsConfig, serverTls } from '../transfer/tls.js';
 import { ShuffleExtension } from '../shuffle/scheduler-extension.js';
 import { ShuffleMethods } from '../shuffle/protocol.js';
@@ -39,6 +41,12 @@ export interface SchedulerOptions {
    * a graph naming any other fails with GraphError before anything of it runs. Default: any.
    */
   allowModules?: readonly string[] | string;
+  /**
+   * Bytes of shipped modules (`client.uploadModule`) the scheduler keeps and sends to each
+   * worker that registers; beyond it the least recently used are dropped (docs/code-shipping.md).
+   * Default '64 MiB'.
+   */
+  moduleCacheLimit?: number | string;
   /** Serve /metrics, /api/state, /health and the dashboard (/status) here: 0 = any free port; undefined = no HTTP. */
   httpPort?: number;
   /** The dashboard's update interval and limits (docs/dashboard.md). */
@@ -74,7 +82,7 @@ const WORKER_METHODS = new Set<string>([
   ShuffleMethods.get,
   ShuffleMethods.transferred,
 ]);
-const CLIENT_METHODS = new Set<string>([Methods.submit, Methods.release, Methods.progress]);
+const CLIENT_METHODS = new Set<string>([Methods.submit, Methods.release, Methods.progress, Methods.uploadModule]);
 
 /**
  * The scheduler: accepts workers and clients on a ControlServer, keeps the task graph and
@@ -93,6 +101,7 @@ export class Scheduler {
   readonly #channels = new Map<string, Channel>();
   readonly #heartbeatIntervalMs: number;
   readonly #allowModules: readonly string[] | undefined;
+  readonly #modules: ModuleRegistry;
   readonly #workerTimeoutMs: number;
   readonly #registerTimeoutMs: number;
   readonly #monitor: NodeJS.Timeout;
@@ -115,8 +124,17 @@ export class Scheduler {
     metrics: SchedulerMetrics;
     tasks: TaskStream;
     allowModules: readonly string[] | undefined;
+    moduleCacheLimit: number;
   }) {
     this.#allowModules = parts.allowModules;
+    this.#modules = new ModuleRegistry({
+      limitBytes: parts.moduleCacheLimit,
+      allowModules: parts.allowModules,
+      outbox: {
+        ship: (params) => this.#broadcast(Methods.shipModule, params),
+        forget: (params) => this.#broadcast(Methods.forgetModule, params),
+      },
+    });
     const { server, options, log } = parts;
     this.#server = server;
     this.#log = log;
@@ -153,6 +171,7 @@ export class Scheduler {
     if (options.tls !== undefined) checkTlsConfig(options.tls);
     checkExposure('scheduler', host, options);
     const allowModules = parseAllowModules(options.allowModules);
+    const moduleCacheLimit = parseBytes(options.moduleCacheLimit ?? '64 MiB', 'moduleCacheLimit');
     if (options.httpToken !== undefined && options.httpToken === '') throw new InvalidArgumentError('httpToken must not be empty');
     const log = resolveLogger(options.logger);
     // The outbox needs the scheduler's channels, which exist once it is constructed.
@@ -189,7 +208,7 @@ export class Scheduler {
       await server.close();
       throw err;
     }
-    holder.scheduler = new Scheduler({ server, options, log, http, dashboard, engine, metrics, tasks, allowModules });
+    holder.scheduler = new Scheduler({ server, options, log, http, dashboard, engine, metrics, tasks, allowModules, moduleCacheLimit });
     log.info({ address: server.address, http: http?.address }, 'scheduler started');
     return holder.scheduler;
   }
@@ -243,6 +262,8 @@ export class Scheduler {
       const worker = newWorker(`w-${this.#nextId++}`, registration);
       session.current = { role: 'worker', worker };
       this.#channels.set(worker.id, channel);
+      // Before any task: the engine may place tasks naming them as soon as it has the worker.
+      for (const shipped of this.#modules.all()) channel.notify(Methods.shipModule, shipped);
       const held = this.#engine.addWorker(worker, registration.keys ?? []);
       this.#log.info({ worker: worker.id, name: worker.name, data: worker.data, nthreads: worker.nthreads, ...held }, 'worker registered');
       const result: RegisterWorkerResult = { workerId: worker.id, heartbeatIntervalMs: this.#heartbeatIntervalMs };
@@ -298,7 +319,8 @@ export class Scheduler {
     on(Methods.submit, async (params) => {
       const id = clientId();
       const valid = await validateSubmission(params, (key) => this.#engine.tasks.has(key));
-      checkAllowedModules(valid.order, this.#allowModules);
+      this.#modules.checkGraph(valid.order);
+      checkAllowedModules(valid.order, this.#allowModules, (module) => this.#modules.origin(module));
       if (!this.#engine.clients.has(id)) return { added: 0 }; // it left while its graph was checked
       const result = this.#engine.submit(id, valid);
       this.#log.debug({ client: id, added: result.added, wanted: valid.wanted.length }, 'graph submitted');
@@ -309,6 +331,11 @@ export class Scheduler {
       return null;
     });
     on(Methods.progress, () => this.#engine.progress(clientId()));
+    on(Methods.uploadModule, (params) => {
+      const result = this.#modules.upload(params);
+      this.#log.info({ client: clientId(), url: (params as { url: string }).url, module: result.module, workers: result.workers }, 'module uploaded');
+      return result;
+    });
     channel.on('unhandled', (method: string) => {
       this.#log.warn({ method, remote: channel.remoteAddress }, 'unknown notification');
       if (session.current.role === 'none') channel.close();
@@ -364,6 +391,18 @@ export class Scheduler {
       computeSeconds: finished.computeSeconds,
       fetchSeconds: finished.fetchSeconds,
     });
+  }
+
+  /** Sends a notification to every registered worker; returns how many. */
+  #broadcast(method: string, params: unknown): number {
+    let sent = 0;
+    for (const worker of this.#engine.workers.values()) {
+      const channel = this.#channels.get(worker.id);
+      if (channel === undefined) continue;
+      channel.notify(method, params);
+      sent++;
+    }
+    return sent;
   }
 
   /** Removes a worker; the others first hear of it, so their fetches from it (perhaps a frozen peer) end now. */

@@ -6,6 +6,7 @@ import { liftLargeViews, restoreLargeViews } from './large-views.js';
 import { LOOP_BRAND, liftTypedValues, restoreTypedValues } from './typed-crossing.js';
 import { threadNiceIncrement } from '../runtime/thread-priority.js';
 import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.js';
+import type { ResolvedModule } from '../shipping/worker-cache.js';
 
 export type ExecutionResult =
   | { ok: true; value: unknown; computeSeconds: number }
@@ -22,15 +23,21 @@ export class Executor {
   readonly nthreads: number;
 
   readonly #moveInputs: boolean;
+  readonly #modules: { resolve(fn: FunctionRef): Promise<ResolvedModule> } | undefined;
 
   /**
    * `moveInputs: false` posts inputs as they are (structured clone), for measurements;
    * `nice` lowers the threads' CPU priority below the event loop's (runtime/thread-priority.ts);
-   * `collectGarbage` (default true) has an idle thread collect what its tasks left.
+   * `collectGarbage` (default true) has an idle thread collect what its tasks left;
+   * `modules` says where a function's module is imported from (shipped modules, allow-list).
    */
-  constructor(nthreads: number, options: { moveInputs?: boolean; nice?: number; collectGarbage?: boolean } = {}) {
+  constructor(
+    nthreads: number,
+    options: { moveInputs?: boolean; nice?: number; collectGarbage?: boolean; modules?: { resolve(fn: FunctionRef): Promise<ResolvedModule> } } = {},
+  ) {
     this.nthreads = nthreads;
     this.#moveInputs = options.moveInputs ?? true;
+    this.#modules = options.modules;
     // Under tsx (development) this file is .ts and so is the thread; compiled, both are .js.
     // Threads inherit process.execArgv, so `--import tsx` reaches them and .ts task modules load.
     const thread = new URL(import.meta.url.endsWith('.ts') ? './thread.ts' : './thread.js', import.meta.url);
@@ -61,11 +68,13 @@ export class Executor {
   async run(fn: FunctionRef, args: unknown[]): Promise<ExecutionResult> {
     const started = performance.now();
     try {
+      const target: ResolvedModule = this.#modules === undefined ? { module: fn.module } : await this.#modules.resolve(fn);
       const inputs = this.#moveInputs ? await threadInputs(args) : postedAsTheyAre(args);
       // Views ending past 4 GiB would arrive cut modulo 2^32 (large-views.ts); threadInputs
       // saw every view already, so the walk that lifts them runs only when one does.
       const lifted = inputs.largeViews ? liftLargeViews(inputs.args) : { value: inputs.args, views: [] };
-      const request: ThreadRequest = { module: fn.module, name: fn.name, args: lifted.value as unknown[] };
+      const request: ThreadRequest = { module: target.module, name: fn.name, args: lifted.value as unknown[] };
+      if (target.origin !== undefined) request.origin = target.origin;
       if (lifted.views.length > 0) request.views = lifted.views;
       if (inputs.typedValues > 0) request.typed = inputs.typedValues;
       const response = await this.#pool.run(request, { transferList: inputs.transfer });

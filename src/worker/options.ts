@@ -3,6 +3,7 @@ import type { DataAddress } from '../cluster/protocol.js';
 import { InvalidArgumentError } from '../errors.js';
 import { DEFAULT_LEVELS, type SpillStoreOptions } from '../store/options.js';
 import { parseBytes } from '../units.js';
+import { parseAllowModules } from '../cluster/security.js';
 import type { MemoryLimitSpec } from './memory-limit.js';
 import type { TlsConfig } from '../transfer/tls.js';
 
@@ -72,9 +73,15 @@ export interface WorkerOptions extends Pick<SpillStoreOptions, 'target' | 'spill
    * runs them at the loop's priority.
    */
   threadNice?: number;
+  /**
+   * Module prefixes this worker runs tasks from (`['file:///srv/jobs/', 'node:']`, or that
+   * comma-separated), checked as it runs each task; a shipped module is judged by the URL it
+   * was uploaded from (docs/code-shipping.md). Default: any.
+   */
+  allowModules?: readonly string[] | string;
 }
 
-export interface ResolvedWorkerOptions extends WorkerOptions {
+export interface ResolvedWorkerOptions extends Omit<WorkerOptions, 'allowModules'> {
   memoryLimit: number;
   schedulerConnectTimeoutMs: number;
   reconnect: boolean;
@@ -83,6 +90,7 @@ export interface ResolvedWorkerOptions extends WorkerOptions {
   prefetch: number;
   fetchConcurrency: number;
   threadNice: number;
+  allowModules: readonly string[] | undefined;
 }
 
 export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOptions {
@@ -113,7 +121,8 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
     throw new InvalidArgumentError(`schedulerConnectTimeoutMs must be a non-negative integer, got ${schedulerConnectTimeoutMs}`);
   }
   const reconnect = options.reconnect ?? true;
-  return { ...options, memoryLimit, nthreads, host: options.host ?? '127.0.0.1', prefetch, fetchConcurrency, threadNice, schedulerConnectTimeoutMs, reconnect };
+  const allowModules = parseAllowModules(options.allowModules);
+  return { ...options, memoryLimit, nthreads, host: options.host ?? '127.0.0.1', prefetch, fetchConcurrency, threadNice, schedulerConnectTimeoutMs, reconnect, allowModules };
 }
 
 function positiveInteger(value: number, name: string): void {

@@ -12,6 +12,8 @@ export interface ThreadData {
 /** What the main thread posts to an executor thread. */
 export interface ThreadRequest {
   module: string;
+  /** The URL a shipped module came from: errors name it rather than its cached copy. */
+  origin?: string;
   name: string;
   args: unknown[];
   /** Views of the args a message cannot carry, lifted out (large-views.ts). */

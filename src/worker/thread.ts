@@ -52,12 +52,12 @@ async function importModule(specifier: string): Promise<Record<string, unknown>>
   return (await import(specifier)) as Record<string, unknown>;
 }
 
-function load(specifier: string): Promise<Record<string, unknown>> {
+function load(specifier: string, origin: string | undefined): Promise<Record<string, unknown>> {
   let loaded = modules.get(specifier);
   if (loaded === undefined) {
     loaded = importModule(specifier).catch((err: unknown) => {
       modules.delete(specifier); // a fixed module may be retried
-      throw new TaskImportError(specifier, err);
+      throw new TaskImportError(origin === undefined ? specifier : `${origin} (shipped, cached as ${specifier})`, err);
     });
     modules.set(specifier, loaded);
   }
@@ -68,10 +68,10 @@ export default async function runTask(request: ThreadRequest): Promise<unknown> 
   collector?.taskStarted();
   let started = performance.now();
   try {
-    const mod = await load(request.module);
+    const mod = await load(request.module, request.origin);
     const fn = mod[request.name];
     if (typeof fn !== 'function') {
-      throw new TaskFunctionError(request.module, request.name, fn === undefined ? 'nothing' : typeof fn);
+      throw new TaskFunctionError(request.origin ?? request.module, request.name, fn === undefined ? 'nothing' : typeof fn);
     }
     started = performance.now(); // compute time is the call's, not the first import's
     let args = restoreLargeViews(request.args, request.views) as unknown[];

@@ -5,10 +5,12 @@ import {
   type CancelTaskParams,
   type ComputeTaskParams,
   type DataAddress,
+  type ForgetModuleParams,
   Methods,
   type RegisterWorkerParams,
   type RegisterWorkerResult,
   type ReleaseKeysParams,
+  type ShipModuleParams,
   type TaskErrorInfo,
   type WhoHasResult,
   type WorkerRemovedParams,
@@ -32,6 +34,7 @@ import { builtinFunction } from './builtins.js';
 import { isShuffleFunction } from '../shuffle/protocol.js';
 import { ShuffleService } from '../shuffle/worker-service.js';
 import { FollowerHold } from './follower-hold.js';
+import { ModuleCache } from '../shipping/worker-cache.js';
 import { type ExecutionResult, Executor } from './executor.js';
 import { keepUnknownTypesEncoded } from '../codec/types.js';
 import { Fetcher } from './fetcher.js';
@@ -45,7 +48,7 @@ import { type ResolvedWorkerOptions, type WorkerOptions, resolveWorkerOptions, r
 import { type QueuedTask, TaskQueue } from './queue.js';
 
 /** What the scheduler tells a worker; handled from before registration (see start). */
-const SCHEDULER_NOTIFICATIONS = [Methods.computeTask, Methods.cancelTask, Methods.releaseKeys, Methods.workerRemoved];
+const SCHEDULER_NOTIFICATIONS = [Methods.computeTask, Methods.cancelTask, Methods.releaseKeys, Methods.workerRemoved, Methods.shipModule, Methods.forgetModule];
 /** Longest a thread waits for the dependent of a followed result: a scheduler round trip, with room for a loaded host. */
 const FOLLOWER_HOLD_MS = 250;
 
@@ -76,6 +79,7 @@ export class Worker extends EventEmitter {
    */
   readonly reclaimed: ReclaimReport;
   readonly #executor: Executor;
+  readonly #modules: ModuleCache;
   readonly #fetcher: Fetcher;
   readonly #heartbeat: Heartbeat;
   readonly #monitoring: WorkerMonitoring;
@@ -106,6 +110,7 @@ export class Worker extends EventEmitter {
     server: DataServer;
     channel: Channel;
     executor: Executor;
+    modules: ModuleCache;
     registration: RegisterWorkerResult;
     name: string;
     address: DataAddress;
@@ -120,6 +125,7 @@ export class Worker extends EventEmitter {
     this.address = parts.address;
     this.#channel = channel;
     this.#executor = parts.executor;
+    this.#modules = parts.modules;
     this.#shuffle = new ShuffleService({
       store,
       executor: parts.executor,
@@ -207,7 +213,8 @@ export class Worker extends EventEmitter {
       };
       const server = await DataServer.listen(store, { host: opts.host, port: opts.port, token: opts.token, tls: opts.tls === undefined ? undefined : serverTls(opts.tls), onRequest });
       cleanup.unshift(() => server.close());
-      const executor = new Executor(opts.nthreads, { nice: opts.threadNice, collectGarbage: opts.collectGarbage ?? true });
+      const modules = await ModuleCache.create(directory, opts.allowModules);
+      const executor = new Executor(opts.nthreads, { nice: opts.threadNice, collectGarbage: opts.collectGarbage ?? true, modules });
       cleanup.unshift(() => executor.close());
       const address = await contactAddress(server.address, opts.contactAddress);
       const name = opts.name ?? `worker-${process.pid}-${server.address.port}`;
@@ -217,7 +224,7 @@ export class Worker extends EventEmitter {
         if (started.worker !== undefined) started.worker.#dispatch(method, message);
       });
       cleanup.unshift(async () => channel.close());
-      const worker = new Worker({ options: opts, folder, reclaimed, store, server, channel, executor, registration, name, address });
+      const worker = new Worker({ options: opts, folder, reclaimed, store, server, channel, executor, modules, registration, name, address });
       requests.handle = (body) => worker.#shuffle.onRequest(body);
       if (opts.httpPort !== undefined) {
         try {
@@ -336,6 +343,8 @@ export class Worker extends EventEmitter {
     if (method === Methods.computeTask) this.#onComputeTask(params as ComputeTaskParams);
     else if (method === Methods.cancelTask) this.#onCancelTask(params as CancelTaskParams);
     else if (method === Methods.workerRemoved) this.#onWorkerRemoved(params as WorkerRemovedParams);
+    else if (method === Methods.shipModule) this.#modules.add(params as ShipModuleParams);
+    else if (method === Methods.forgetModule) this.#modules.forget(params as ForgetModuleParams);
     else this.#onReleaseKeys(params as ReleaseKeysParams);
   }
 

@@ -12,7 +12,7 @@ import { pathToFileURL } from 'node:url';
 import { Client } from '../../src/client/client.js';
 import { TaskError } from '../../src/errors.js';
 import { Scheduler } from '../../src/scheduler/index.js';
-import { ModuleBundleError, ModuleRefusedError } from '../../src/shipping/errors.js';
+import { ModuleBundleError, ModuleRefusedError, UnknownModuleError } from '../../src/shipping/errors.js';
 import { Worker } from '../../src/worker/index.js';
 import { firstJsonLine, root } from '../cli/helpers.js';
 import { alive } from './helpers.js';
@@ -154,7 +154,7 @@ test('allow-lists judge shipped modules by the URL they were uploaded from, on t
 
   const open = await Scheduler.start({ token: TOKEN });
   t.after(() => open.close());
-  const worker = await Worker.start({ scheduler: open.address, token: TOKEN, memoryLimit: '32 MiB', nthreads: 1, monitorInterval: false, allowModules: 'file:///srv/jobs/' });
+  const worker = await Worker.start({ scheduler: open.address, token: TOKEN, memoryLimit: '32 MiB', nthreads: 1, monitorIntervalMs: false, allowModules: 'file:///srv/jobs/' });
   t.after(() => worker.close());
   const client = await Client.connect(open.address, { token: TOKEN });
   t.after(() => client.close());
@@ -164,4 +164,33 @@ test('allow-lists judge shipped modules by the URL they were uploaded from, on t
     assert.ok(err.message.includes(url) && err.message.includes("worker's allow-list"), err.message);
     return true;
   });
+});
+
+test('a module the scheduler dropped beyond its cache limit is uploaded again by the client, which resubmits', async (t) => {
+  const code = await tempDir(t, 'spillway-ship-evict-');
+  const a = pathToFileURL(path.join(code, 'a.ts')).href;
+  const b = pathToFileURL(path.join(code, 'b.ts')).href;
+  // Each bundle is over half the limit: uploading one drops the other.
+  const padding = `export const padding = '${'x'.repeat(700)}';\n`;
+  await writeFile(path.join(code, 'a.ts'), `${padding}export const f = (): string => 'a';\n`);
+  await writeFile(path.join(code, 'b.ts'), `${padding}export const f = (): string => 'b';\n`);
+  const scheduler = await Scheduler.start({ token: TOKEN, moduleCacheLimit: 1200 });
+  t.after(() => scheduler.close());
+  const worker = await Worker.start({ scheduler: scheduler.address, token: TOKEN, memoryLimit: '32 MiB', nthreads: 1, monitorIntervalMs: false });
+  t.after(() => worker.close());
+  const client = await Client.connect(scheduler.address, { token: TOKEN });
+  t.after(() => client.close());
+  const shippedA = await client.uploadModule(a);
+  assert.deepEqual(await client.compute({ a: { fn: { module: a, name: 'f' } } }, ['a']), ['a']);
+  assert.deepEqual(await client.compute({ b: { fn: { module: b, name: 'f' } } }, ['b']), ['b']);
+  // The scheduler now holds b only: another client naming a's address is refused...
+  const other = await Client.connect(scheduler.address, { token: TOKEN });
+  t.after(() => other.close());
+  await assert.rejects(other.compute({ x: { fn: { module: shippedA.module, name: 'f' } } }, ['x']), (err: unknown) => {
+    assert.ok(err instanceof UnknownModuleError, String(err));
+    assert.equal(err.code, 'SPW_ERR_MODULE_UNKNOWN');
+    return true;
+  });
+  // ...while the client that shipped it, believing it there, uploads it again.
+  assert.deepEqual(await client.compute({ a2: { fn: { module: a, name: 'f' } } }, ['a2']), ['a']);
 });

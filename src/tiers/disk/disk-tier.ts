@@ -3,13 +3,14 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { ClosedError, SpillwayError, TierDuplicateIdError, TierMissingError, TierNotOpenError, TierWriteCancelledError } from '../../errors.js';
 import { MiB, clampRange, collectPieces, packSmall, streamOf, type CompressionMode, type StoredChunk } from '../chunks.js';
-import { writeFusedBatch, writePackedBatch, type BatchHost } from './batch-writes.js';
+import { BatchWrites } from './batch-writes.js';
 import { DiskCatalog, DiskRecord, compressedOnly } from './catalog.js';
+import { HeldIds } from './held-ids.js';
 import { readValue, streamRange, writeValueFile, type StoredBytes } from './value-files.js';
 import { ignoreMissing } from './file-io.js';
 import { lz4 } from '../../native.js';
 import { BufferPool } from './buffer-pool.js';
-import { writePacked, type PackedBatch, type PackedWrites } from '../packed.js';
+import { writePacked, type PackedWrites } from '../packed.js';
 import { ReadCoalescer } from './read-coalescer.js';
 import { SegmentStore, type SegmentFile } from './segment-store.js';
 import { TierCounters } from '../stats.js';
@@ -61,18 +62,14 @@ export class DiskTier implements Tier {
   private readonly catalog = new DiskCatalog();
   /** Single writes in flight (writeMany's fused items are `Writing` in the catalog instead). */
   private readonly writes = new WriteTracker();
-  /** writeMany calls in flight, and the ids deleted while one of them was writing them. */
-  private readonly batches = new Set<Promise<void>>();
-  private readonly cancelled = new Set<number>();
+  /** Ids held or being written. */
+  private readonly held = new HeldIds(this.catalog, this.writes);
   private readonly counters = new TierCounters();
   private readonly reads = new ReadCoalescer();
-  private readonly batchHost: BatchHost;
+  /** writeMany and packed batches, and the calls of them in flight. */
+  private readonly batches: BatchWrites;
   private nextDir = 0;
   private closed = false;
-  /** Made once, when the tier closes: a batch in flight then fails every value with it. */
-  private closedError: ClosedError | undefined;
-  /** The highest id `taken` was asked about: no id above it can be held or being written. */
-  private highestAsked = -1;
 
   /**
    * Many small values at once: see `Tier.writeMany`. Only when fusing is on: the small
@@ -98,21 +95,11 @@ export class DiskTier implements Tier {
     this.directWrites = o.directWrites;
     this.readSliceBytes = o.readSliceBytes;
     this.streamBuffers = new BufferPool(o.streamChunkBytes, STREAM_SPARE_BUFFERS);
-    if (this.smallValueBytes > 0) this.writeMany = (items) => this.writeBatch(items);
+    this.batches = new BatchWrites(this, o, this.catalog, this.counters, this.held);
+    if (this.smallValueBytes > 0) this.writeMany = (items) => this.batches.writeMany(items, this.segments);
     if (this.smallValueBytes > 0 && this.compression === 'none') {
-      this[writePacked] = { maxBatchBytes: this.segmentBytes, valueBytesBelow: this.smallValueBytes, write: (batch) => this.writePackedBatch(batch) };
+      this[writePacked] = { maxBatchBytes: this.segmentBytes, valueBytesBelow: this.smallValueBytes, write: (batch) => this.batches.writePacked(batch, this.segments) };
     }
-    this.batchHost = {
-      name: this.name,
-      smallValueBytes: this.smallValueBytes,
-      compression: this.compression,
-      chunkBytes: this.chunkBytes,
-      catalog: this.catalog,
-      counters: this.counters,
-      taken: (id) => this.taken(id),
-      write: (id, source, byteLength) => this.write(id, source, byteLength),
-      abandoned: (id) => this.abandonedInBatch(id),
-    };
   }
 
   /** The (first) folder this tier owns (after open). */
@@ -166,7 +153,7 @@ export class DiskTier implements Tier {
   async write(id: number, source: WriteSource, byteLength: number): Promise<void> {
     if (this.closed) throw new ClosedError(`tier "${this.name}"`);
     checkId(id, byteLength);
-    if (this.taken(id)) throw new TierDuplicateIdError(this.name, id);
+    if (this.held.taken(id)) throw new TierDuplicateIdError(this.name, id);
     const segments = this.openSegments();
     const elapsed = TierCounters.timer();
     const job = this.writes.begin(this.name, id);
@@ -233,9 +220,7 @@ export class DiskTier implements Tier {
     const { catalog } = this;
     if (catalog.isWriting(id)) {
       // In a writeMany call in flight: it removes what it wrote and fails the value.
-      this.cancelled.add(id);
-      await Promise.all([...this.batches]);
-      this.cancelled.delete(id);
+      await this.batches.cancel(id);
       return;
     }
     // Unplaced while its slot still says where it is.
@@ -293,12 +278,12 @@ export class DiskTier implements Tier {
 
   async close(): Promise<void> {
     this.closed = true;
+    const batchesEnded = this.batches.close();
     await this.writes.cancelAll();
-    await Promise.all([...this.batches]);
+    await batchesEnded;
     await this.segments?.close();
     this.reads.clear();
     this.catalog.clear();
-    this.cancelled.clear();
     await Promise.all(this.owners.map((owner) => owner.release()));
   }
 
@@ -312,18 +297,6 @@ export class DiskTier implements Tier {
     return this.segments;
   }
 
-  /** The id is stored, or being written. */
-  private taken(id: number): boolean {
-    // Every way an id gets in (write, writeMany, a packed batch) asks here first, so an id
-    // above every id asked about cannot be in: the store's ids only grow, and each new one
-    // skips two lookups in tables of every value held.
-    if (id > this.highestAsked) {
-      this.highestAsked = id;
-      return false;
-    }
-    return this.catalog.has(id) || this.writes.has(id);
-  }
-
   private get(id: number): DiskRecord {
     const record = this.catalog.locate(id);
     if (record === undefined) throw new TierMissingError(this.name, id);
@@ -333,13 +306,6 @@ export class DiskTier implements Tier {
   private abandoned(id: number, job: { readonly cancelled: boolean }): SpillwayError | undefined {
     if (this.closed) return new ClosedError(`tier "${this.name}"`);
     if (job.cancelled) return new TierWriteCancelledError(this.name, id);
-    return undefined;
-  }
-
-  /** For writeMany: a delete marks ids it must cancel (consumed here), and a closed tier keeps nothing. */
-  private abandonedInBatch(id: number): SpillwayError | undefined {
-    if (this.closed) return (this.closedError ??= new ClosedError(`tier "${this.name}"`));
-    if (this.cancelled.size > 0 && this.cancelled.delete(id)) return new TierWriteCancelledError(this.name, id);
     return undefined;
   }
 
@@ -363,30 +329,6 @@ export class DiskTier implements Tier {
       throw e;
     }
     return { record: new DiskRecord(byteLength, stored, compressedOnly(table), undefined), chunks: table };
-  }
-
-  /** writeMany (see batch-writes.ts), tracked so that delete() and close() can wait for it. */
-  private writeBatch(items: readonly WriteItem[]): Promise<WriteResults> {
-    if (this.closed) return Promise.reject(new ClosedError(`tier "${this.name}"`));
-    if (this.segments === undefined) return Promise.reject(new TierNotOpenError(this.name));
-    return this.trackBatch(writeFusedBatch(this.batchHost, items, this.segments));
-  }
-
-  /** A packed batch (see batch-writes.ts), tracked as writeMany is. */
-  private writePackedBatch(batch: PackedBatch): Promise<WriteResults> {
-    if (this.closed) return Promise.reject(new ClosedError(`tier "${this.name}"`));
-    if (this.segments === undefined) return Promise.reject(new TierNotOpenError(this.name));
-    return this.trackBatch(writePackedBatch(this.batchHost, batch, this.segments, this.segmentBytes));
-  }
-
-  private trackBatch(run: Promise<WriteResults>): Promise<WriteResults> {
-    const settled = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.batches.add(settled);
-    void settled.then(() => this.batches.delete(settled));
-    return run;
   }
 
   /** Large value: a file of its own in the next directory, written as the source yields. */

@@ -25,8 +25,19 @@ function printSummary(s: LocalSummary): void {
         `worst event-loop delay ${w.maxEventLoopDelayMs.toFixed(0)} ms${w.alive ? '' : ' (exited)'}`,
     ),
     s.verified ? '  verified   OK' : `  verified   FAILED: ${s.problems.slice(0, 5).join('; ')}`,
+    ...(s.rows === undefined ? [] : ['', ...formatRows(s.rows)]),
   ];
   process.stdout.write(lines.join('\n') + '\n');
+}
+
+/** A query's rows as an aligned text table. */
+function formatRows(rows: readonly object[]): string[] {
+  if (rows.length === 0) return ['(no rows)'];
+  const columns = Object.keys(rows[0]);
+  const cells = rows.map((row) => columns.map((c) => String((row as Record<string, unknown>)[c])));
+  const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i].length)));
+  const line = (values: string[]): string => values.map((v, i) => v.padStart(widths[i])).join('  ');
+  return [line(columns), ...cells.map(line)];
 }
 
 /** `spillway local`: a workload on a local cluster; exit code 1 unless it completed and verified. */

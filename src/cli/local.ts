@@ -46,6 +46,8 @@ export interface LocalSummary {
   tasks: { done: number; total: number; erred: number };
   clusterMemoryLimit: number;
   workers: WorkerRunStats[];
+  /** A query's answer (the TPC-H workloads), as rows. */
+  rows?: object[];
 }
 
 const HEARTBEAT_MS = 500;
@@ -74,6 +76,7 @@ export async function runLocal(options: LocalOptions): Promise<LocalSummary> {
   let computeSeconds = 0;
   let verifySeconds = 0;
   let client: Client | undefined;
+  let rows: object[] | undefined;
   try {
     // The client's spill folder goes in the cluster's scratch folder, which a signal handler
     // (killLocalClusters) removes: one under localDirectory would outlive a Ctrl-C.
@@ -92,6 +95,7 @@ export async function runLocal(options: LocalOptions): Promise<LocalSummary> {
     computeSeconds = (performance.now() - t0) / 1000;
     completed = true;
     const t1 = performance.now();
+    rows = plan.rows?.(results);
     const check = await plan.verify(results);
     verifySeconds = (performance.now() - t1) / 1000;
     verified = check.verified;
@@ -120,5 +124,6 @@ export async function runLocal(options: LocalOptions): Promise<LocalSummary> {
     tasks: { ...sample.tasks, total: Object.keys(plan.graph).length, done: completed ? Object.keys(plan.graph).length : sample.tasks.done },
     clusterMemoryLimit: clusterMemory,
     workers: sample.workers,
+    ...(rows === undefined ? {} : { rows }),
   };
 }

@@ -3,12 +3,13 @@ import { InvalidArgumentError } from '../errors.js';
 import type { Verification } from './common.js';
 import { mapReduceGraph } from './map-reduce.js';
 import { type ShuffleMethod, shuffleGraph } from './shuffle.js';
+import { tpchPlan } from './tpch/index.js';
 
 export { SHUFFLE_METHODS, type ShuffleMethod } from './shuffle.js';
 
 export type { Verification } from './common.js';
 
-export const WORKLOADS = ['shuffle', 'map-reduce'] as const;
+export const WORKLOADS = ['shuffle', 'map-reduce', 'tpch-q1', 'tpch-q3'] as const;
 export type WorkloadName = (typeof WORKLOADS)[number];
 
 /** A built-in job: its graph, the keys to gather, and the check of their values. */
@@ -20,6 +21,8 @@ export interface WorkloadPlan {
   /** Bytes of generated data (inputs), after rounding to whole elements. */
   dataBytes: number;
   verify(results: readonly unknown[]): Promise<Verification>;
+  /** A query's answer, as rows to print (the TPC-H workloads). */
+  rows?(results: readonly unknown[]): object[];
 }
 
 export interface WorkloadOptions {
@@ -74,6 +77,10 @@ export function planWorkload(name: WorkloadName, options: WorkloadOptions): Work
     throw new InvalidArgumentError(`partitions of ${Math.ceil(bytes / partitions)} bytes are too large (at most ${MAX_PARTITION_BYTES}): use more partitions`);
   }
   if (!(bytes >= 16 * partitions)) throw new InvalidArgumentError(`size ${bytes} is too small for ${partitions} partitions`);
+  if (name === 'tpch-q1' || name === 'tpch-q3') {
+    const plan = tpchPlan(name === 'tpch-q1' ? 'q1' : 'q3', options);
+    return { name, partitions, graph: plan.graph, wanted: plan.wanted, dataBytes: plan.dataBytes, verify: plan.verify, rows: plan.rows };
+  }
   const plan = name === 'shuffle' ? shuffleGraph(options) : mapReduceGraph(options);
   return { name, partitions, ...plan };
 }

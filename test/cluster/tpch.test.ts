@@ -1,0 +1,68 @@
+/**
+ * The TPC-H workloads (issue 31): Q1 and Q3 computed on a cluster over generated Arrow
+ * batches (Q3's join through the p2p shuffle), equal row for row, to the cent, to DuckDB's
+ * answers to the standard SQL over the same rows written to Parquet, and to the workloads'
+ * own in-process references.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Client } from '../../src/client/client.js';
+import { planWorkload } from '../../src/workloads/index.js';
+import { tpchPlan } from '../../src/workloads/tpch/index.js';
+import { columnValues, dictionaryColumn, generateOrders, orderKeyOf } from '../../src/workloads/tpch/generate.js';
+import { TpchDuckDB } from '../helpers/tpch-duckdb.js';
+import { tempDir } from '../helpers/temp-dir.js';
+import { startCluster } from './helpers.js';
+
+const MiB = 1024 * 1024;
+
+test('the generator is seeded, partitioned and follows the TPC-H distributions', () => {
+  const scale = { scaleFactor: 0.002, seed: 11, partitions: 2 };
+  const a = generateOrders(scale, 1);
+  const b = generateOrders(scale, 1);
+  assert.deepEqual(columnValues(a.lineitem, 'l_extendedprice'), columnValues(b.lineitem, 'l_extendedprice'), 'same seed, same rows');
+  assert.notDeepEqual(columnValues(generateOrders({ ...scale, seed: 12 }, 1).lineitem, 'l_extendedprice'), columnValues(a.lineitem, 'l_extendedprice'));
+  const keys = columnValues<Int32Array>(a.orders, 'o_orderkey');
+  assert.equal(keys[0], orderKeyOf(1500), 'partition 1 starts at order 1500 of 3000');
+  assert.ok(keys.every((k) => (k - 1) % 32 < 8), 'sparse order keys');
+  assert.ok(columnValues<Int32Array>(a.orders, 'o_custkey').every((c) => c % 3 !== 0), 'no orders for a third of customers');
+  const quantity = columnValues<Int32Array>(a.lineitem, 'l_quantity');
+  const discount = columnValues<Int32Array>(a.lineitem, 'l_discount');
+  assert.ok(quantity.every((q) => q >= 1 && q <= 50) && discount.every((d) => d >= 0 && d <= 10));
+  const perOrder = quantity.length / keys.length;
+  assert.ok(perOrder > 3.5 && perOrder < 4.5, `about 4 line items per order, got ${perOrder}`);
+  const ship = columnValues<Int32Array>(a.lineitem, 'l_shipdate');
+  const receipt = columnValues<Int32Array>(a.lineitem, 'l_receiptdate');
+  const flag = dictionaryColumn(a.lineitem, 'l_returnflag');
+  const status = dictionaryColumn(a.lineitem, 'l_linestatus');
+  const current = Date.UTC(1995, 5, 17) / 86_400_000;
+  for (let r = 0; r < ship.length; r++) {
+    assert.equal(flag.names[flag.indices[r]] === 'N', receipt[r] > current, 'N exactly when received after CURRENTDATE');
+    assert.equal(status.names[status.indices[r]], ship[r] > current ? 'O' : 'F');
+  }
+});
+
+test('a TPC-H size the cluster cannot split is refused before anything runs', () => {
+  assert.throws(() => planWorkload('tpch-q1', { bytes: 10, partitions: 4 }), /too small/);
+});
+
+test('tpch-q1 and tpch-q3 on a cluster equal DuckDB over the same rows in Parquet', { timeout: 180_000 }, async (t) => {
+  const cluster = await startCluster(t, { workers: 2, nthreads: 1, memoryLimit: '64 MiB' });
+  const client = await Client.connect(cluster.address, { token: cluster.token });
+  t.after(() => client.close());
+  const options = { bytes: 4 * MiB, partitions: 4, seed: 31 };
+  const q1 = tpchPlan('q1', options);
+  const q3 = tpchPlan('q3', options);
+  const [q1Results, q3Results] = await Promise.all([client.compute(q1.graph, q1.wanted), client.compute(q3.graph, q3.wanted)]);
+  const q1Rows = q1.rows(q1Results);
+  const q3Rows = q3.rows(q3Results);
+
+  const duckdb = await TpchDuckDB.create(q1.scale, await tempDir(t));
+  t.after(() => duckdb.close());
+  assert.deepEqual(q1Rows, (await duckdb.q1()).rows, 'Q1 equals DuckDB row for row');
+  assert.deepEqual(q3Rows, (await duckdb.q3()).rows, 'Q3 equals DuckDB row for row');
+  assert.equal(q1Rows.length, 4, 'A/F, N/F, N/O, R/F');
+  assert.equal(q3Rows.length, 10);
+  assert.deepEqual(await q1.verify(q1Results), { verified: true, problems: [] });
+  assert.deepEqual(await q3.verify(q3Results), { verified: true, problems: [] });
+});

@@ -1,14 +1,19 @@
+// @ts-check
 /**
- * docs/graphs.md, runnable: word lengths counted on a local cluster.
- *   node --import tsx examples/graph-example.ts
+ * A graph dict (docs/graphs.md#graph-dicts), runnable after `npm run build`:
+ *   node examples/graph-dict.mjs
  * Task functions live in this very module: workers import it by its URL.
  */
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { Client, LocalCluster, ref, type Graph } from '../src/index.js';
+import { Client, LocalCluster, ref } from 'spillway';
 
-/** A task: makes one partition of data on the worker (nothing is shipped from here). */
-export function makeNumbers(seed: number, count: number): Float64Array {
+/**
+ * A task: makes one partition of data on the worker (nothing is shipped from here).
+ * @param {number} seed
+ * @param {number} count
+ */
+export function makeNumbers(seed, count) {
   const out = new Float64Array(count);
   let x = seed;
   for (let i = 0; i < count; i++) {
@@ -18,24 +23,32 @@ export function makeNumbers(seed: number, count: number): Float64Array {
   return out;
 }
 
-/** A task: a small summary of one partition. */
-export function summarize(values: Float64Array): { count: number; sum: number } {
+/**
+ * A task: a small summary of one partition.
+ * @param {Float64Array} values
+ */
+export function summarize(values) {
   let sum = 0;
   for (const v of values) sum += v;
   return { count: values.length, sum };
 }
 
-/** A task: combines summaries (its argument is an array of references). */
-export function combine(parts: Array<{ count: number; sum: number }>): { count: number; sum: number; mean: number } {
+/**
+ * A task: combines summaries (its argument is an array of references).
+ * @param {Array<{ count: number, sum: number }>} parts
+ */
+export function combine(parts) {
   const count = parts.reduce((n, p) => n + p.count, 0);
   const sum = parts.reduce((n, p) => n + p.sum, 0);
   return { count, sum, mean: sum / count };
 }
 
-const fn = (name: string): { module: string; name: string } => ({ module: import.meta.url, name });
+/** @param {string} name */
+const fn = (name) => ({ module: import.meta.url, name });
 
-async function main(): Promise<void> {
-  const graph: Graph = {};
+async function main() {
+  /** @type {import('spillway').Graph} */
+  const graph = {};
   for (let i = 0; i < 8; i++) {
     graph[`numbers-${i}`] = { fn: fn('makeNumbers'), args: [i + 1, 1_000_000] };
     graph[`summary-${i}`] = { fn: fn('summarize'), args: [ref(`numbers-${i}`)] };
@@ -45,7 +58,7 @@ async function main(): Promise<void> {
   const cluster = await LocalCluster.start({ workers: 2, memoryLimit: '128 MiB' });
   const client = await Client.connect(cluster.address, { token: cluster.token });
   try {
-    const [total] = await client.compute<{ count: number; sum: number; mean: number }>(graph, ['total'], {
+    const [total] = await client.compute(graph, ['total'], {
       onProgress: (p) => process.stderr.write(`${p.ready}/${p.wanted} results\n`),
     });
     console.log(total);
@@ -59,7 +72,7 @@ async function main(): Promise<void> {
 // Not a top-level await: the client imports this module to check the functions, and an
 // import of a module still evaluating would wait for main() itself.
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
-  main().catch((err: unknown) => {
+  main().catch((err) => {
     console.error(err);
     process.exitCode = 1;
   });

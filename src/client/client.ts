@@ -27,7 +27,7 @@ import { taskFailure } from './failures.js';
 import { type Future, FutureRegistry } from './futures.js';
 import { pollProgress } from './progress.js';
 import { Delayed, type ResultOf, type Task, type TaskArg, type TaskArgs, graphOf, resolveGraph } from './tasks.js';
-import { validateGraph } from './validate.js';
+import { checkDefinedFunctions, validateGraph } from './validate.js';
 
 export interface ClientOptions {
   /** Shared secret of the cluster (scheduler and workers). */
@@ -425,6 +425,7 @@ export class Client {
 
   /** The graph as it is submitted: the modules it ships uploaded and named by their addresses (src/shipping), every task checked. */
   async #check(graph: Graph, wanted: readonly string[]): Promise<Graph> {
+    await checkDefinedFunctions(graph);
     const shipped = await this.#modules.prepare(graph);
     await validateGraph(shipped, wanted, this.#functionChecks);
     return shipped;

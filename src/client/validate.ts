@@ -16,8 +16,6 @@ export async function validateGraph(graph: Graph, wanted: readonly string[], cac
   if (typeof graph !== 'object' || graph === null || Array.isArray(graph)) throw new GraphError('a graph must be an object of key → task');
   if (!Array.isArray(wanted) || wanted.some((k) => typeof k !== 'string')) throw new GraphError('wanted must be an array of keys');
   const refs = new Map<string, FunctionRef>();
-  /** Functions given to defineTasks, by module and name: the module must export that very function. */
-  const defined = new Map<string, TaskFunction>();
   for (const [key, spec] of Object.entries(graph)) {
     // msgpack renames an own "__proto__" property (to "__proto_"): the scheduler would see another key.
     if (key === '__proto__') throw new GraphError('"__proto__" cannot be a key');
@@ -38,8 +36,6 @@ export async function validateGraph(graph: Graph, wanted: readonly string[], cac
     }
     dependencies(spec);
     refs.set(`${fn.module}\0${fn.name}`, { module: fn.module, name: fn.name });
-    const impl = definedFunctions.get(spec.fn);
-    if (impl !== undefined) defined.set(`${fn.module}\0${fn.name}`, impl);
     // A shuffle's split and combine are named in its tasks' arguments: checked the same way.
     for (const user of shuffleUserFunctions(spec)) refs.set(`${user.module}\0${user.name}`, user);
   }
@@ -57,9 +53,27 @@ export async function validateGraph(graph: Graph, wanted: readonly string[], cac
   for (const [id] of refs) if (problems.some((p) => p !== undefined)) cache.delete(id);
   const first = problems.find((p) => p !== undefined);
   if (first !== undefined) throw new GraphError(first);
-  for (const [id, impl] of defined) {
-    const fn = refs.get(id) as FunctionRef;
-    const mod = (await import(fn.module)) as Record<string, unknown>;
+}
+
+/**
+ * Checks that every typed task of a graph names its own function: the export of its module
+ * under the task's name is the very function given to defineTasks. Run on the graph as the
+ * user made it (before its modules are shipped), with the modules this process loaded.
+ */
+export async function checkDefinedFunctions(graph: Graph): Promise<void> {
+  if (typeof graph !== 'object' || graph === null) return;
+  const defined = new Map<FunctionRef, TaskFunction>();
+  for (const spec of Object.values(graph)) {
+    const impl = typeof spec === 'object' && spec !== null && typeof spec.fn === 'object' && spec.fn !== null ? definedFunctions.get(spec.fn) : undefined;
+    if (impl !== undefined) defined.set(spec.fn, impl);
+  }
+  for (const [fn, impl] of defined) {
+    let mod: Record<string, unknown>;
+    try {
+      mod = (await import(fn.module)) as Record<string, unknown>;
+    } catch (err) {
+      throw new GraphError(`cannot import module ${fn.module}: ${errorMessage(err)}`);
+    }
     if (mod[fn.name] !== impl) {
       throw new GraphError(`defineTasks named a task "${fn.name}" of ${fn.module}, but the module exports another function under that name: name each task after its export`);
     }

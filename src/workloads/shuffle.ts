@@ -113,21 +113,29 @@ export function shuffleGraph(options: ShuffleOptions): ShufflePlan {
   return (options.method ?? 'p2p') === 'p2p' ? p2pShuffleGraph(options) : taskShuffleGraph(options);
 }
 
-/** The shuffle primitive: inputs generated, split and pushed where their outputs live, outputs concatenated there. */
-function p2pShuffleGraph(options: ShuffleOptions): ShufflePlan {
+/** What an exchange adds to the graph: `output-j` for every j, and keys wanted before the checks (with their verification). */
+interface Exchange {
+  wantedFirst: string[];
+  /** `results[0]` holds the piece counts (the `piece-counts` key), checked too. */
+  checkCounts: boolean;
+}
+
+type FunctionRefOf = (name: string) => { module: string; name: string };
+
+/** Inputs generated from the seed, the exchange, and a `check-j` summary of every output: one plan for both methods. */
+function shufflePlan(options: ShuffleOptions, exchange: (graph: Graph, inputs: string[], fn: FunctionRefOf, P: number) => Exchange): ShufflePlan {
   const P = options.partitions;
   const seed = options.seed ?? 0x5eed;
   const count = elementsPerPartition(options.bytes, P);
-  const fn = (name: string): { module: string; name: string } => ({ module: MODULE, name });
+  const fn: FunctionRefOf = (name) => ({ module: MODULE, name });
   const graph: Graph = {};
   const inputs: string[] = [];
   for (let i = 0; i < P; i++) {
     graph[`input-${i}`] = { fn: fn('generate'), args: [seed, i, count] };
     inputs.push(`input-${i}`);
   }
-  const nodes = shuffle({ id: 'shuffle', inputs, split: fn('split'), combine: fn('concat'), outputKey: (j) => `output-${j}` });
-  Object.assign(graph, nodes.graph);
-  const wanted: string[] = [];
+  const { wantedFirst, checkCounts } = exchange(graph, inputs, fn, P);
+  const wanted = [...wantedFirst];
   for (let j = 0; j < P; j++) {
     graph[`check-${j}`] = { fn: fn('summarize'), args: [ref(`output-${j}`), j, P] };
     wanted.push(`check-${j}`);
@@ -137,39 +145,33 @@ function p2pShuffleGraph(options: ShuffleOptions): ShufflePlan {
     wanted,
     dataBytes: count * 8 * P,
     elements: count * P,
-    verify: (results) => verifyShuffle([null, ...results], seed, P, count, false),
+    verify: (results) => verifyShuffle(checkCounts ? results : [null, ...results], seed, P, count, checkCounts),
   };
 }
 
+/** The shuffle primitive: inputs split and pushed where their outputs live, outputs concatenated there. */
+function p2pShuffleGraph(options: ShuffleOptions): ShufflePlan {
+  return shufflePlan(options, (graph, inputs, fn) => {
+    const nodes = shuffle({ id: 'shuffle', inputs, split: fn('split'), combine: fn('concat'), outputKey: (j) => `output-${j}` });
+    Object.assign(graph, nodes.graph);
+    return { wantedFirst: [], checkCounts: false };
+  });
+}
+
 function taskShuffleGraph(options: ShuffleOptions): ShufflePlan {
-  const P = options.partitions;
-  const seed = options.seed ?? 0x5eed;
-  const count = elementsPerPartition(options.bytes, P);
-  const fn = (name: string): { module: string; name: string } => ({ module: MODULE, name });
-  const graph: Graph = {};
-  for (let i = 0; i < P; i++) {
-    graph[`input-${i}`] = { fn: fn('generate'), args: [seed, i, count] };
-    graph[`split-${i}`] = { fn: fn('split'), args: [ref(`input-${i}`), P] };
-    // Built-in getitem: runs on the worker's loop, so the split is not copied into a thread once per piece.
-    for (let j = 0; j < P; j++) graph[`piece-${i}-${j}`] = { fn: builtins.getitem, args: [ref(`split-${i}`), j] };
-    graph[`counts-${i}`] = { fn: fn('countPieces'), args: [Array.from({ length: P }, (_, j) => ref(`piece-${i}-${j}`))] };
-  }
-  // Wanted first, so the scheduler's depth-first order runs every piece of split i right
-  // after it (while it is in memory) instead of reading it back once per output.
-  graph['piece-counts'] = { fn: fn('collect'), args: [Array.from({ length: P }, (_, i) => ref(`counts-${i}`))] };
-  const wanted: string[] = ['piece-counts'];
-  for (let j = 0; j < P; j++) {
-    graph[`output-${j}`] = { fn: fn('concat'), args: [Array.from({ length: P }, (_, i) => ref(`piece-${i}-${j}`))] };
-    graph[`check-${j}`] = { fn: fn('summarize'), args: [ref(`output-${j}`), j, P] };
-    wanted.push(`check-${j}`);
-  }
-  return {
-    graph,
-    wanted,
-    dataBytes: count * 8 * P,
-    elements: count * P,
-    verify: (results) => verifyShuffle(results, seed, P, count),
-  };
+  return shufflePlan(options, (graph, inputs, fn, P) => {
+    for (let i = 0; i < P; i++) {
+      graph[`split-${i}`] = { fn: fn('split'), args: [ref(inputs[i]), P] };
+      // Built-in getitem: runs on the worker's loop, so the split is not copied into a thread once per piece.
+      for (let j = 0; j < P; j++) graph[`piece-${i}-${j}`] = { fn: builtins.getitem, args: [ref(`split-${i}`), j] };
+      graph[`counts-${i}`] = { fn: fn('countPieces'), args: [Array.from({ length: P }, (_, j) => ref(`piece-${i}-${j}`))] };
+    }
+    // Wanted first, so the scheduler's depth-first order runs every piece of split i right
+    // after it (while it is in memory) instead of reading it back once per output.
+    graph['piece-counts'] = { fn: fn('collect'), args: [Array.from({ length: P }, (_, i) => ref(`counts-${i}`))] };
+    for (let j = 0; j < P; j++) graph[`output-${j}`] = { fn: fn('concat'), args: [Array.from({ length: P }, (_, i) => ref(`piece-${i}-${j}`))] };
+    return { wantedFirst: ['piece-counts'], checkCounts: true };
+  });
 }
 
 /**

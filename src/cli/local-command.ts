@@ -22,7 +22,7 @@ function printSummary(s: LocalSummary): void {
       (w) =>
         `  ${w.name.padEnd(10)} peak RSS ${formatBytes(w.peakRss)} (${ratio(w.peakRss, w.memoryLimit)} of its limit), spilled ${formatBytes(w.spilledBytes)}, ` +
         `unspilled ${formatBytes(w.unspilledBytes)}, served from disk ${formatBytes(w.servedFromDiskBytes)} / memory ${formatBytes(w.servedFromMemoryBytes)}, ` +
-        `worst event-loop delay ${w.maxEventLoopDelayMs.toFixed(0)} ms${w.alive ? '' : ' (exited)'}`,
+        `event-loop delay worst ${w.maxEventLoopDelayMs.toFixed(0)} ms, p99 ${w.p99EventLoopDelayMs.toFixed(0)} ms${w.alive ? '' : ' (exited)'}`,
     ),
     s.verified ? '  verified   OK' : `  verified   FAILED: ${s.problems.slice(0, 5).join('; ')}`,
     ...(s.rows === undefined ? [] : ['', ...formatRows(s.rows)]),

@@ -18,6 +18,8 @@ export interface WorkerRunStats {
   servedFromDiskBytes: number;
   servedFromMemoryBytes: number;
   maxEventLoopDelayMs: number;
+  /** 99th percentile of the event-loop delays over the run (the worker's latest heartbeat). */
+  p99EventLoopDelayMs: number;
   /** Polls that found a heartbeat of this worker. */
   samples: number;
   /** False once the process has exited (killed). */
@@ -57,6 +59,7 @@ export class ClusterMonitor {
       servedFromDiskBytes: 0,
       servedFromMemoryBytes: 0,
       maxEventLoopDelayMs: 0,
+      p99EventLoopDelayMs: 0,
       samples: 0,
       alive: true,
     }));
@@ -133,6 +136,7 @@ export class ClusterMonitor {
       w.peakHeartbeatRss = Math.max(w.peakHeartbeatRss, beat.rss);
       if (w.peakRssSource === 'heartbeat') w.peakRss = Math.max(w.peakRss, beat.rss);
       w.maxEventLoopDelayMs = Math.max(w.maxEventLoopDelayMs, beat.eventLoopDelayMs);
+      if (beat.eventLoopDelayRunP99Ms !== undefined) w.p99EventLoopDelayMs = beat.eventLoopDelayRunP99Ms;
       // Cumulative counters: the latest is the largest.
       w.spilledBytes = Math.max(w.spilledBytes, beat.spilledBytes);
       w.unspilledBytes = Math.max(w.unspilledBytes, beat.unspilledBytes);

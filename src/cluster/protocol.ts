@@ -87,6 +87,8 @@ export interface WorkerHeartbeat {
   eventLoopDelayMs: number;
   /** 99th percentile of the same gaps over the same interval (ms). */
   eventLoopDelayP99Ms?: number;
+  /** 99th percentile of the same gaps since the worker started (ms). */
+  eventLoopDelayRunP99Ms?: number;
   /** Tasks running now and waiting in the worker's queue. */
   executing: number;
   queued: number;
@@ -98,6 +100,9 @@ export interface WorkerHeartbeat {
   /** Cumulative: bytes fetched from peers, by where they went here (decoded into memory, or written to disk as they came). */
   receivedIntoMemoryBytes?: number;
   receivedIntoDiskBytes?: number;
+  /** Cumulative: bytes of shuffle pieces pushed to peers and pushed here by peers (a worker's pieces for itself not counted). */
+  shuffleSentBytes?: number;
+  shuffleReceivedBytes?: number;
   /** Cumulative: seconds the store spent writing to and reading from its tiers. */
   spillWriteSeconds?: number;
   spillReadSeconds?: number;

@@ -1,5 +1,5 @@
 import { statfs } from 'node:fs/promises';
-import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
+import { type IntervalHistogram, type RecordableHistogram, createHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import type { WorkerHeartbeat } from '../cluster/protocol.js';
 import type { SpillStore } from '../store/spill-store.js';
 import type { DataServer } from '../transfer/server.js';
@@ -14,6 +14,8 @@ export interface HeartbeatSources {
   queued: () => number;
   /** Cumulative bytes fetched from peers, by where they went here. */
   received: () => { memory: number; disk: number };
+  /** Cumulative bytes of shuffle pieces pushed to peers and received from them. */
+  shuffle: () => { sent: number; received: number };
   /** Cumulative store errors by code. */
   errors: () => Record<string, number>;
 }
@@ -24,6 +26,8 @@ export interface HeartbeatSources {
  */
 export class Heartbeat {
   readonly #histogram: IntervalHistogram;
+  /** Every closed window's gaps since the worker started: the run's p99. */
+  readonly #run: RecordableHistogram = createHistogram();
   readonly #timer: NodeJS.Timeout;
   /** Delay of the last closed interval (ms): what figures() reports between beats. */
   #delay = { max: 0, p99: 0 };
@@ -46,6 +50,9 @@ export class Heartbeat {
   build(): WorkerHeartbeat {
     const h = this.#histogram;
     this.#delay = h.count > 0 ? { max: h.max / 1e6, p99: h.percentile(99) / 1e6 } : { max: 0, p99: 0 };
+    // An event-loop histogram cannot be added to another: its gaps are recorded again, one
+    // per tick, from its percentiles (a window holds a few dozen ticks).
+    for (let k = 1; k <= h.count; k++) this.#run.record(Math.max(1, h.percentile((100 * k) / h.count)));
     h.reset();
     this.#measureDisk();
     return this.figures();
@@ -57,6 +64,7 @@ export class Heartbeat {
     const stats = store.stats();
     const served = server.stats();
     const received = this.sources.received();
+    const shuffle = this.sources.shuffle();
     return {
       workerId: this.sources.workerId(),
       residentBytes: stats.memory.bytes + stats.spilling.bytes + stats.pinned.bytes,
@@ -70,6 +78,7 @@ export class Heartbeat {
       spillFailure: store.writeFailure?.message ?? null,
       eventLoopDelayMs: this.#delay.max,
       eventLoopDelayP99Ms: this.#delay.p99,
+      eventLoopDelayRunP99Ms: this.#run.count > 0 ? this.#run.percentile(99) / 1e6 : 0,
       executing: this.sources.executing(),
       queued: this.sources.queued(),
       spilledBytes: stats.counters.spilledBytes,
@@ -78,6 +87,8 @@ export class Heartbeat {
       servedFromMemoryBytes: served.servedFromMemoryBytes,
       receivedIntoMemoryBytes: received.memory,
       receivedIntoDiskBytes: received.disk,
+      shuffleSentBytes: shuffle.sent,
+      shuffleReceivedBytes: shuffle.received,
       spillWriteSeconds: stats.counters.writeSeconds,
       spillReadSeconds: stats.counters.readSeconds,
       tiers: stats.tiers.map((t) => ({ name: t.name, count: t.count, bytes: t.bytes })),

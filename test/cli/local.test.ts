@@ -30,6 +30,8 @@ test('local --json runs a shuffle larger than the cluster and prints one verifie
       assert.equal(typeof w[field], 'number', field);
     }
     assert.ok(w.peakRss > 0);
+    // The run's p99 comes from every tick since the worker started: at least the 10 ms resolution, at most the worst.
+    assert.ok(w.p99EventLoopDelayMs >= 5 && w.p99EventLoopDelayMs <= w.maxEventLoopDelayMs + 1, `p99 ${w.p99EventLoopDelayMs}, worst ${w.maxEventLoopDelayMs}`);
   }
 });
 

@@ -207,8 +207,8 @@ export class FrameBuilder {
       at: now,
       spillWrite: figure(hb.spilledBytes),
       spillRead: figure(hb.unspilledBytes),
-      sent: figure(hb.servedFromDiskBytes) + figure(hb.servedFromMemoryBytes),
-      received: figure(hb.receivedIntoDiskBytes) + figure(hb.receivedIntoMemoryBytes),
+      sent: figure(hb.servedFromDiskBytes) + figure(hb.servedFromMemoryBytes) + figure(hb.shuffleSentBytes),
+      received: figure(hb.receivedIntoDiskBytes) + figure(hb.receivedIntoMemoryBytes) + figure(hb.shuffleReceivedBytes),
     };
     this.#previous.set(name, current);
     if (before === undefined || now <= before.at) return ZERO_RATES;

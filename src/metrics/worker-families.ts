@@ -115,13 +115,15 @@ export function registerWorkerFamilies(registry: Registry, workers: () => Iterab
   });
   counter(
     'transfer_bytes_total',
-    'Encoded bytes exchanged with peers: sent from memory or straight from disk, received into memory (decoded) or onto disk (as they came)',
+    'Encoded bytes exchanged with peers: sent from memory or straight from disk, received into memory (decoded) or onto disk (as they came); source="shuffle": pieces a p2p shuffle pushed',
     ['direction', 'source'],
     (set, hb) => {
       set({ direction: 'sent', source: 'memory' }, hb.servedFromMemoryBytes);
       set({ direction: 'sent', source: 'disk' }, hb.servedFromDiskBytes);
       set({ direction: 'received', source: 'memory' }, hb.receivedIntoMemoryBytes ?? 0);
       set({ direction: 'received', source: 'disk' }, hb.receivedIntoDiskBytes ?? 0);
+      set({ direction: 'sent', source: 'shuffle' }, hb.shuffleSentBytes ?? 0);
+      set({ direction: 'received', source: 'shuffle' }, hb.shuffleReceivedBytes ?? 0);
     },
   );
   counter('spill_errors_total', "The store's errors (failed spill writes and reads, corrupt data...) by error code", ['code'], (set, hb) => {

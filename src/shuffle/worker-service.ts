@@ -61,6 +61,8 @@ export class ShuffleService {
   readonly #options: ShuffleServiceOptions;
   readonly #peers: PeerPool;
   readonly #retryMs: number;
+  /** Cumulative bytes of pieces pushed to peers and received from them (the transfer metrics). */
+  readonly bytes = { sent: 0, received: 0 };
 
   constructor(options: ShuffleServiceOptions) {
     this.#options = options;
@@ -77,6 +79,7 @@ export class ShuffleService {
   async onRequest(body: unknown): Promise<unknown> {
     const push = parsePush(body);
     await this.receiver.accept(push, true);
+    this.bytes.received += push.data.byteLength;
     return null;
   }
 
@@ -166,7 +169,10 @@ export class ShuffleService {
         for (let seq = 0; seq < list.length; seq++) {
           const push: PushParams = { id: meta.id, run: info.run, input: meta.input, seq, data: list[seq] };
           if (local) await this.receiver.accept(push, false);
-          else await this.#peers.request(address, { op: PUSH_OP, ...push });
+          else {
+            await this.#peers.request(address, { op: PUSH_OP, ...push });
+            this.bytes.sent += push.data.byteLength;
+          }
         }
       }),
     );

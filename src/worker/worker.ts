@@ -155,6 +155,7 @@ export class Worker extends EventEmitter {
         executing: () => this.#running.size,
         queued: () => this.#queue.size,
         received: () => fetcher.received,
+        shuffle: () => this.#shuffle.bytes,
         errors: () => ({ ...this.#storeErrors }),
       },
       options.heartbeatIntervalMs ?? parts.registration.heartbeatIntervalMs,

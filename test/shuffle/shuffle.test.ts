@@ -6,6 +6,7 @@ import { type Graph } from '../../src/cluster/protocol.js';
 import { InvalidArgumentError, TaskError } from '../../src/errors.js';
 import { shuffle } from '../../src/shuffle/protocol.js';
 import { startCluster } from '../cluster/helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const fx = (name: string): { module: string; name: string } => ({ module: new URL('./fixtures/split.ts', import.meta.url).href, name });
 
@@ -47,6 +48,15 @@ test('shuffle primitive on a 2-worker cluster', async (t) => {
     const { pattern, slices, digest } = await import('./fixtures/split.js');
     const pieces = sizes.map((size, i) => slices(pattern(size, i), 2));
     assert.deepEqual(got, [0, 1].map((j) => digest(pieces.map((p) => p[j]))));
+    // Half of every input's bytes belong to the other worker's output: pushed, and counted (transfer_bytes_total).
+    const pushed = async (): Promise<{ sent: number; received: number }> => {
+      const beats = (await cluster.state()).workers.map((w) => w.lastHeartbeat);
+      return { sent: beats.reduce((n, b) => n + (b?.shuffleSentBytes ?? 0), 0), received: beats.reduce((n, b) => n + (b?.shuffleReceivedBytes ?? 0), 0) };
+    };
+    await waitFor(async () => {
+      const { sent, received } = await pushed();
+      return sent >= (sizes[0] + sizes[1]) / 2 - 1024 * 1024 && received === sent;
+    }, 'shuffle bytes in the heartbeats');
   });
 
   await t.test('a split that does not return P pieces fails the graph with SPW_ERR_SHUFFLE_SPLIT', async () => {

@@ -380,8 +380,10 @@ export class Scheduler {
   /** Into the task stream and the duration histogram: only the answer to a task this worker was given. */
   #recordTask(worker: WorkerRecord, finished: TaskFinishedParams): void {
     if (!worker.processing.has(finished.key)) return;
-    const fn = this.#engine.tasks.get(finished.key)?.spec.fn;
-    if (fn === undefined) return;
+    const spec = this.#engine.tasks.get(finished.key)?.spec;
+    if (spec === undefined) return;
+    // A shipped module is labelled by the file it came from: its versions share one series.
+    const fn = this.#modules.named(spec.fn);
     this.#metrics.observeTask(fn, finished.computeSeconds);
     this.tasks.add({
       key: finished.key,

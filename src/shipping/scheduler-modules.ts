@@ -2,7 +2,7 @@
  * The scheduler's shipped modules (docs/code-shipping.md): kept within a byte limit, least
  * recently used dropped first, and sent to every worker, now and as each registers.
  */
-import type { ForgetModuleParams, ShipModuleParams, TaskSpec, UploadModuleParams, UploadModuleResult } from '../cluster/protocol.js';
+import type { ForgetModuleParams, FunctionRef, ShipModuleParams, TaskSpec, UploadModuleParams, UploadModuleResult } from '../cluster/protocol.js';
 import { isAllowedModule } from '../cluster/security.js';
 import { InvalidArgumentError, describeKey } from '../errors.js';
 import { shuffleUserFunctions } from '../shuffle/protocol.js';
@@ -48,6 +48,12 @@ export class ModuleRegistry {
   /** The URL a shipped module was uploaded from. */
   origin(module: string): string | undefined {
     return this.#modules.get(module)?.url;
+  }
+
+  /** `fn` naming the URL its shipped module came from (for labels), else as it is. */
+  named(fn: FunctionRef): FunctionRef {
+    const url = this.#modules.get(fn.module)?.url;
+    return url === undefined ? fn : { module: url, name: fn.name };
   }
 
   /** Checks and keeps an uploaded module, sends it to every worker, and drops the least recently used beyond the limit. */

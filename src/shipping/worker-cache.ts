@@ -66,6 +66,12 @@ export class ModuleCache {
     void cached.file.then((file) => fsp.rm(fileURLToPath(file), { force: true })).catch(() => undefined);
   }
 
+  /** `fn` naming the URL its shipped module came from (for labels), else as it is. */
+  named(fn: FunctionRef): FunctionRef {
+    const url = this.#modules.get(fn.module)?.url;
+    return url === undefined ? fn : { module: url, name: fn.name };
+  }
+
   /**
    * What a thread imports for `fn`: a shipped module's cached file, any other module as
    * named. Throws ModuleRefusedError outside the worker's allow-list (a shipped module judged

@@ -514,7 +514,7 @@ export class Worker extends EventEmitter {
         this.#erred(task.key, result.error);
         return;
       }
-      this.#monitoring.observeTask(task.spec.fn, result.computeSeconds);
+      this.#monitoring.observeTask(this.#modules.named(task.spec.fn), result.computeSeconds);
       const size = sizeof(result.value);
       this.#outputBytes.set(fnKey, size);
       this.store.set(task.key, result.value, { size });

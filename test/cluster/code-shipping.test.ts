@@ -108,6 +108,8 @@ test('shipped modules: bundled TypeScript runs on workers with no copy of it and
   await writeFile(path.join(code, 'helper.ts'), `export const label = (v: string): string => \`edited helper \${v}\`;\n`);
   const [v3] = await client.compute<{ label: string }>({ w: { fn: { module: url, name: 'where' } } }, ['w']);
   assert.equal(v3.label, 'edited helper 2');
+  // Every version is labelled by the file it came from, not by its address.
+  assert.deepEqual(new Set(scheduler.tasks.since(0).map((entry) => entry.fn)), new Set(['tasks.where', 'tasks.add']));
 
   // Failures, each naming the module: bundling (on the client), importing (on the worker, which survives).
   const broken = pathToFileURL(path.join(code, 'broken.ts')).href;

@@ -36,6 +36,8 @@ test('the registry keeps modules within its byte limit, least recently used drop
   assert.equal(registry.bytes, 80);
   assert.deepEqual([...registry.all()].map((m) => m.url), ['file:///jobs/a.js', 'file:///jobs/c.js']);
   assert.equal(registry.origin(a.module), 'file:///jobs/a.js');
+  assert.deepEqual(registry.named({ module: a.module, name: 'f' }), { module: 'file:///jobs/a.js', name: 'f' });
+  assert.deepEqual(registry.named({ module: 'node:zlib', name: 'f' }), { module: 'node:zlib', name: 'f' });
   assert.equal(shipped.length, 3);
 
   registry.checkGraph([{ key: 'x', spec: { fn: { module: a.module, name: 'f' } } }, { key: 'y', spec: { fn: { module: 'node:zlib', name: 'f' } } }]);

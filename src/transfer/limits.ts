@@ -36,3 +36,25 @@ export class ByteBudget {
     }
   }
 }
+
+/** Requests served at once over all of a server's connections; past the limit a request is answered "busy". */
+export class RequestSlots {
+  #active = 0;
+
+  constructor(readonly limit: number) {}
+
+  get active(): number {
+    return this.#active;
+  }
+
+  /** Claims one slot; false when all are taken. */
+  tryStart(): boolean {
+    if (this.#active >= this.limit) return false;
+    this.#active++;
+    return true;
+  }
+
+  end(): void {
+    this.#active--;
+  }
+}

@@ -1,10 +1,11 @@
+import type { EventEmitter } from 'node:events';
 import { msgpackr } from '../codec/msgpackr.js';
 import { KeyNotFoundError, SpillwayError, errorMessage } from '../errors.js';
 import { recycleChunk } from '../tiers/tier.js';
 import { clientProof, newNonce, proofMatches, serverProof, ZERO_PROOF } from './auth.js';
 import { Connection } from './connection.js';
 import { AuthError, ProtocolError, ProtocolVersionError, TransferError, TransferTimeoutError } from './errors.js';
-import type { ByteBudget } from './limits.js';
+import type { ByteBudget, RequestSlots } from './limits.js';
 import { type GetDataMessage, type Message, MESSAGE_NAMES, MessageType, PROTOCOL_VERSION, type RequestMessage, SERVER_AUTH_TYPES, SERVER_HELLO_TYPES } from './messages.js';
 import {
   serializeBusy,
@@ -18,21 +19,34 @@ import {
 } from './serializer.js';
 import type { EncodedSource, ServingStore } from './store-like.js';
 
-/** What a session needs from its server: settings, shared limits and counters. */
-export interface SessionContext {
-  readonly store: ServingStore;
+/** The server's settings each of its sessions follows. */
+export interface SessionSettings {
   readonly token: string | undefined;
   readonly handshakeTimeoutMs: number;
-  readonly maxConcurrentRequests: number;
   readonly maxPipelined: number;
   readonly busyRetryAfterMs: number;
-  readonly budget: ByteBudget;
   readonly onRequest: ((body: unknown) => unknown) | undefined;
+}
+
+/** What the sessions of one server share. */
+export interface ServerShared {
+  readonly store: ServingStore;
+  readonly settings: SessionSettings;
+  /** Bytes of values being sent at once. */
+  readonly budget: ByteBudget;
+  /** Requests served at once. */
+  readonly slots: RequestSlots;
   readonly counters: ServerCounters;
-  /** Claims one request slot; false when the server is at its limit. */
-  tryStartRequest(): boolean;
-  endRequest(): void;
-  reportError(err: Error): void;
+  readonly errors: ConnectionErrors;
+}
+
+/** Where a server's failed connections are announced: its 'connection-error' event, when anyone listens. */
+export class ConnectionErrors {
+  constructor(private readonly server: EventEmitter) {}
+
+  report(err: Error): void {
+    if (this.server.listenerCount('connection-error') > 0) this.server.emit('connection-error', err);
+  }
 }
 
 export interface ServerCounters {
@@ -76,7 +90,7 @@ export class ServerSession {
 
   constructor(
     readonly connection: Connection,
-    private readonly ctx: SessionContext,
+    private readonly server: ServerShared,
   ) {
     connection.listen((event) => {
       if (event.kind !== 'message') {
@@ -89,17 +103,17 @@ export class ServerSession {
     connection.allowMessages(SERVER_HELLO_TYPES);
     this.handshakeTimer = setTimeout(() => {
       if (this.state === 'hello' || this.state === 'auth') {
-        this.fatal(new TransferTimeoutError('handshake', ctx.handshakeTimeoutMs));
+        this.fatal(new TransferTimeoutError('handshake', server.settings.handshakeTimeoutMs));
       }
-    }, ctx.handshakeTimeoutMs);
+    }, server.settings.handshakeTimeoutMs);
     this.handshakeTimer.unref();
     connection.onClose((err) => {
       clearTimeout(this.handshakeTimer);
       if (err !== undefined) {
         if (err instanceof ProtocolError || (err instanceof SpillwayError && err.code === 'SPW_ERR_FRAME_TOO_LARGE')) {
-          ctx.counters.protocolErrors++;
+          server.counters.protocolErrors++;
         }
-        ctx.reportError(err);
+        server.errors.report(err);
       }
     });
   }
@@ -144,7 +158,7 @@ export class ServerSession {
   private onHello(version: number, nonce: Uint8Array): void {
     if (version !== PROTOCOL_VERSION) return this.fatal(new ProtocolVersionError(version, PROTOCOL_VERSION));
     this.clientNonce = nonce;
-    const token = this.ctx.token;
+    const token = this.server.settings.token;
     if (token === undefined) {
       this.connection.socket.write(serializeHelloOk(PROTOCOL_VERSION, false, this.nonce, ZERO_PROOF));
       this.connection.socket.write(serializeReady());
@@ -158,9 +172,9 @@ export class ServerSession {
   }
 
   private onAuth(proof: Uint8Array): void {
-    const token = this.ctx.token ?? '';
+    const token = this.server.settings.token ?? '';
     if (!proofMatches(clientProof(token, this.clientNonce, this.nonce), proof)) {
-      this.ctx.counters.authFailures++;
+      this.server.counters.authFailures++;
       return this.fatal(new AuthError('client failed authentication: wrong token'));
     }
     this.connection.socket.write(serializeReady());
@@ -175,17 +189,17 @@ export class ServerSession {
 
   /** Busy is decided on arrival, so a saturated server answers quickly. */
   private enqueue(message: GetDataMessage | RequestMessage, serve: () => Promise<void>): void {
-    if (++this.pipelined > this.ctx.maxPipelined) {
-      return this.fatal(new ProtocolError(`more than ${this.ctx.maxPipelined} requests pipelined on one connection`));
+    if (++this.pipelined > this.server.settings.maxPipelined) {
+      return this.fatal(new ProtocolError(`more than ${this.server.settings.maxPipelined} requests pipelined on one connection`));
     }
     let run = serve;
     if (message.type === MessageType.GetData) {
-      if (this.ctx.tryStartRequest()) {
-        this.ctx.counters.requests++;
-        run = () => serve().finally(() => this.ctx.endRequest());
+      if (this.server.slots.tryStart()) {
+        this.server.counters.requests++;
+        run = () => serve().finally(() => this.server.slots.end());
       } else {
-        this.ctx.counters.busyReplies++;
-        run = () => this.connection.write(serializeBusy(message.requestId, this.ctx.busyRetryAfterMs));
+        this.server.counters.busyReplies++;
+        run = () => this.connection.write(serializeBusy(message.requestId, this.server.settings.busyRetryAfterMs));
       }
     }
     this.queue = this.queue
@@ -202,10 +216,10 @@ export class ServerSession {
       if (this.state === 'closing') return;
       let source: EncodedSource;
       try {
-        source = this.ctx.store.createReadStream(keys[index]);
+        source = this.server.store.createReadStream(keys[index]);
       } catch (err) {
         if (!(err instanceof KeyNotFoundError)) throw err;
-        this.ctx.counters.missingReplies++;
+        this.server.counters.missingReplies++;
         await this.connection.write(serializeMissing(requestId, index));
         answered++;
         continue;
@@ -229,7 +243,7 @@ export class ServerSession {
     const release = connection.holdIdle();
     let held: number;
     try {
-      held = await this.ctx.budget.acquire(source.byteLength);
+      held = await this.server.budget.acquire(source.byteLength);
     } finally {
       release();
     }
@@ -260,23 +274,23 @@ export class ServerSession {
       if (sent !== source.byteLength) {
         throw new TransferError(`value stream ended at ${sent} of ${source.byteLength} bytes`);
       }
-      this.ctx.counters.valuesServed++;
+      this.server.counters.valuesServed++;
     } catch (err) {
-      this.ctx.counters.aborted++;
+      this.server.counters.aborted++;
       source.destroy();
       // The peer is owed raw bytes we cannot send: only closing keeps framing honest.
       connection.fail(err instanceof Error ? err : new TransferError(errorMessage(err)));
       this.state = 'closing';
       throw err;
     } finally {
-      if (source.source === 'memory') this.ctx.counters.servedFromMemoryBytes += sent;
-      else this.ctx.counters.servedFromDiskBytes += sent;
-      this.ctx.budget.release(held);
+      if (source.source === 'memory') this.server.counters.servedFromMemoryBytes += sent;
+      else this.server.counters.servedFromDiskBytes += sent;
+      this.server.budget.release(held);
     }
   }
 
   private async serveRequest(message: RequestMessage): Promise<void> {
-    const handler = this.ctx.onRequest;
+    const handler = this.server.settings.onRequest;
     let reply: Buffer;
     try {
       if (handler === undefined) throw new ProtocolError('this server takes no generic requests');

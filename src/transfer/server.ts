@@ -4,9 +4,9 @@ import tls from 'node:tls';
 import { InvalidArgumentError } from '../errors.js';
 import { withByteOptions, type WithByteOptions } from '../units.js';
 import { Connection } from './connection.js';
-import { ByteBudget } from './limits.js';
+import { ByteBudget, RequestSlots } from './limits.js';
 import { DEFAULT_MAX_FRAME_BYTES } from './parser.js';
-import { type ServerCounters, ServerSession, type SessionContext } from './server-session.js';
+import { ConnectionErrors, type ServerCounters, type ServerShared, ServerSession } from './server-session.js';
 import type { ServingStore } from './store-like.js';
 
 export interface DataServerOptions {
@@ -66,8 +66,8 @@ export class DataServer extends EventEmitter {
     protocolErrors: 0,
     aborted: 0,
   };
-  private readonly ctx: SessionContext;
-  private active = 0;
+  /** What its sessions share: the store, settings, limits, counters. */
+  private readonly shared: ServerShared;
   private connectionsTotal = 0;
   private addressInfo: { host: string; port: number } | undefined;
   private closing: Promise<void> | undefined;
@@ -83,33 +83,25 @@ export class DataServer extends EventEmitter {
       throw new InvalidArgumentError(`maxConcurrentRequests must be a non-negative integer, got ${maxConcurrentRequests}`);
     }
     if (options.token !== undefined && options.token.length === 0) throw new InvalidArgumentError('token must not be empty');
-    this.ctx = {
+    this.shared = {
       store,
-      token: options.token,
-      handshakeTimeoutMs: options.handshakeTimeoutMs ?? 10_000,
-      maxConcurrentRequests,
-      maxPipelined: options.maxPipelined ?? 16,
-      busyRetryAfterMs: options.busyRetryAfterMs ?? 50,
+      settings: {
+        token: options.token,
+        handshakeTimeoutMs: options.handshakeTimeoutMs ?? 10_000,
+        maxPipelined: options.maxPipelined ?? 16,
+        busyRetryAfterMs: options.busyRetryAfterMs ?? 50,
+        onRequest: options.onRequest,
+      },
       budget: new ByteBudget(options.maxBytesInFlight ?? 256 * MiB),
-      onRequest: options.onRequest,
+      slots: new RequestSlots(maxConcurrentRequests),
       counters: this.counters,
-      tryStartRequest: () => {
-        if (this.active >= maxConcurrentRequests) return false;
-        this.active++;
-        return true;
-      },
-      endRequest: () => {
-        this.active--;
-      },
-      reportError: (err) => {
-        if (this.listenerCount('connection-error') > 0) this.emit('connection-error', err);
-      },
+      errors: new ConnectionErrors(this),
     };
     const onSocket = (socket: net.Socket): void => this.accept(socket);
     this.server = options.tls !== undefined ? tls.createServer(options.tls, onSocket) : net.createServer(onSocket);
     if (options.tls !== undefined) {
       // A failed TLS handshake never reaches accept(); count it and go on.
-      this.server.on('tlsClientError', (err: Error) => this.ctx.reportError(err));
+      this.server.on('tlsClientError', (err: Error) => this.shared.errors.report(err));
     }
   }
 
@@ -137,8 +129,8 @@ export class DataServer extends EventEmitter {
       ...this.counters,
       connections: this.sessions.size,
       connectionsTotal: this.connectionsTotal,
-      activeRequests: this.active,
-      bytesInFlight: this.ctx.budget.inUse,
+      activeRequests: this.shared.slots.active,
+      bytesInFlight: this.shared.budget.inUse,
     };
   }
 
@@ -155,7 +147,7 @@ export class DataServer extends EventEmitter {
       // A peer that stops reading is closed after the same time, even if it keeps sending.
       stallTimeoutMs: idleTimeoutMs,
     });
-    const session = new ServerSession(connection, this.ctx);
+    const session = new ServerSession(connection, this.shared);
     this.sessions.add(session);
     connection.onClose(() => this.sessions.delete(session));
   }

@@ -33,6 +33,8 @@ export class Pressure {
   /** Resolves at once when not paused, else when the store resumes. */
   whenResumed(): Promise<void> {
     if (!this.#paused || this.state.closed) return Promise.resolve();
+    // A producer waits: the monitor's next readings are what spills and resumes it.
+    this.monitor.holdOpen(true);
     return new Promise((resolve) => this.#waiters.push(resolve));
   }
 
@@ -154,6 +156,9 @@ export class Pressure {
     if (this.state.events.listenerCount(event) > 0) {
       this.state.events.emit(event, { residentBytes: this.state.acct.residentBytes, rss: process.memoryUsage.rss() });
     }
-    if (!paused) for (const resolve of this.#waiters.splice(0)) resolve();
+    if (!paused) {
+      this.monitor.holdOpen(false);
+      for (const resolve of this.#waiters.splice(0)) resolve();
+    }
   }
 }

@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import { test, type TestContext } from 'node:test';
 import { SlowTier } from '../../src/testing/index.js';
 import { sampleMemory } from '../../src/store/spill-store.js';
 import { KiB, MiB, f64, openStore } from '../helpers/store.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { waitFor } from '../helpers/wait.js';
 
 test('producers that outrun the disk are paused, then resumed once memory is back under the resume level', async (t) => {
@@ -93,34 +97,64 @@ test('a store paused with RSS between target and spill keeps spilling until it c
   assert.equal(store.paused, false);
 });
 
-test('a store whose limit is below the process baseline still streams values through', async (t) => {
-  // This process's RSS alone is over the pause level: memory the store does not hold must
-  // never keep its producers paused, or the loop below would stall instead of finishing.
-  const keepAlive = setInterval(() => undefined, 1000);
-  t.after(() => clearInterval(keepAlive));
-  const limit = 16 * MiB;
-  assert.ok(process.memoryUsage.rss() > 0.8 * limit, 'the baseline is over the pause level');
-  const { store } = await openStore(t, { memoryLimit: limit, monitorIntervalMs: 5 });
-  const count = 48;
-  let stalled: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    stalled = setTimeout(() => reject(new Error(`producer stalled: paused ${store.paused}, ${JSON.stringify(store.stats().memory)} in memory`)), 60_000);
-  });
+/**
+ * In a fresh process with nothing but the store to keep it alive, as an embedded user's:
+ * 1 MiB values streamed through a store, the producer awaiting `whenResumed()` before
+ * each, then read back and checked.
+ */
+const STREAM = `
+const { SpillStore } = await import(process.argv[1]);
+const [directory, count, memoryLimit] = [process.argv[2], Number(process.argv[3]), process.argv[4]];
+const store = await SpillStore.open({ memoryLimit, monitorIntervalMs: 5, directory });
+const baseline = process.memoryUsage.rss();
+let pauses = 0;
+store.on('pause', () => pauses++);
+for (let i = 0; i < count; i++) {
+  await store.whenResumed();
+  store.set('k' + i, new Float64Array(131072).fill(i));
+}
+let bad = 0;
+for (let i = 0; i < count; i++) {
+  const value = await store.get('k' + i);
+  if (value[131071] !== i) bad++;
+  store.delete('k' + i);
+}
+await store.whenResumed();
+const { diskWrites } = store.stats().counters;
+await store.close();
+console.log(JSON.stringify({ baseline, limit: store.memoryLimit, pauses, diskWrites, bad }));
+`;
+
+async function streamInChild(t: TestContext, memoryLimit: string, count: number) {
+  const dir = await tempDir(t);
+  const index = fileURLToPath(new URL('../../src/index.ts', import.meta.url));
+  const args = ['--import', 'tsx', '--input-type=module', '-e', STREAM, index, dir, String(count), memoryLimit];
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  const stalled = setTimeout(() => child.kill('SIGKILL'), 90_000);
   t.after(() => clearTimeout(stalled));
-  const produce = async (): Promise<void> => {
-    for (let i = 0; i < count; i++) {
-      await store.whenResumed();
-      store.set(`k${i}`, f64(1 * MiB, i));
-    }
-  };
-  await Promise.race([produce(), deadline]);
-  await Promise.race([store.flush(), deadline]);
-  assert.ok(store.stats().counters.diskWrites >= count - 16, `spilled ${store.stats().counters.diskWrites}`);
-  for (let i = 0; i < count; i++) {
-    const value = (await Promise.race([store.get(`k${i}`), deadline])) as Float64Array;
-    assert.equal(value[1], i + 1 / 1e6);
-    store.delete(`k${i}`);
-  }
-  await Promise.race([store.whenResumed(), deadline]);
-  assert.equal(store.paused, false);
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  const [code, signal] = (await once(child, 'exit')) as [number | null, string | null];
+  assert.equal(signal, null, 'the producer stalled: killed after 90 s');
+  assert.equal(code, 0, `exit code ${code} (13: the loop emptied while the producer awaited whenResumed)`);
+  const result = JSON.parse(out) as { baseline: number; limit: number; pauses: number; diskWrites: number; bad: number };
+  assert.ok(result.pauses > 0, 'the store paused');
+  assert.ok(result.diskWrites >= count / 2, `spilled ${result.diskWrites} of ${count}`);
+  assert.equal(result.bad, 0);
+  return result;
+}
+
+test('a store whose limit is below the process baseline still streams values through', async (t) => {
+  // The process's RSS alone is over the pause level: memory the store does not hold must
+  // never keep its producers paused for good.
+  const result = await streamInChild(t, '16 MiB', 48);
+  assert.ok(result.baseline > 0.8 * result.limit, `baseline ${result.baseline} is over the pause level`);
+});
+
+test('a producer paused until the monitor spills keeps its process alive', async (t) => {
+  // Values take RSS over the pause level; the monitor's reading spills part of them and the
+  // producer waits for the next. With only the monitor's timer left, the process must not
+  // exit mid-await (it did, with code 13, while that timer was unref'd).
+  const result = await streamInChild(t, '192 MiB', 224);
+  assert.ok(result.baseline < 0.6 * result.limit, `baseline ${result.baseline} is under the target`);
 });

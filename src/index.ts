@@ -74,6 +74,7 @@ export { parseBytes, formatBytes } from './units.js';
 export { Client, type ClientOptions, type ComputeOptions, type ComputeProgress } from './client/client.js';
 export type { ShippedModule } from './shipping/client-modules.js';
 export { LocalCluster, type LocalClusterOptions, type LocalWorkerInfo } from './client/local-cluster.js';
+export { Supervisor, type SupervisorOptions, type SupervisedWorker } from './client/supervisor.js';
 export {
   ref,
   literal,

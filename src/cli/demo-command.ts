@@ -1,9 +1,10 @@
 import os from 'node:os';
 import { FolderOwner } from '../folders/owner.js';
 import { reclaimStaleFolders } from '../folders/reclaim.js';
+import { createLogger } from '../log.js';
 import { formatBytes } from '../units.js';
 import { type DemoSummary, runDemo } from './demo.js';
-import { EXIT_FAILED } from './options.js';
+import { EXIT_FAILED, resolveLogLevel } from './options.js';
 import { createProgress } from './progress.js';
 
 export interface DemoFlags {
@@ -14,6 +15,7 @@ export interface DemoFlags {
   monitorIntervalMs: number;
   seed: number;
   json: boolean;
+  logLevel?: string;
 }
 
 function printSummary(s: DemoSummary): void {
@@ -58,6 +60,7 @@ export async function demoCommand(flags: DemoFlags): Promise<void> {
       monitorIntervalMs: flags.monitorIntervalMs,
       seed: flags.seed,
       onProgress: (phase, done, total) => progress.update(phase, done, total),
+      logger: createLogger('spillway-demo', resolveLogLevel(flags.logLevel)),
     });
   } finally {
     progress.stop();

@@ -1,5 +1,6 @@
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
-import { InvalidArgumentError } from '../errors.js';
+import { InvalidArgumentError, SpillwayError, errorMessage } from '../errors.js';
+import { type Logger, silentLogger } from '../log.js';
 import { yieldToLoop } from '../loop.js';
 import { SpillStore } from '../store/spill-store.js';
 
@@ -18,6 +19,8 @@ export interface DemoOptions {
   /** A paused store that does not resume within this many ms fails the demo instead of hanging. */
   stallTimeoutMs?: number;
   onProgress?: (phase: 'write' | 'read', doneBytes: number, totalBytes: number) => void;
+  /** Where the store's errors are logged (the first of each code; the summary counts them all). */
+  logger?: Logger;
 }
 
 export interface PhaseSummary {
@@ -125,7 +128,14 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
   store.on('pause', () => pauses++);
   // Failed writes keep values in memory (nothing is lost); count them for the summary.
   let storeErrors = 0;
-  store.on('error', () => storeErrors++);
+  const logged = new Set<string>();
+  store.on('error', (err: unknown) => {
+    storeErrors++;
+    const code = err instanceof SpillwayError ? err.code : 'SPW_ERR_UNKNOWN';
+    if (logged.has(code)) return;
+    logged.add(code);
+    (options.logger ?? silentLogger).error({ code, err: errorMessage(err) }, 'store error (further ones of this code are only counted)');
+  });
 
   let peakRss = process.memoryUsage.rss();
   let peakResidentBytes = 0;

@@ -22,7 +22,7 @@ function printSummary(s: LocalSummary): void {
       (w) =>
         `  ${w.name.padEnd(10)} peak RSS ${formatBytes(w.peakRss)} (${ratio(w.peakRss, w.memoryLimit)} of its limit), spilled ${formatBytes(w.spilledBytes)}, ` +
         `unspilled ${formatBytes(w.unspilledBytes)}, served from disk ${formatBytes(w.servedFromDiskBytes)} / memory ${formatBytes(w.servedFromMemoryBytes)}, ` +
-        `event-loop delay worst ${w.maxEventLoopDelayMs.toFixed(0)} ms, p99 ${w.p99EventLoopDelayMs.toFixed(0)} ms${w.alive ? '' : ' (exited)'}`,
+        `event-loop delay worst ${w.maxEventLoopDelayMs.toFixed(0)} ms, p99 ${w.p99EventLoopDelayMs.toFixed(0)} ms${w.restarts > 0 ? ` (restarted ${w.restarts}×)` : ''}${w.alive ? '' : ' (exited)'}`,
     ),
     s.verified ? '  verified   OK' : `  verified   FAILED: ${s.problems.slice(0, 5).join('; ')}`,
     ...(s.rows === undefined ? [] : ['', ...formatRows(s.rows)]),
@@ -75,6 +75,7 @@ export async function localCommand(flags: LocalFlags): Promise<void> {
       onStarted: (cluster) => {
         if (cluster.httpAddress !== undefined) (flags.json ? process.stderr : process.stdout).write(`dashboard: ${cluster.httpAddress}/status\n`);
       },
+      logLevel: flags.logLevel,
       onSample: (sample) => progress.update(sample),
     });
   } finally {

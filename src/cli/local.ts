@@ -3,6 +3,7 @@ import { Client } from '../client/client.js';
 import { LocalCluster } from '../client/local-cluster.js';
 import { ClusterMonitor, type ClusterSample, type WorkerRunStats } from '../client/monitor.js';
 import { errorMessage } from '../errors.js';
+import type { LogLevel } from '../log.js';
 import { type ShuffleMethod, defaultPartitions, planWorkload, type WorkloadName } from '../workloads/index.js';
 
 export interface LocalOptions {
@@ -22,6 +23,8 @@ export interface LocalOptions {
   seed?: number;
   /** Mutual TLS between every member, with a throwaway CA. */
   tls?: boolean;
+  /** The cluster processes' log level (their stderr, shown when one fails). */
+  logLevel?: LogLevel;
   /** Called about 5 times a second with the cluster's progress. */
   onSample?: (sample: ClusterSample) => void;
   /** Called once the cluster is up, e.g. to kill a worker in a test. */
@@ -67,6 +70,7 @@ export async function runLocal(options: LocalOptions): Promise<LocalSummary> {
     httpPort: options.httpPort,
     heartbeatIntervalMs: HEARTBEAT_MS,
     tls: options.tls === true,
+    logLevel: options.logLevel,
   });
   const startupSeconds = (performance.now() - startedAt) / 1000;
   const monitor = new ClusterMonitor(cluster);
@@ -81,14 +85,12 @@ export async function runLocal(options: LocalOptions): Promise<LocalSummary> {
     // The client's spill folder goes in the cluster's scratch folder, which a signal handler
     // (killLocalClusters) removes: one under localDirectory would outlive a Ctrl-C.
     client = await Client.connect(cluster.address, { token: cluster.token, tls: cluster.tls, localDirectory: cluster.directory });
-    // With every worker gone nothing can finish: fail instead of waiting forever.
+    // With every worker gone for good (not restarted) nothing can finish: fail instead of waiting forever.
     let abort!: (err: Error) => void;
     const aborted = new Promise<never>((_, reject) => (abort = reject));
     aborted.catch(() => undefined);
-    monitor.start(200, (sample) => {
-      if (sample.workers.every((w) => !w.alive)) abort(new Error('every worker process exited'));
-      options.onSample?.(sample);
-    });
+    void cluster.supervisor.done.then(() => abort(new Error('every worker process exited')));
+    monitor.start(200, (sample) => options.onSample?.(sample));
     options.onStarted?.(cluster);
     const t0 = performance.now();
     const results = await Promise.race([client.compute(plan.graph, plan.wanted), aborted]);

@@ -5,7 +5,7 @@
  * Every flag can also be set as `SPILLWAY_<FLAG>` (src/cli/env.ts).
  */
 import { readFile } from 'node:fs/promises';
-import { type CommanderError, InvalidArgumentError as BadOption } from 'commander';
+import { type CommanderError, InvalidArgumentError as BadOption, type Option } from 'commander';
 import { AddressError, SchedulerUnreachableError } from '../control/errors.js';
 import { InvalidArgumentError } from '../errors.js';
 import { InsecureBindError } from '../cluster/security.js';
@@ -18,8 +18,10 @@ import {
   EXIT_FAILED,
   EXIT_USAGE,
   duration,
+  fraction,
   hostPort,
   levelOrOff,
+  logLevel,
   memoryLimit,
   niceIncrement,
   port,
@@ -53,6 +55,11 @@ function action<T>(name: string, run: (flags: T) => Promise<void>): (flags: T) =
   };
 }
 
+/** `--log-level`, on every command (SPILLWAY_LOG_LEVEL; default info). */
+function logLevelOption(): Option {
+  return envOption('--log-level <level>', 'fatal, error, warn, info, debug, trace or silent (default info); JSON lines on stderr, readable ones on a terminal').argParser(logLevel);
+}
+
 const { version } = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
 const program = new EnvCommand()
@@ -73,6 +80,7 @@ program
   .option('--monitor-interval <duration>', 'how often process RSS is read (100ms, 1s); 0 = off, pausing then follows the bytes the store holds', duration, 100)
   .option('--seed <n>', 'seed of the generated content', wholeNumber, 0x5eed)
   .option('--json', 'print a one-line JSON summary instead of text (no progress bar)', false)
+  .addOption(logLevelOption())
   .action(action('demo', demoCommand));
 
 program
@@ -86,6 +94,7 @@ program
   .option('--allowed-failures <n>', 'worker deaths a running task survives before it fails with SPW_ERR_KILLED_WORKER (default 3)', wholeNumber)
   .option('--without-workers-timeout <duration>', 'ready tasks with no worker for this long fail with SPW_ERR_NO_WORKERS (noWorkersTimeoutMs; default 2m; 0: wait forever)', duration)
   .option('--module-cache-limit <size>', 'bytes of shipped modules kept and sent to each worker that registers; the least recently used beyond it are dropped (default 64MiB)', size)
+  .addOption(logLevelOption())
   .action(action('scheduler', async (f: SchedulerFlags) => (await import('./scheduler-command.js')).schedulerCommand(f)));
 
 program
@@ -104,9 +113,14 @@ program
   .option('--host <host>', 'interface the data server listens on (peers must reach it)', '127.0.0.1')
   .option('--port <port>', 'data server port (0: any free port)', port, 0)
   .option('--contact-address <host:port>', 'the data address peers are told, when not where the data server listens (default: --host, or this host\'s first non-loopback address for 0.0.0.0)', hostPort)
-  .option('--name <name>', 'name shown by the scheduler')
+  .option('--name <name>', 'name shown by the scheduler (with --nworkers above 1: NAME-0, NAME-1...)')
   .option('--connect-timeout <duration>', 'how long to keep trying to reach the scheduler, at start and after losing it (120s, 2m, 500ms)', duration, 120_000)
   .option('--http-port <port>', 'serve GET /metrics and /health on this port (0: any free port; default: none)', port)
+  .option('--nworkers <n>', 'worker processes the supervisor starts', positive, 1)
+  .option('--terminate <fraction>', 'kill (and restart) a worker whose RSS passes this fraction of its memory limit; 0 = never', fraction, 0.95)
+  .option('--retire-timeout <duration>', 'on SIGTERM or SIGHUP, how long the worker may take to hand its data to other workers before it exits anyway (30s, 2m)', duration, 30_000)
+  .option('--no-supervisor', 'run one worker in this process, without a supervisor (under systemd or Kubernetes, which restart it)')
+  .addOption(logLevelOption())
   .action(action('worker', async (f: WorkerFlags) => (await import('./worker-command.js')).workerCommand(f)));
 
 program
@@ -124,6 +138,7 @@ program
   .option('--seed <n>', 'seed of the generated data', wholeNumber, 0x5eed)
   .option('--tls', 'mutual TLS between the scheduler, the workers and the client, with a throwaway CA', false)
   .option('--json', 'print a one-line JSON summary instead of text (no progress bar)', false)
+  .addOption(logLevelOption())
   .action(action('local', async (f: LocalFlags) => (await import('./local-command.js')).localCommand(f)));
 
 program

@@ -1,6 +1,7 @@
 /** Commander argument parsers and shared flags of the `spillway` commands. */
 import { InvalidArgumentError as BadOption } from 'commander';
 import { InvalidArgumentError } from '../errors.js';
+import { type LogLevel, checkLogLevel, environmentLogLevel } from '../log.js';
 import { parseBytes } from '../units.js';
 import { type MemoryLimitSpec, checkMemoryLimitSpec } from '../worker/memory-limit.js';
 
@@ -100,6 +101,27 @@ export function hostPort(value: string): { host: string; port: number } {
   return { host: match[1], port: Number(match[2]) };
 }
 
+/** A `--log-level` value. */
+export function logLevel(value: string): LogLevel {
+  try {
+    return checkLogLevel(value);
+  } catch (err) {
+    throw new BadOption(err instanceof Error ? err.message : String(err));
+  }
+}
+
+/** The level from --log-level, else SPILLWAY_LOG_LEVEL, else info. */
+export function resolveLogLevel(flag: string | undefined): LogLevel {
+  return flag === undefined ? (environmentLogLevel() ?? 'info') : checkLogLevel(flag);
+}
+
+/** A fraction from 0 to 1 (0 turns the feature off). */
+export function fraction(value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n) || n < 0 || n > 1) throw new BadOption(`expected a fraction from 0 to 1, got ${JSON.stringify(value)}`);
+  return n;
+}
+
 /** The token from --token or SPILLWAY_TOKEN (which keeps it out of `ps`); empty means none. */
 export function resolveToken(flag: string | undefined): string | undefined {
   return flag === undefined || flag === '' ? undefined : flag;
@@ -111,11 +133,11 @@ export function announce(event: string, fields: Record<string, unknown> = {}): v
 }
 
 /**
- * Runs a service until SIGINT, SIGTERM or SIGHUP (or stdin closing, when a parent asked for that
- * with SPILLWAY_EXIT_WITH_STDIN=1, so it cannot outlive the parent), then closes it.
- * A second signal exits at once.
+ * Runs a service until SIGINT, SIGTERM or SIGHUP (or stdin closing, when a parent asked for
+ * that with SPILLWAY_EXIT_WITH_STDIN=1, so it cannot outlive the parent), then closes it;
+ * `close` is told why. A second signal exits at once.
  */
-export function runUntilStopped(name: string, close: () => Promise<void>, closed?: Promise<unknown>): void {
+export function runUntilStopped(name: string, close: (reason: string) => Promise<void>, closed?: Promise<unknown>): void {
   let stopping = false;
   // A signal is an orderly stop (exit 0); losing the connection is a failure (exit 1), so
   // a supervisor (systemd, Kubernetes) restarts the process.
@@ -124,7 +146,7 @@ export function runUntilStopped(name: string, close: () => Promise<void>, closed
       process.exit(EXIT_FAILED);
     }
     stopping = true;
-    close().then(
+    close(reason).then(
       () => {
         announce('closed', { reason });
         process.exit(code);

@@ -1,6 +1,7 @@
+import { createLogger } from '../log.js';
 import { Scheduler } from '../scheduler/index.js';
 import { httpUrl } from '../http/server.js';
-import { announce, resolveToken, runUntilStopped } from './options.js';
+import { announce, resolveLogLevel, resolveToken, runUntilStopped } from './options.js';
 import { type SecurityFlags, tlsFromFlags } from './security-flags.js';
 
 export interface SchedulerFlags extends SecurityFlags {
@@ -13,6 +14,7 @@ export interface SchedulerFlags extends SecurityFlags {
   allowedFailures?: number;
   withoutWorkersTimeout?: number;
   moduleCacheLimit?: number;
+  logLevel?: string;
 }
 
 /** `spillway scheduler`: serves until stopped; its first stdout line is `{"event":"listening",...}`. */
@@ -31,6 +33,7 @@ export async function schedulerCommand(flags: SchedulerFlags): Promise<void> {
     allowedFailures: flags.allowedFailures,
     noWorkersTimeoutMs: flags.withoutWorkersTimeout,
     moduleCacheLimit: flags.moduleCacheLimit,
+    logger: createLogger('spillway-scheduler', resolveLogLevel(flags.logLevel)),
   });
   // Signal handlers before the announcement: a parent that signals as soon as it reads the
   // line must find them installed.

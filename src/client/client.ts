@@ -10,6 +10,7 @@ import {
   Methods,
   type ProgressParams,
   type RegisterClientParams,
+  type RetireWorkersResult,
   type SubmitParams,
   type SubmitResult,
   type UploadModuleParams,
@@ -28,6 +29,9 @@ import { type Future, FutureRegistry } from './futures.js';
 import { pollProgress } from './progress.js';
 import { Delayed, type ResultOf, type Task, type TaskArg, type TaskArgs, graphOf, resolveGraph } from './tasks.js';
 import { checkDefinedFunctions, validateGraph } from './validate.js';
+
+/** How long retireWorkers waits for the workers to leave (their own retire timeout bounds it first). */
+const RETIRE_TIMEOUT_MS = 10 * 60_000;
 
 export interface ClientOptions {
   /** Shared secret of the cluster (scheduler and workers). */
@@ -376,6 +380,18 @@ export class Client {
     const releasable = toRelease(unhold());
     if (releasable.length > 0) await this.release(releasable);
     return wanted.map((key) => values.get(key));
+  }
+
+  /**
+   * Retires workers (their ids `w-N` or names) as SIGTERM would: each stops taking tasks,
+   * hands every key only it holds to the other workers, and exits. Resolves with their ids
+   * once every one has left; an unknown name rejects before anything starts.
+   */
+  async retireWorkers(workers: readonly string[]): Promise<string[]> {
+    if (this.#lost !== undefined) throw this.#lost;
+    if (!Array.isArray(workers) || !workers.every((w) => typeof w === 'string')) throw new InvalidArgumentError('retireWorkers takes an array of worker ids or names');
+    const answer = await this.#channel.request<RetireWorkersResult>(Methods.retireWorkers, { workers: [...workers] }, RETIRE_TIMEOUT_MS);
+    return answer.retired;
   }
 
   /**

@@ -6,9 +6,11 @@ import { generateThrowawayCertificates, writeTlsFiles } from '../cluster/certifi
 import { type TlsConfig, checkTlsConfig } from '../transfer/tls.js';
 import { FolderOwner } from '../folders/owner.js';
 import { reclaimStaleFolders, type ReclaimReport } from '../folders/reclaim.js';
+import { type LogLevel, checkLogLevel, environmentLogLevel } from '../log.js';
 import { formatBytes, parseBytes } from '../units.js';
 import { tunedEnvironment } from '../runtime/malloc-environment.js';
 import { CliProcess, ClusterProcessError } from './processes.js';
+import { Supervisor } from './supervisor.js';
 import { fetchClusterState } from './state.js';
 
 export interface LocalClusterOptions {
@@ -37,7 +39,7 @@ export interface LocalClusterOptions {
   stderr?: 'pipe' | 'inherit';
   /** Time for the processes to start and register. Default 60 s. */
   startTimeoutMs?: number;
-  /** Time each process gets to exit after SIGTERM before SIGKILL. Default 5 s. */
+  /** Time each process gets to exit after a signal before SIGKILL. Default 5 s. */
   closeTimeoutMs?: number;
   /**
    * Start the processes with the C library's allocator tuned for large buffers
@@ -51,6 +53,14 @@ export interface LocalClusterOptions {
    * dropped its workers takes them back.
    */
   connectTimeoutMs?: number;
+  /** The processes' log level (pino on their stderr). Default: $SPILLWAY_LOG_LEVEL, else warn. */
+  logLevel?: LogLevel;
+  /** How long a worker retiring (SIGTERM, retireWorkers) may take to hand its data over (ms). Default 30 s. */
+  retireTimeoutMs?: number;
+  /** Start a worker again when it exits unexpectedly (docs/cluster.md#supervisor). Default true. */
+  restart?: boolean;
+  /** Kill (and restart) a worker whose RSS passes this fraction of its memory limit; 0 = never. Default 0.95. */
+  terminate?: number;
 }
 
 export interface LocalWorkerInfo {
@@ -60,6 +70,7 @@ export interface LocalWorkerInfo {
 }
 
 const live = new Set<CliProcess>();
+const liveSupervisors = new Set<Supervisor>();
 const liveDirectories = new Set<string>();
 let exitHookInstalled = false;
 
@@ -69,6 +80,7 @@ let exitHookInstalled = false;
  */
 export function killLocalClusters(): string[] {
   for (const p of live) if (p.running) p.child.kill('SIGKILL');
+  for (const s of liveSupervisors) void s.stop(0, 'SIGKILL');
   return [...liveDirectories];
 }
 
@@ -106,7 +118,7 @@ export class LocalCluster {
   readonly tls: TlsConfig | undefined;
   readonly memoryLimit: number;
   readonly #scheduler: CliProcess;
-  readonly #workers: CliProcess[];
+  readonly #supervisor: Supervisor;
   readonly #infos: LocalWorkerInfo[];
   readonly #folder: FolderOwner;
   /** What starting reclaimed in the parent folder: folders of Spillway processes that died without removing them. */
@@ -121,7 +133,7 @@ export class LocalCluster {
     tls: TlsConfig | undefined;
     memoryLimit: number;
     scheduler: CliProcess;
-    workers: CliProcess[];
+    supervisor: Supervisor;
     infos: LocalWorkerInfo[];
     folder: FolderOwner;
     reclaimed: ReclaimReport;
@@ -133,7 +145,7 @@ export class LocalCluster {
     this.tls = parts.tls;
     this.memoryLimit = parts.memoryLimit;
     this.#scheduler = parts.scheduler;
-    this.#workers = parts.workers;
+    this.#supervisor = parts.supervisor;
     this.#infos = parts.infos;
     this.#folder = parts.folder;
     this.reclaimed = parts.reclaimed;
@@ -159,13 +171,14 @@ export class LocalCluster {
     const stderr = options.stderr ?? 'pipe';
     const tuneMalloc = options.tuneMalloc ?? true;
     if (typeof tuneMalloc !== 'boolean') throw new InvalidArgumentError(`tuneMalloc must be a boolean, got ${String(tuneMalloc)}`);
-    // The token travels in the environment, never on a command line (visible in `ps`).
+    const logLevel = options.logLevel === undefined ? (environmentLogLevel() ?? 'warn') : checkLogLevel(options.logLevel, 'logLevel');
     const tls = options.tls === true ? await generateThrowawayCertificates() : options.tls === false || options.tls === undefined ? undefined : checkTlsConfig(options.tls);
     // The token travels in the environment, never on a command line (visible in `ps`); TLS
     // settings of this process's environment are not the cluster's (undefined unsets them).
     const env: NodeJS.ProcessEnv = {
       ...(tuneMalloc ? tunedEnvironment(process.env) : process.env),
       SPILLWAY_TOKEN: token ?? '',
+      SPILLWAY_LOG_LEVEL: logLevel,
       SPILLWAY_TLS_CA_FILE: undefined,
       SPILLWAY_TLS_CERT: undefined,
       SPILLWAY_TLS_KEY: undefined,
@@ -201,20 +214,29 @@ export class LocalCluster {
       const listening = await scheduler.waitForEvent('listening', timeout);
       const address = listening.address as DataAddress;
       const httpAddress = (listening.httpAddress ?? undefined) as DataAddress | undefined;
-      const workers = Array.from({ length: count }, (_, i) =>
-        launch(`worker ${i}`, [
-          'worker',
+      const supervisor = await Supervisor.start({
+        count,
+        args: (i) => [
           '--scheduler', `${address.host}:${address.port}`,
           '--memory-limit', String(memoryLimit),
           '--nthreads', String(nthreads),
           '--local-directory', directory,
           '--name', `local-${i}`,
           '--connect-timeout', String(options.connectTimeoutMs ?? 5_000),
-        ]),
-      );
-      const ready = await Promise.all(workers.map((w) => w.waitForEvent('ready', timeout)));
-      const infos = ready.map((r, i) => ({ pid: workers[i].pid, workerId: String(r.workerId), data: r.data as DataAddress }));
-      return new LocalCluster({ token, tls, memoryLimit, scheduler, workers, infos, folder, reclaimed, address, httpAddress, closeTimeoutMs: options.closeTimeoutMs ?? 5_000 });
+          ...(options.retireTimeoutMs === undefined ? [] : ['--retire-timeout', `${options.retireTimeoutMs}ms`]),
+        ],
+        env,
+        memoryLimit,
+        terminate: options.terminate,
+        restart: options.restart,
+        startTimeoutMs: timeout,
+        stderr,
+      }, (created) => {
+        liveSupervisors.add(created);
+        void created.done.then(() => liveSupervisors.delete(created));
+      });
+      const infos = supervisor.workers.map((w) => ({ pid: w.pid, workerId: String(w.ready?.workerId), data: w.ready?.data as DataAddress }));
+      return new LocalCluster({ token, tls, memoryLimit, scheduler, supervisor, infos, folder, reclaimed, address, httpAddress, closeTimeoutMs: options.closeTimeoutMs ?? 5_000 });
     } catch (err) {
       await Promise.all(started.map((p) => p.stop(1_000)));
       await folder.release();
@@ -233,13 +255,19 @@ export class LocalCluster {
     return this.#httpAddress === undefined ? undefined : `http://${this.#httpAddress.host}:${this.#httpAddress.port}`;
   }
 
-  /** Process ids of the workers, in start order (a killed worker keeps its place). */
+  /** Process ids of the workers, in start order (a restarted worker keeps its place, with its new pid). */
   get workers(): number[] {
-    return this.#workers.map((w) => w.pid);
+    return this.#supervisor.workers.map((w) => w.pid);
   }
 
+  /** The workers as first started. */
   get workerInfo(): readonly LocalWorkerInfo[] {
     return this.#infos;
+  }
+
+  /** The supervisor of the worker processes: restarts, memory kills, waiting for a restarted worker. */
+  get supervisor(): Supervisor {
+    return this.#supervisor;
   }
 
   get schedulerPid(): number {
@@ -251,13 +279,14 @@ export class LocalCluster {
     return this.#folder.directory;
   }
 
-  /** Sends `signal` to worker `i` and waits for it to exit. */
+  /** Sends `signal` to worker `i` and waits for that process to exit (the supervisor then restarts it, unless `restart: false`). */
   async killWorker(i: number, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
-    const worker = this.#workers[i];
-    if (worker === undefined) throw new InvalidArgumentError(`no worker ${i} (there are ${this.#workers.length})`);
+    const worker = this.#supervisor.workers[i];
+    if (worker === undefined) throw new InvalidArgumentError(`no worker ${i} (there are ${this.#supervisor.workers.length})`);
     if (!worker.running) return;
-    worker.child.kill(signal);
-    await worker.exited;
+    const exited = worker.exited;
+    this.#supervisor.kill(i, signal);
+    await exited;
   }
 
   /** GET /api/state from the scheduler. */
@@ -268,18 +297,21 @@ export class LocalCluster {
 
   /** Whether each worker process is still running, in start order. */
   get workersRunning(): boolean[] {
-    return this.#workers.map((w) => w.running);
+    return this.#supervisor.workers.map((w) => w.running);
   }
 
   /** Peak and current RSS of each worker process (Linux /proc; undefined elsewhere or once exited). */
   workerMemory(): Promise<Array<{ peakRss: number; rss: number } | undefined>> {
-    return Promise.all(this.#workers.map((w) => (w.running ? w.memory() : undefined)));
+    return Promise.all(this.#supervisor.workers.map((w) => (w.running ? w.memory() : undefined)));
   }
 
-  /** Stops the workers, then the scheduler (SIGTERM, SIGKILL after a timeout), and removes the scratch folder. */
+  /**
+   * Stops the workers (SIGINT: at once, no retirement, the whole cluster goes), then the
+   * scheduler (SIGTERM), each SIGKILLed after a timeout, and removes the scratch folder.
+   */
   close(): Promise<void> {
     this.#closing ??= (async () => {
-      await Promise.all(this.#workers.map((w) => w.stop(this.#closeTimeoutMs)));
+      await this.#supervisor.stop(this.#closeTimeoutMs, 'SIGINT');
       await this.#scheduler.stop(this.#closeTimeoutMs);
       await this.#folder.release();
       liveDirectories.delete(this.#folder.directory);
@@ -288,6 +320,6 @@ export class LocalCluster {
   }
 
   toString(): string {
-    return `LocalCluster(${this.#workers.length} workers × ${formatBytes(this.memoryLimit)} at ${this.address})`;
+    return `LocalCluster(${this.#supervisor.workers.length} workers × ${formatBytes(this.memoryLimit)} at ${this.address})`;
   }
 }

@@ -22,8 +22,10 @@ export interface WorkerRunStats {
   p99EventLoopDelayMs: number;
   /** Polls that found a heartbeat of this worker. */
   samples: number;
-  /** False once the process has exited (killed). */
+  /** False while no process of it runs (killed, and not yet or never restarted). */
   alive: boolean;
+  /** Times the supervisor started it again. */
+  restarts: number;
 }
 
 export interface ClusterSample {
@@ -62,6 +64,7 @@ export class ClusterMonitor {
       p99EventLoopDelayMs: 0,
       samples: 0,
       alive: true,
+      restarts: 0,
     }));
   }
 
@@ -100,9 +103,12 @@ export class ClusterMonitor {
     ]);
     // Alive from the process itself: memory() is undefined off Linux (no /proc) or when a read fails.
     const running = this.#cluster.workersRunning;
+    const supervised = this.#cluster.supervisor.workers;
     memory.forEach((m, i) => {
       const w = this.#workers[i];
-      if (!running[i]) w.alive = false;
+      w.alive = running[i];
+      w.pid = supervised[i].pid;
+      w.restarts = supervised[i].restarts;
       if (m === undefined) return;
       if (m.peakRss >= w.peakRss) {
         w.peakRss = m.peakRss;

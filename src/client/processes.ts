@@ -31,6 +31,8 @@ export class CliProcess {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   readonly #events: Record<string, unknown>[] = [];
   readonly #listeners = new Set<() => void>();
+  /** Called with each JSON line the process prints on stdout. */
+  onEvent: ((event: Record<string, unknown>) => void) | undefined;
   #stderr = '';
   #exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
 
@@ -39,11 +41,14 @@ export class CliProcess {
     args: string[],
     env: NodeJS.ProcessEnv,
     stderr: 'pipe' | 'inherit',
+    /** Own process group: a terminal's Ctrl-C (or a group kill) reaches only the parent, which decides what to pass on. */
+    ownGroup = false,
   ) {
     const { command, args: prefix } = cliCommand();
     this.child = spawn(command, [...prefix, ...args], {
       env: { ...process.env, ...env, SPILLWAY_EXIT_WITH_STDIN: '1' },
       stdio: ['pipe', 'pipe', stderr],
+      detached: ownGroup,
     });
     this.exited = new Promise((resolve) => {
       this.child.once('exit', (code, signal) => {
@@ -79,6 +84,11 @@ export class CliProcess {
 
   get stderrTail(): string {
     return this.#stderr;
+  }
+
+  /** The first JSON line with `event` printed so far. */
+  event(event: string): Record<string, unknown> | undefined {
+    return this.#events.find((e) => e.event === event);
   }
 
   /** Waits for the first JSON line with `event` on stdout; fails if the process exits first or time runs out. */
@@ -135,7 +145,9 @@ export class CliProcess {
     if (!text.startsWith('{')) return;
     try {
       const parsed = JSON.parse(text) as unknown;
-      if (typeof parsed === 'object' && parsed !== null) this.#events.push(parsed as Record<string, unknown>);
+      if (typeof parsed !== 'object' || parsed === null) return;
+      this.#events.push(parsed as Record<string, unknown>);
+      this.onEvent?.(parsed as Record<string, unknown>);
     } catch {
       return;
     }

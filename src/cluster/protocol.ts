@@ -192,10 +192,26 @@ export interface WhoHasParams {
 export type WhoHasResult = Record<string, DataAddress[]>;
 
 /**
- * Notification 'worker-closing' (optional; no payload): the worker is shutting down on
- * purpose. The scheduler places no new task on it; tasks already sent may still finish.
- * It is removed (and what only it held is recomputed) when its channel closes.
+ * Notification 'worker-closing': the worker is leaving on purpose (it retires). The
+ * scheduler places no new task on it, places `reschedule` (compute-tasks it had queued and
+ * will not run) elsewhere, and has every key only it holds copied to other workers
+ * (`acquire-replicas`); once that is done and its running tasks have finished, it sends
+ * `retired`. Sent again for a compute-task that arrives meanwhile. Without a payload (older
+ * workers) it only stops new tasks.
  */
+export interface WorkerClosingParams {
+  reschedule?: string[];
+}
+
+/**
+ * Notification 'add-keys': the worker now holds these keys, fetched for `acquire-replicas`
+ * (`missing`: the ones it could not get from the holders named).
+ */
+export interface AddKeysParams {
+  workerId: string;
+  keys: string[];
+  missing: string[];
+}
 
 // ---- scheduler → worker ------------------------------------------------------------
 
@@ -221,6 +237,19 @@ export interface ComputeTaskParams {
 export interface ReleaseKeysParams {
   keys: string[];
 }
+
+/**
+ * Notification 'acquire-replicas': fetch each key from the holders named and keep it (a
+ * retiring worker's data moving here); answered by `add-keys`. Spilled values travel as
+ * their encoded bytes, streamed from the holder's disk and written to this store as they are.
+ */
+export interface AcquireReplicasParams {
+  keys: Record<string, DataAddress[]>;
+}
+
+/** Notification 'retire' (scheduler → worker): retire as on SIGTERM (a client or the HTTP route asked). */
+
+/** Notification 'retired' (scheduler → worker): another worker holds everything only you held, and you run nothing: exit. */
 
 /** Notification 'cancel-task': forget a queued task (its result is no longer wanted). */
 export interface CancelTaskParams {
@@ -264,6 +293,18 @@ export interface SubmitParams {
 export interface SubmitResult {
   /** Tasks added (keys not already known). */
   added: number;
+}
+
+/**
+ * Request 'retire-workers': retire these workers (ids `w-N` or names) as on SIGTERM. Answer
+ * `{ retired: ids }` once every one of them has left (or failed: unknown names are a
+ * SPW_ERR_INVALID_ARG before anything starts).
+ */
+export interface RetireWorkersParams {
+  workers: string[];
+}
+export interface RetireWorkersResult {
+  retired: string[];
 }
 
 /** Request 'release': the client no longer wants these keys. Answer: null. */
@@ -354,6 +395,11 @@ export const Methods = {
   missingData: 'missing-data',
   whoHas: 'who-has',
   workerClosing: 'worker-closing',
+  addKeys: 'add-keys',
+  acquireReplicas: 'acquire-replicas',
+  retire: 'retire',
+  retired: 'retired',
+  retireWorkers: 'retire-workers',
   computeTask: 'compute-task',
   releaseKeys: 'release-keys',
   cancelTask: 'cancel-task',

@@ -12,6 +12,8 @@ export interface HttpServerOptions {
   bearerToken?: string;
   /** Paths served without the token (health probes). */
   open?: readonly string[];
+  /** Routes that take POST instead of GET (an action, not a reading). */
+  post?: Readonly<Record<string, RouteHandler>>;
 }
 
 /** Constant-time comparison, so the answer's timing does not leak the token. */
@@ -55,6 +57,7 @@ export class HttpServer {
     }
     if (!(Number.isSafeInteger(maxConnections) && maxConnections > 0)) throw new InvalidArgumentError(`maxConnections must be a positive whole number, got ${maxConnections}`);
     const table = new Map(Object.entries(routes));
+    const posts = new Map(Object.entries(limits.post ?? {}));
     const open = new Set(limits.open ?? []);
     const expected = limits.bearerToken === undefined ? undefined : Buffer.from(`Bearer ${limits.bearerToken}`);
     const expectedToken = limits.bearerToken === undefined ? undefined : Buffer.from(limits.bearerToken);
@@ -63,7 +66,8 @@ export class HttpServer {
     const options: http.ServerOptions = { headersTimeout, requestTimeout, connectionsCheckingInterval: Math.max(100, Math.min(1000, headersTimeout / 4)) };
     const server = http.createServer(options, (req, res) => {
       const path = (req.url ?? '/').split('?')[0];
-      const route = table.get(path);
+      const isPost = posts.has(path);
+      const route = isPost ? posts.get(path) : table.get(path);
       if (route === undefined) return sendText(res, 404, 'not found\n');
       if (expected !== undefined && expectedToken !== undefined && !open.has(path) && !sameSecret(req.headers.authorization, expected)) {
         const fromBrowser = browserToken(req);
@@ -73,9 +77,9 @@ export class HttpServer {
         }
         if (fromBrowser.fromQuery) res.setHeader('set-cookie', tokenCookie(fromBrowser.token));
       }
-      if (req.method !== 'GET' && req.method !== 'HEAD') {
-        res.setHeader('allow', 'GET, HEAD');
-        return sendText(res, 405, 'only GET and HEAD\n');
+      if (isPost ? req.method !== 'POST' : req.method !== 'GET' && req.method !== 'HEAD') {
+        res.setHeader('allow', isPost ? 'POST' : 'GET, HEAD');
+        return sendText(res, 405, isPost ? 'only POST\n' : 'only GET and HEAD\n');
       }
       const fail = (err: unknown): void => {
         if (res.headersSent) res.destroy();
@@ -137,4 +141,27 @@ export function toJson(value: unknown): string {
 export function httpUrl(address: { host: string; port: number }, path = ''): string {
   const host = address.host === '0.0.0.0' ? '127.0.0.1' : address.host === '::' ? '::1' : address.host;
   return `http://${host.includes(':') ? `[${host}]` : host}:${address.port}${path}`;
+}
+
+/** The body of a request as JSON, at most `maxBytes`; rejects with a message for a 400. */
+export function readJsonBody(req: http.IncomingMessage, maxBytes = 64 * 1024): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let length = 0;
+    req.on('data', (chunk: Buffer) => {
+      length += chunk.length;
+      if (length > maxBytes) {
+        reject(new Error(`request body over ${maxBytes} bytes`));
+        req.destroy();
+      } else chunks.push(chunk);
+    });
+    req.on('error', reject);
+    req.on('end', () => {
+      try {
+        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown);
+      } catch {
+        reject(new Error('request body is not JSON'));
+      }
+    });
+  });
 }

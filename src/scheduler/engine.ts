@@ -16,6 +16,7 @@ import type {
 import { LOST_INPUT_CODE } from './errors.js';
 import type { ValidSubmission } from './graph.js';
 import { Placement } from './placement.js';
+import { Retirements } from './retirement.js';
 import { type Failure, type TaskRecord, TaskTable } from './state.js';
 import { type WorkerRecord, capacity, sameAddress } from './workers.js';
 
@@ -26,6 +27,11 @@ export interface Outbox {
   cancelTask(worker: WorkerRecord, key: string): void;
   keyReady(clientId: string, params: KeyReadyParams): void;
   keyErred(clientId: string, params: KeyErredParams): void;
+  acquireReplicas(worker: WorkerRecord, keys: Record<string, DataAddress[]>): void;
+  /** Start retiring (a client asked). */
+  retire(worker: WorkerRecord): void;
+  /** Retirement done: exit. */
+  retired(worker: WorkerRecord): void;
 }
 
 /**
@@ -68,6 +74,8 @@ export interface Counters {
   workersLost: number;
   /** Workers that left after `worker-closing` (retired), counted apart from the ones lost. */
   workersRetired: number;
+  /** Keys a retiring worker alone held, copied to another worker before it left. */
+  keysHandedOver: number;
 }
 
 export interface EngineOptions {
@@ -98,10 +106,12 @@ export class Engine {
     corruptCopies: 0,
     workersLost: 0,
     workersRetired: 0,
+    keysHandedOver: 0,
   };
   readonly placement = new Placement(this.tasks, this.workers);
   readonly #out: Outbox;
   readonly #allowedFailures: number;
+  readonly #retirements: Retirements;
   /** release-keys to send at the end of the current event, per worker. */
   readonly #releases = new Map<WorkerRecord, string[]>();
   #nextPriority = 0;
@@ -110,6 +120,7 @@ export class Engine {
   constructor(outbox: Outbox, options: EngineOptions = {}) {
     this.#out = outbox;
     this.#allowedFailures = options.allowedFailures ?? 3;
+    this.#retirements = new Retirements(this.tasks, this.workers, outbox);
   }
 
   get extension(): EngineExtension | undefined {
@@ -160,12 +171,41 @@ export class Engine {
     worker.heartbeat = heartbeat;
   }
 
-  /** The worker is going away: no new tasks; what waits for it goes elsewhere. */
-  markClosing(worker: WorkerRecord): void {
-    if (worker.closing) return;
-    worker.closing = true;
-    for (const record of this.placement.takeQueue(worker.id)) this.placement.enqueue(record);
+  /**
+   * The worker is going away (it retires): no new tasks; what waits for it goes elsewhere,
+   * as do the compute-tasks it will not run (`reschedule`); what only it holds is copied to
+   * open workers, and it is told `retired` once that is done and its running tasks finished.
+   */
+  markClosing(worker: WorkerRecord, reschedule: readonly string[] = []): void {
+    if (!worker.closing) {
+      worker.closing = true;
+      for (const record of this.placement.takeQueue(worker.id)) this.placement.enqueue(record);
+    }
+    for (const key of reschedule) {
+      const record = this.tasks.get(key);
+      if (record?.state !== 'processing' || record.worker !== worker.id) continue;
+      this.#unassign(record, false);
+      this.#reassess(record);
+    }
     this.#failUnplaceable();
+    this.#done();
+  }
+
+  /** Asks workers to retire (as on SIGTERM); they answer with worker-closing. */
+  retire(workers: readonly WorkerRecord[]): void {
+    for (const worker of workers) if (!worker.closing) this.#out.retire(worker);
+  }
+
+  /** A worker holds the copies `acquire-replicas` asked of it (`missing`: those it could not get). */
+  addKeys(worker: WorkerRecord, keys: readonly string[], missing: readonly string[]): void {
+    const unwanted = this.#retirements.copied(worker, keys, missing, (key) => {
+      const record = this.tasks.get(key);
+      if (record?.state !== 'memory') return false;
+      this.#addHolder(record, worker);
+      this.counters.keysHandedOver++;
+      return true;
+    });
+    for (const key of unwanted) this.#release(worker, key);
     this.#done();
   }
 
@@ -179,6 +219,7 @@ export class Engine {
     this.workers.delete(worker.id);
     if (worker.closing) this.counters.workersRetired++;
     else this.counters.workersLost++;
+    this.#retirements.removed(worker);
     this.#releases.delete(worker);
     const requeue = this.placement.takeQueue(worker.id);
     const lost: TaskRecord[] = [];
@@ -614,6 +655,7 @@ export class Engine {
         }
       }
     }
+    this.#retirements.step();
     for (const [worker, keys] of this.#releases) if (this.workers.get(worker.id) === worker) this.#out.releaseKeys(worker, keys);
     this.#releases.clear();
   }

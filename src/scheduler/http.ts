@@ -1,4 +1,6 @@
-import { type HttpLimits, HttpServer, type RouteHandler, send, sendJson } from '../http/server.js';
+import { timingSafeEqual } from 'node:crypto';
+import { errorMessage } from '../errors.js';
+import { type HttpLimits, HttpServer, type RouteHandler, readJsonBody, send, sendJson, sendText } from '../http/server.js';
 import type { SchedulerMetrics } from './metrics.js';
 
 export interface SchedulerHttpSources {
@@ -12,6 +14,10 @@ export interface SchedulerHttpSources {
   healthy?: () => boolean;
   /** Required of every route but /health (`Authorization: Bearer <token>`). */
   bearerToken?: string;
+  /** POST /api/retire-workers `{"workers": [ids or names]}`: starts retiring them; answers their ids. */
+  retireWorkers?: (names: string[]) => string[];
+  /** The cluster's token: without a bearerToken, POST routes need `Authorization: Bearer <it>` (when there is one). */
+  token?: string;
 }
 
 /**
@@ -29,5 +35,40 @@ export function listenHttp(host: string, port: number, sources: SchedulerHttpSou
       const ok = sources.healthy?.() ?? true;
       send(res, ok ? 200 : 503, 'text/plain; charset=utf-8', ok ? 'ok\n' : 'closing\n');
     },
-  }, { ...sources.limits, bearerToken: sources.bearerToken, open: ['/health'] });
+  }, {
+    ...sources.limits,
+    bearerToken: sources.bearerToken,
+    open: ['/health'],
+    post: {
+      '/api/retire-workers': async (req, res) => {
+        // An action: with no HTTP token set, the cluster's own token guards it.
+        if (sources.bearerToken === undefined && !authorized(req.headers.authorization, sources.token)) {
+          return sendText(res, 401, 'needs Authorization: Bearer <the cluster token>\n');
+        }
+        let names: string[];
+        try {
+          const body = await readJsonBody(req);
+          const workers = (body as { workers?: unknown } | null)?.workers;
+          if (!Array.isArray(workers) || !workers.every((w): w is string => typeof w === 'string')) throw new Error('expected {"workers": ["w-1", "name", ...]}');
+          names = workers;
+        } catch (err) {
+          return sendText(res, 400, `${errorMessage(err)}\n`);
+        }
+        if (sources.retireWorkers === undefined) return sendText(res, 404, 'not found\n');
+        try {
+          sendJson(res, 202, { retiring: sources.retireWorkers(names) });
+        } catch (err) {
+          sendText(res, 400, `${errorMessage(err)}\n`);
+        }
+      },
+    },
+  });
+}
+
+/** Constant-time check of a bearer token (no token configured: anyone on the HTTP port may). */
+function authorized(header: string | undefined, token: string | undefined): boolean {
+  if (token === undefined || token === '') return true;
+  const given = Buffer.from(/^Bearer (.+)$/.exec(header ?? '')?.[1] ?? '');
+  const expected = Buffer.from(token);
+  return given.length === expected.length && timingSafeEqual(given, expected);
 }

@@ -114,6 +114,7 @@ export class SchedulerMetrics {
     counter('tasks_no_workers', 'Tasks failed with SPW_ERR_NO_WORKERS (ready with no worker for noWorkersTimeoutMs)', 'tasksNoWorkers');
     counter('workers_lost', 'Workers removed without retiring (connection closed or heartbeats missed)', 'workersLost');
     counter('workers_retired', 'Workers removed after announcing worker-closing', 'workersRetired');
+    counter('keys_handed_over', 'Keys a retiring worker alone held, copied to another worker before it left', 'keysHandedOver');
   }
 
   observeTask(fn: FunctionRef, seconds: number): void {

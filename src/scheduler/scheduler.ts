@@ -2,6 +2,7 @@ import { InvalidArgumentError } from '../errors.js';
 import {
   Methods,
   type RegisterWorkerResult,
+  type RetireWorkersResult,
   type TaskErrorInfo,
   type TaskFinishedParams,
   type WorkerHeartbeat,
@@ -66,7 +67,7 @@ export interface SchedulerOptions {
   registerTimeoutMs?: number;
   /** Limits of the HTTP endpoint: header and request deadlines, connections at once. */
   http?: HttpLimits;
-  /** Default: silent, unless SPILLWAY_LOG names a pino level. */
+  /** Default: silent, unless SPILLWAY_LOG_LEVEL names a pino level (then pino on stderr). */
   logger?: Logger;
 }
 
@@ -81,8 +82,9 @@ const WORKER_METHODS = new Set<string>([
   Methods.workerClosing,
   ShuffleMethods.get,
   ShuffleMethods.transferred,
+  Methods.addKeys,
 ]);
-const CLIENT_METHODS = new Set<string>([Methods.submit, Methods.release, Methods.progress, Methods.uploadModule]);
+const CLIENT_METHODS = new Set<string>([Methods.submit, Methods.release, Methods.progress, Methods.uploadModule, Methods.retireWorkers]);
 
 /**
  * The scheduler: accepts workers and clients on a ControlServer, keeps the task graph and
@@ -99,6 +101,8 @@ export class Scheduler {
   /** The last finished tasks: where they ran, how long, how long they waited for data. */
   readonly tasks: TaskStream;
   readonly #channels = new Map<string, Channel>();
+  /** Callers of retireWorkers waiting for a worker to leave. */
+  readonly #leaving = new Map<string, Array<() => void>>();
   readonly #heartbeatIntervalMs: number;
   readonly #allowModules: readonly string[] | undefined;
   readonly #modules: ModuleRegistry;
@@ -201,6 +205,8 @@ export class Scheduler {
           limits: options.http,
           healthy: () => holder.scheduler !== undefined && !holder.scheduler.#closed,
           bearerToken: options.httpToken,
+          retireWorkers: (names) => holder.scheduler?.startRetiring(names).map((w) => w.id) ?? [],
+          token: options.token,
         });
       }
     } catch (err) {
@@ -224,6 +230,40 @@ export class Scheduler {
   /** A JSON snapshot: workers (with their last heartbeat), task counts by state, clients, counters. */
   state(): SchedulerState {
     return snapshot(this.#engine, this.address, this.httpAddress);
+  }
+
+  /**
+   * Retires workers (ids or names) as on SIGTERM: each hands what only it holds to the
+   * others and exits. Resolves with their ids once every one has left. Unknown names are an
+   * InvalidArgumentError before anything starts.
+   */
+  async retireWorkers(names: readonly string[]): Promise<RetireWorkersResult> {
+    const chosen = this.startRetiring(names);
+    await Promise.all(chosen.map((w) => this.#gone(w.id)));
+    return { retired: chosen.map((w) => w.id) };
+  }
+
+  /** @internal Asks the named workers to retire; returns them at once. */
+  startRetiring(names: readonly string[]): WorkerRecord[] {
+    const all = [...this.#engine.workers.values()];
+    const chosen = names.map((name) => {
+      const worker = all.find((w) => w.id === name) ?? all.find((w) => w.name === name);
+      if (worker === undefined) throw new InvalidArgumentError(`retire-workers: no worker ${JSON.stringify(name)} (there are ${all.map((w) => `${w.id} ${w.name}`).join(', ') || 'none'})`);
+      return worker;
+    });
+    this.#log.info({ workers: chosen.map((w) => w.id) }, 'retiring workers on request');
+    this.#engine.retire(chosen);
+    return chosen;
+  }
+
+  /** Resolves once the worker with this id is no longer registered. */
+  #gone(id: string): Promise<void> {
+    if (!this.#engine.workers.has(id)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const waiters = this.#leaving.get(id) ?? [];
+      waiters.push(resolve);
+      this.#leaving.set(id, waiters);
+    });
   }
 
   /** Stops accepting work and closes every connection; a second caller waits for the same close. */
@@ -265,7 +305,7 @@ export class Scheduler {
       // Before any task: the engine may place tasks naming them as soon as it has the worker.
       for (const shipped of this.#modules.all()) channel.notify(Methods.shipModule, shipped);
       const held = this.#engine.addWorker(worker, registration.keys ?? []);
-      this.#log.info({ worker: worker.id, name: worker.name, data: worker.data, nthreads: worker.nthreads, ...held }, 'worker registered');
+      this.#log.info({ worker: worker.id, workerName: worker.name, data: worker.data, nthreads: worker.nthreads, ...held }, 'worker registered');
       const result: RegisterWorkerResult = { workerId: worker.id, heartbeatIntervalMs: this.#heartbeatIntervalMs };
       return result;
     });
@@ -312,7 +352,17 @@ export class Scheduler {
       });
       if (p.corrupt === true) this.#log.warn({ worker: worker().id, key: p.key, task: p.task }, 'a worker\'s copy of an input was corrupt; dropped, recomputing it if no other holder has it');
     });
-    on(Methods.workerClosing, () => this.#engine.markClosing(worker()));
+    on(Methods.workerClosing, (params) => {
+      const reschedule = typeof params === 'object' && params !== null && Array.isArray((params as { reschedule?: unknown }).reschedule) ? (params as { reschedule: unknown[] }).reschedule : [];
+      const first = !worker().closing;
+      this.#engine.markClosing(worker(), reschedule.filter((k): k is string => typeof k === 'string'));
+      if (first) this.#log.info({ worker: worker().id, workerName: worker().name, keys: worker().has.size, rescheduled: reschedule.length }, 'worker retiring');
+    });
+    on(Methods.addKeys, (params) => {
+      const p = object(params, 'add-keys params');
+      this.#engine.addKeys(worker(), stringArray(p.keys ?? [], 'add-keys: keys'), stringArray(p.missing ?? [], 'add-keys: missing'));
+    });
+    on(Methods.retireWorkers, (params) => this.retireWorkers(stringArray(object(params, 'retire-workers params').workers, 'retire-workers: workers')));
     on(ShuffleMethods.get, (params) => this.#shuffles.get(params));
     on(ShuffleMethods.transferred, (params) => this.#shuffles.transferred(params));
     on(Methods.whoHas, (params) => this.#engine.whoHas(stringArray(object(params, 'who-has params').keys, 'who-has: keys')));
@@ -367,8 +417,10 @@ export class Scheduler {
     if (session.role === 'worker') {
       this.#channels.delete(session.worker.id);
       if (this.#closed) return;
-      this.#log.warn({ worker: session.worker.id, name: session.worker.name }, 'worker connection closed');
-      this.#removeWorker(session.worker);
+      const w = session.worker;
+      if (w.closing) this.#log.info({ worker: w.id, workerName: w.name }, 'worker retired');
+      else this.#log.warn({ worker: w.id, workerName: w.name }, 'worker connection closed');
+      this.#removeWorker(w);
     } else if (session.role === 'client') {
       this.#channels.delete(session.id);
       if (this.#closed) return;
@@ -412,7 +464,11 @@ export class Scheduler {
     if (this.#engine.workers.get(worker.id) !== worker) return;
     const params: WorkerRemovedParams = { workerId: worker.id, data: worker.data };
     for (const other of this.#engine.workers.values()) if (other !== worker) this.#channels.get(other.id)?.notify(Methods.workerRemoved, params);
+    const killed = this.#engine.counters.tasksKilledWorkers;
     this.#engine.removeWorker(worker);
+    if (this.#engine.counters.tasksKilledWorkers > killed) this.#log.warn({ worker: worker.id, tasks: this.#engine.counters.tasksKilledWorkers - killed }, 'tasks failed with SPW_ERR_KILLED_WORKER');
+    for (const resolve of this.#leaving.get(worker.id) ?? []) resolve();
+    this.#leaving.delete(worker.id);
   }
 
   #checkHeartbeats(): void {
@@ -448,6 +504,9 @@ function outbox(scheduler: () => Scheduler | undefined): Outbox {
     cancelTask: (worker, key) => send(worker.id, Methods.cancelTask, { key }),
     keyReady: (client, params) => setImmediate(() => send(client, Methods.keyReady, params)),
     keyErred: (client, params) => setImmediate(() => send(client, Methods.keyErred, params)),
+    acquireReplicas: (worker, keys) => send(worker.id, Methods.acquireReplicas, { keys }),
+    retire: (worker) => send(worker.id, Methods.retire, {}),
+    retired: (worker) => send(worker.id, Methods.retired, {}),
   };
 }
 

@@ -1,6 +1,7 @@
 import os from 'node:os';
 import type { DataAddress } from '../cluster/protocol.js';
 import { InvalidArgumentError } from '../errors.js';
+import type { Logger } from '../log.js';
 import { DEFAULT_LEVELS, type SpillStoreOptions } from '../store/options.js';
 import { parseBytes } from '../units.js';
 import { parseAllowModules } from '../cluster/security.js';
@@ -79,6 +80,10 @@ export interface WorkerOptions extends Pick<SpillStoreOptions, 'target' | 'spill
    * was uploaded from (docs/code-shipping.md). Default: any.
    */
   allowModules?: readonly string[] | string;
+  /** How long retire() waits for the scheduler to move this worker's data before it closes anyway (ms). Default 30 s. */
+  retireTimeoutMs?: number;
+  /** Where the worker logs (a pino logger fits). Default: pino on stderr when SPILLWAY_LOG_LEVEL names a level, else silent. */
+  logger?: Logger;
 }
 
 export interface ResolvedWorkerOptions extends Omit<WorkerOptions, 'allowModules'> {
@@ -91,6 +96,7 @@ export interface ResolvedWorkerOptions extends Omit<WorkerOptions, 'allowModules
   fetchConcurrency: number;
   threadNice: number;
   allowModules: readonly string[] | undefined;
+  retireTimeoutMs: number;
 }
 
 export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOptions {
@@ -122,7 +128,11 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
   }
   const reconnect = options.reconnect ?? true;
   const allowModules = parseAllowModules(options.allowModules);
-  return { ...options, memoryLimit, nthreads, host: options.host ?? '127.0.0.1', prefetch, fetchConcurrency, threadNice, schedulerConnectTimeoutMs, reconnect, allowModules };
+  const retireTimeoutMs = options.retireTimeoutMs ?? 30_000;
+  if (!(Number.isInteger(retireTimeoutMs) && retireTimeoutMs >= 0 && retireTimeoutMs <= 2 ** 31 - 1)) {
+    throw new InvalidArgumentError(`retireTimeoutMs must be a whole number of milliseconds, got ${retireTimeoutMs}`);
+  }
+  return { ...options, memoryLimit, nthreads, host: options.host ?? '127.0.0.1', prefetch, fetchConcurrency, threadNice, schedulerConnectTimeoutMs, reconnect, allowModules, retireTimeoutMs };
 }
 
 function positiveInteger(value: number, name: string): void {

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import os from 'node:os';
 import { contactAddress } from '../cluster/address.js';
 import {
+  type AcquireReplicasParams,
   type CancelTaskParams,
   type ComputeTaskParams,
   type DataAddress,
@@ -20,9 +21,10 @@ import { sizeof } from '../codec/index.js';
 import type { Channel, ChannelOptions } from '../control/channel.js';
 import { connectWithRetry } from '../control/connect.js';
 import { AddressError } from '../control/errors.js';
-import { ChecksumError, InvalidArgumentError, KeyNotFoundError, SpillwayError, TierReadError } from '../errors.js';
+import { ChecksumError, InvalidArgumentError, KeyNotFoundError, SpillwayError, TierReadError, errorMessage } from '../errors.js';
 import { FolderOwner } from '../folders/owner.js';
 import { reclaimStaleFolders, type ReclaimReport } from '../folders/reclaim.js';
+import { type Logger, defaultLogger } from '../log.js';
 import { SpillStore } from '../store/spill-store.js';
 import type { Lease } from '../store/lease.js';
 import { DataClient } from '../transfer/client.js';
@@ -46,9 +48,20 @@ import { resolveMemoryLimit } from './memory-limit.js';
 import { makeRoom } from './room.js';
 import { type ResolvedWorkerOptions, type WorkerOptions, resolveWorkerOptions, resumeAtTarget } from './options.js';
 import { type QueuedTask, TaskQueue } from './queue.js';
+import { StoreLog } from './store-log.js';
 
 /** What the scheduler tells a worker; handled from before registration (see start). */
-const SCHEDULER_NOTIFICATIONS = [Methods.computeTask, Methods.cancelTask, Methods.releaseKeys, Methods.workerRemoved, Methods.shipModule, Methods.forgetModule];
+const SCHEDULER_NOTIFICATIONS = [
+  Methods.computeTask,
+  Methods.cancelTask,
+  Methods.releaseKeys,
+  Methods.workerRemoved,
+  Methods.shipModule,
+  Methods.forgetModule,
+  Methods.acquireReplicas,
+  Methods.retire,
+  Methods.retired,
+];
 /** Longest a thread waits for the dependent of a followed result: a scheduler round trip, with room for a loaded host. */
 const FOLLOWER_HOLD_MS = 250;
 
@@ -82,6 +95,8 @@ export class Worker extends EventEmitter {
   readonly #modules: ModuleCache;
   readonly #fetcher: Fetcher;
   readonly #heartbeat: Heartbeat;
+  readonly #log: Logger;
+  readonly #storeLog: StoreLog;
   readonly #monitoring: WorkerMonitoring;
   /** The store's errors by code (they lose no data: the store keeps the value). */
   readonly #storeErrors: Record<string, number> = {};
@@ -97,6 +112,10 @@ export class Worker extends EventEmitter {
   /** Inputs whose copy here was corrupt or unreadable, dropped and recomputed (or fetched again). */
   corruptInputs = 0;
   #closing: Promise<void> | undefined;
+  #retiring: Promise<boolean> | undefined;
+  /** Resolves when the scheduler says `retired` (or the worker closes). */
+  #retired!: () => void;
+  readonly #retiredSignal = new Promise<void>((resolve) => (this.#retired = resolve));
   #channel: Channel;
   #workerId: string;
   /** Stops a reconnection in progress when the worker closes. */
@@ -114,6 +133,7 @@ export class Worker extends EventEmitter {
     registration: RegisterWorkerResult;
     name: string;
     address: DataAddress;
+    log: Logger;
   }) {
     super();
     const { options, store, server, channel } = parts;
@@ -134,8 +154,12 @@ export class Worker extends EventEmitter {
       tls: options.tls === undefined ? undefined : clientTls(options.tls),
       self: parts.address,
     });
+    this.#log = parts.log;
     // The pool has replaced the thread; the tasks and the data are unaffected.
-    this.#executor.onThreadError = (err) => this.emit('thread-error', err);
+    this.#executor.onThreadError = (err) => {
+      this.#log.error({ err: errorMessage(err) }, 'a task thread died; the pool replaced it');
+      this.emit('thread-error', err);
+    };
     this.#workerId = parts.registration.workerId;
     this.name = parts.name;
     this.nthreads = options.nthreads;
@@ -174,6 +198,8 @@ export class Worker extends EventEmitter {
       const code = err instanceof SpillwayError ? err.code : 'UNKNOWN';
       this.#storeErrors[code] = (this.#storeErrors[code] ?? 0) + 1;
     });
+    // Logged once per episode of errors, with pause and resume.
+    this.#storeLog = new StoreLog(store, this.#log, parts.folder.directory, options.memoryLimit);
   }
 
   /** Opens the store and the DataServer, connects to the scheduler and registers. */
@@ -184,6 +210,7 @@ export class Worker extends EventEmitter {
     checkExposure('worker\'s data server', opts.host, opts);
     // Task modules load in the task threads, not here: values of their types are held encoded.
     keepUnknownTypesEncoded(true);
+    const log = opts.logger ?? defaultLogger('spillway-worker');
     const parent = opts.localDirectory ?? os.tmpdir();
     // Folders of workers (and stores, clusters) that died without removing them go first.
     const reclaimed = await reclaimStaleFolders(parent);
@@ -225,7 +252,8 @@ export class Worker extends EventEmitter {
         if (started.worker !== undefined) started.worker.#dispatch(method, message);
       });
       cleanup.unshift(async () => channel.close());
-      const worker = new Worker({ options: opts, folder, reclaimed, store, server, channel, executor, modules, registration, name, address });
+      const worker = new Worker({ options: opts, folder, reclaimed, store, server, channel, executor, modules, registration, name, address, log });
+      log.info({ workerId: worker.workerId, workerName: name, data: address, memoryLimit: opts.memoryLimit, nthreads: opts.nthreads, directory }, 'worker registered');
       requests.handle = (body) => worker.#shuffle.onRequest(body);
       if (opts.httpPort !== undefined) {
         try {
@@ -295,6 +323,9 @@ export class Worker extends EventEmitter {
    */
   async #onDisconnect(err?: Error): Promise<void> {
     if (this.closed) return;
+    // A retirement cannot finish without the scheduler: close instead of registering again.
+    if (this.retiring) return this.#retired();
+    this.#log.warn({ err: err === undefined ? undefined : errorMessage(err), reconnect: this.#options.reconnect }, 'lost the scheduler');
     if (!this.#options.reconnect) return this.#shutdown(err);
     this.emit('disconnected', err);
     for (const task of [...this.#queue.values()]) {
@@ -324,6 +355,7 @@ export class Worker extends EventEmitter {
     this.#workerId = registered.registration.workerId;
     this.#listen();
     registered.replay();
+    this.#log.info({ workerId: this.#workerId, memoryKeys: held.memory.length, spilledKeys: held.spilled.length }, 'registered again with the scheduler');
     this.emit('reconnected', { workerId: this.#workerId, memoryKeys: held.memory.length, spilledKeys: held.spilled.length });
     this.#pump();
   }
@@ -346,11 +378,87 @@ export class Worker extends EventEmitter {
     else if (method === Methods.workerRemoved) this.#onWorkerRemoved(params as WorkerRemovedParams);
     else if (method === Methods.shipModule) this.#modules.add(params as ShipModuleParams);
     else if (method === Methods.forgetModule) this.#modules.forget(params as ForgetModuleParams);
+    else if (method === Methods.acquireReplicas) void this.#onAcquireReplicas(params as AcquireReplicasParams);
+    else if (method === Methods.retire) void this.#retireOnRequest();
+    else if (method === Methods.retired) this.#retired();
     else this.#onReleaseKeys(params as ReleaseKeysParams);
+  }
+
+  /** True once retire() began: no new task starts here. */
+  get retiring(): boolean {
+    return this.#retiring !== undefined;
+  }
+
+  /**
+   * Retires: starts no new task, gives the queued ones back to the scheduler, which has
+   * every key only this worker holds copied to other workers (spilled ones streamed from
+   * disk as they are), lets the running tasks finish, then closes. Resolves true when the
+   * scheduler said it was done, false when `retireTimeoutMs` passed first (the rest is
+   * recomputed elsewhere) or the scheduler was lost.
+   */
+  retire(timeoutMs = this.#options.retireTimeoutMs): Promise<boolean> {
+    this.#retiring ??= (async () => {
+      if (this.closed) return false;
+      const started = performance.now();
+      const reschedule = this.#takeQueue();
+      const stats = this.store.stats();
+      this.#log.info({ memoryKeys: stats.memory.count, spilledKeys: stats.disk.count, rescheduled: reschedule.length, running: this.#running.size, timeoutMs }, 'retiring');
+      this.#channel.notify(Methods.workerClosing, { reschedule });
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
+      const graceful = await Promise.race([this.#retiredSignal.then(() => !this.#channel.closed), timedOut]);
+      clearTimeout(timer);
+      const seconds = (performance.now() - started) / 1000;
+      if (graceful) this.#log.info({ seconds }, 'retired: every key only this worker held is on another worker');
+      else this.#log.warn({ seconds, timeoutMs, running: this.#running.size }, 'retirement not finished; closing anyway (the scheduler recomputes the rest)');
+      await this.close();
+      return graceful;
+    })();
+    return this.#retiring;
+  }
+
+  async #retireOnRequest(): Promise<void> {
+    await this.retire();
+    this.emit('retired');
+  }
+
+  /** Empties the queue (tasks not started), returning their keys. */
+  #takeQueue(): string[] {
+    const keys: string[] = [];
+    for (const task of [...this.#queue.values()]) {
+      this.#queue.delete(task.key);
+      this.#dropReplicas(task.inputs);
+      keys.push(task.key);
+    }
+    return keys;
+  }
+
+  /** Copies of a retiring worker's keys: fetched from the holders named (encoded bytes, never decoded), kept, and reported. */
+  async #onAcquireReplicas(params: AcquireReplicasParams): Promise<void> {
+    const deps = params?.keys;
+    if (this.closed || typeof deps !== 'object' || deps === null || !Object.values(deps).every(Array.isArray)) return;
+    const keys = Object.keys(deps);
+    let missing: Set<string>;
+    try {
+      missing = new Set((await this.#fetcher.ensure(keys, deps)).keys());
+    } catch {
+      missing = new Set(keys);
+    }
+    if (this.closed) return;
+    const got = keys.filter((key) => !missing.has(key) && this.store.has(key));
+    // The scheduler knows of these copies now: they are no longer this worker's to drop.
+    for (const key of got) this.#fetcher.replicas.delete(key);
+    this.#log.debug({ keys: got.length, missing: keys.length - got.length }, "copies of a retiring worker's keys acquired");
+    this.#channel.notify(Methods.addKeys, { workerId: this.workerId, keys: got, missing: keys.filter((key) => !got.includes(key)) });
   }
 
   #onComputeTask(params: ComputeTaskParams): void {
     if (this.closed) return;
+    if (this.retiring) {
+      // Sent before the scheduler heard this worker is leaving: give it back.
+      if (typeof params?.key === 'string') this.#channel.notify(Methods.workerClosing, { reschedule: [params.key] });
+      return;
+    }
     if (
       typeof params?.key !== 'string' ||
       typeof params.spec?.fn?.module !== 'string' ||
@@ -479,7 +587,9 @@ export class Worker extends EventEmitter {
     } catch (err) {
       this.#running.delete(task.key);
       const corrupt = unreadableKey(err, task.inputs);
-      if (err instanceof KeyNotFoundError && !this.closed) {
+      if (err instanceof KeyNotFoundError && !this.closed && this.retiring) {
+        this.#channel.notify(Methods.workerClosing, { reschedule: [task.key] });
+      } else if (err instanceof KeyNotFoundError && !this.closed) {
         this.#queue.add(task); // an input was released meanwhile: fetch it again
       } else if (corrupt !== undefined && !this.closed) {
         this.#dropCorrupt(task, corrupt, err as Error);
@@ -573,6 +683,7 @@ export class Worker extends EventEmitter {
 
   #erred(key: string, error: TaskErrorInfo): void {
     const params = { workerId: this.workerId, key, error };
+    this.#log.debug({ key, error: `${error.name}: ${error.message}`, code: error.code }, 'task erred');
     this.channel.notify(Methods.taskErred, params);
     this.emit('task-erred', params);
   }
@@ -595,6 +706,7 @@ export class Worker extends EventEmitter {
   }
 
   async #shutdown(err?: Error): Promise<void> {
+    if (!this.closed) this.#log.error({ err: err === undefined ? undefined : errorMessage(err) }, 'closing: the scheduler cannot be reached');
     // Nobody awaits this (the channel's 'close' handler): a failed close is reported, not an unhandled rejection.
     const failure = await this.close().then(
       () => undefined,
@@ -607,10 +719,12 @@ export class Worker extends EventEmitter {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       this.#stop.abort();
+      this.#retired();
       this.#heartbeat.stop();
       this.#fullDisk.stop();
       this.#shuffle.close();
       this.#hold.clear();
+      this.#storeLog.close();
       this.#channel.close();
       await this.#monitoring.close();
       await this.#executor.close().catch(() => undefined);

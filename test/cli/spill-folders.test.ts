@@ -19,8 +19,9 @@ async function scheduler(t: TestContext): Promise<string> {
   return `${address.host}:${address.port}`;
 }
 
+/** The worker process itself (no supervisor): a SIGKILL must reach the process owning the folder. */
 function worker(t: TestContext, address: string, parent: string): CliProcess {
-  const p = new CliProcess('worker', ['worker', '--scheduler', address, '--memory-limit', '64MiB', '--nthreads', '1', '--local-directory', parent], { SPILLWAY_TOKEN: 'test-token' }, 'pipe');
+  const p = new CliProcess('worker', ['worker', '--no-supervisor', '--scheduler', address, '--memory-limit', '64MiB', '--nthreads', '1', '--local-directory', parent], { SPILLWAY_TOKEN: 'test-token' }, 'pipe');
   t.after(() => p.stop(5_000));
   return p;
 }

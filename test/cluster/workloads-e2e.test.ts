@@ -77,6 +77,7 @@ test('p2p shuffle survives a worker SIGKILLed in the middle: the shuffle restart
   assert.ok(killedAt !== undefined, 'the worker was killed during the run');
   assert.deepEqual(s.problems, []);
   assert.equal(s.completed && s.verified, true);
-  assert.equal(s.workers[1].alive, false);
+  // The supervisor started it again (LocalCluster restarts workers).
+  assert.equal(s.workers[1].restarts, 1);
   assert.deepEqual(await readdir(dir), []);
 });

@@ -5,7 +5,7 @@ import { validateSubmission } from '../../src/scheduler/graph.js';
 import { task } from './helpers.js';
 
 const noop = (): void => undefined;
-const outbox = { computeTask: noop, releaseKeys: noop, cancelTask: noop, keyReady: noop, keyErred: noop };
+const outbox = { computeTask: noop, releaseKeys: noop, cancelTask: noop, keyReady: noop, keyErred: noop, acquireReplicas: noop, retire: noop, retired: noop };
 
 // Validation yields to the loop; a key it found known may be forgotten before the graph is
 // added. Listed in the client's tasks anyway, it stayed there (forgetting is what prunes them).

@@ -1,0 +1,56 @@
+/** The supervisor with real processes: a worker killed -9 comes back; a task that eats memory gets its workers killed, then fails. */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Client } from '../../src/client/client.js';
+import type { Graph } from '../../src/cluster/protocol.js';
+import { KilledWorkerError } from '../../src/errors.js';
+import type { SchedulerState } from '../../src/scheduler/snapshot.js';
+import { waitFor } from '../helpers/wait.js';
+import { MiB, alive, fixture, startCluster } from './helpers.js';
+
+test('a worker killed with SIGKILL is restarted: a new one registers within seconds and the job completes', async (t) => {
+  const cluster = await startCluster(t, { workers: 2, memoryLimit: '256 MiB', nthreads: 1 });
+  const client = await Client.connect(cluster.address, { token: cluster.token });
+  t.after(() => client.close());
+  const graph: Graph = {};
+  for (let i = 0; i < 12; i++) graph[`x${i}`] = { fn: fixture('later'), args: [150, i] };
+  graph.sum = { fn: fixture('identity'), args: [Array.from({ length: 12 }, (_, i) => ({ $ref: `x${i}` }))] };
+  const computing = client.compute<number[]>(graph, ['sum']);
+  const killed = cluster.workers[0];
+  const killedAt = Date.now();
+  await cluster.killWorker(0, 'SIGKILL');
+  await cluster.supervisor.whenReady(0, 30_000);
+  const back = Date.now() - killedAt;
+  t.diagnostic(`the restarted worker registered ${back} ms after the kill`);
+  assert.notEqual(cluster.workers[0], killed);
+  assert.equal(alive(killed), false);
+  assert.equal(cluster.supervisor.workers[0].restarts, 1);
+  assert.deepEqual(await computing, [Array.from({ length: 12 }, (_, i) => i)]);
+  await waitFor(async () => (await cluster.state()).workers.length === 2, 'both workers registered', 10_000);
+  assert.equal(((await cluster.state()) as unknown as SchedulerState).counters.workersLost, 1);
+});
+
+test('a task allocating twice the memory limit: its workers are killed and restarted, then compute rejects with SPW_ERR_KILLED_WORKER; other tasks finish', async (t) => {
+  const limit = 256 * MiB;
+  const cluster = await startCluster(t, { workers: 2, memoryLimit: limit, nthreads: 1, allowedFailures: 2 });
+  const client = await Client.connect(cluster.address, { token: cluster.token });
+  t.after(() => client.close());
+  const others: Graph = {};
+  for (let i = 0; i < 6; i++) others[`ok${i}`] = { fn: fixture('later'), args: [300, i] };
+  const fine = client.compute<number>(others, Object.keys(others));
+  const poisoned = client.compute({ poison: { fn: fixture('hog'), args: [2 * limit] }, after: { fn: fixture('identity'), args: [{ $ref: 'poison' }] } }, ['after']);
+  const err = await poisoned.then(
+    () => assert.fail('the poison task finished'),
+    (e: unknown) => e,
+  );
+  assert.ok(err instanceof KilledWorkerError, String(err));
+  assert.equal(err.code, 'SPW_ERR_KILLED_WORKER');
+  assert.equal(err.failedKey, 'poison');
+  assert.match(err.worker ?? '', /^local-[01]$/);
+  assert.match(err.message, /poison.*3 workers/);
+  assert.deepEqual(await fine, [0, 1, 2, 3, 4, 5]);
+  assert.equal(cluster.supervisor.memoryKills, 3);
+  await waitFor(() => cluster.supervisor.restarts === 3, 'the third restart', 30_000);
+  const state = (await cluster.state()) as unknown as SchedulerState;
+  assert.equal(state.counters.tasksKilledWorkers, 1);
+});

@@ -1,7 +1,8 @@
 /**
  * A full spill disk (a 64 MiB tmpfs as the workers' folder): a job whose data fits the
  * memory limit finishes in memory; one that does not fails with SPW_ERR_DISK_FULL in bounded
- * time; the cause shows on the scheduler (issue 33, item 3). Needs root for mount(8).
+ * time; the cause shows on the scheduler (issue 33, item 3); a p2p shuffle that overfills
+ * it ends in a disk-full error or a verified result. Needs root for mount(8).
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -10,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { type TestContext, test } from 'node:test';
 import { promisify } from 'node:util';
+import { runLocal } from '../../src/cli/local.js';
 import { Client } from '../../src/client/client.js';
 import { ref } from '../../src/cluster/protocol.js';
 import { DiskFullError } from '../../src/errors.js';
@@ -19,11 +21,11 @@ const run = promisify(execFile);
 const fn = (name: string): { module: string; name: string } => ({ module: new URL('./fixtures/faults.ts', import.meta.url).href, name });
 const MiB = 1024 * 1024;
 
-/** A 64 MiB tmpfs, unmounted after the test; undefined where mounting is not allowed. */
-async function smallDisk(t: TestContext): Promise<string | undefined> {
+/** A small tmpfs (64 MiB by default), unmounted after the test; undefined where mounting is not allowed. */
+async function smallDisk(t: TestContext, size = '64m'): Promise<string | undefined> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'spillway-full-disk-'));
   try {
-    await run('mount', ['-t', 'tmpfs', '-o', 'size=64m', 'tmpfs', dir]);
+    await run('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', dir]);
   } catch (err) {
     await rm(dir, { recursive: true, force: true });
     t.skip(`cannot mount a tmpfs here (needs root): ${(err as Error).message.split('\n')[0]}`);
@@ -95,4 +97,17 @@ test('a full spill disk: data over the memory limit fails with SPW_ERR_DISK_FULL
     assert.match(err.message, /memory is full .* spilling to .* fails: .*(ENOSPC|no space)/i);
     return true;
   });
+});
+
+test('a full spill disk during a p2p shuffle: a clear disk-full error or a verified result, never a wrong one', { timeout: 180_000 }, async (t) => {
+  const disk = await smallDisk(t, '16m');
+  if (disk === undefined) return;
+  // 160 MiB of data for 2 × 64 MiB of memory and the 16 MiB disk both workers share.
+  const s = await runLocal({ workers: 2, memoryLimit: 64 * MiB, workload: 'shuffle', method: 'p2p', size: 160 * MiB, partitions: 16, nthreads: 1, localDirectory: disk });
+  t.diagnostic(s.completed ? `completed, verified ${s.verified}` : `failed: ${s.problems[0]}`);
+  if (s.completed) {
+    assert.equal(s.verified, true, `completed but wrong: ${s.problems.join('; ')}`);
+  } else {
+    assert.match(s.problems[0] ?? '', /SPW_ERR_(SHUFFLE_)?DISK_FULL|disk refuses|spilling to .* fails|ENOSPC|no space/i, s.problems.join('; '));
+  }
 });

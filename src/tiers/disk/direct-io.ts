@@ -173,16 +173,18 @@ export class DirectWrites {
       buffer.fill(0, bytes, padded);
       const at = position + done;
       done += bytes;
-      writes.push(
-        writeAligned(handle, buffer.subarray(0, padded), at).then(
-          () => this.staging.give(buffer),
-          (err: unknown) => {
-            failed = true;
-            this.staging.give(buffer);
-            throw err;
-          },
-        ),
+      const written = writeAligned(handle, buffer.subarray(0, padded), at).then(
+        () => this.staging.give(buffer),
+        (err: unknown) => {
+          failed = true;
+          this.staging.give(buffer);
+          throw err;
+        },
       );
+      // Handled now: a write that fails (ENOSPC) while the loop waits for a staging buffer
+      // would otherwise be an unhandled rejection, which ends the process. allSettled reports it.
+      written.catch(() => undefined);
+      writes.push(written);
     }
     const settled = await Promise.allSettled(writes);
     const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');

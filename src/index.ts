@@ -72,7 +72,7 @@ export { parseBytes, formatBytes } from './units.js';
 
 // The cluster, from a client's side
 export { Client, type ClientOptions, type ComputeOptions, type ComputeProgress } from './client/client.js';
-export type { ShippedModule } from './shipping/client-modules.js';
+export type { ShippedModule } from './client/modules.js';
 export { LocalCluster, type LocalClusterOptions, type LocalWorkerInfo } from './client/local-cluster.js';
 export { Supervisor, type SupervisorOptions, type SupervisedWorker } from './client/supervisor.js';
 export {

@@ -17,7 +17,7 @@ import {
   type UploadModuleResult,
   type WhoHasResult,
 } from '../cluster/protocol.js';
-import { type ShippedModule, ModuleShipper } from '../shipping/client-modules.js';
+import { type ShippedModule, ModuleShipper } from './modules.js';
 import { ModuleRefusedError, UnknownModuleError } from '../shipping/errors.js';
 import { ClosedError, GraphError, InvalidArgumentError } from '../errors.js';
 import { SpillStore } from '../store/spill-store.js';

@@ -88,7 +88,7 @@ async function checkFunction(fn: FunctionRef): Promise<string | undefined> {
     const names: readonly string[] = Object.values(ShuffleFunctions);
     return names.includes(fn.name) ? undefined : `${SHUFFLE_MODULE} has no function "${fn.name}" (it has ${names.join(', ')})`;
   }
-  // Checked against the bundle's exports when it was shipped (src/shipping/client-modules.ts).
+  // Checked against the bundle's exports when it was shipped (src/client/modules.ts).
   if (isShippedModule(fn.module)) return undefined;
   let mod: Record<string, unknown>;
   try {

@@ -1,7 +1,6 @@
 import { isLoopback } from './address.js';
 import type { TaskSpec } from './protocol.js';
-import { BUILTINS_MODULE } from './protocol.js';
-import { SHUFFLE_MODULE, shuffleUserFunctions } from '../shuffle/protocol.js';
+import { BUILTINS_MODULE, type FunctionRef } from './protocol.js';
 import { GraphError, InvalidArgumentError, SpillwayError, describeKey } from '../errors.js';
 import type { TlsConfig } from '../transfer/tls.js';
 
@@ -46,25 +45,26 @@ function normalize(module: string): string {
 
 /** True when `module` starts with an entry of the allow-list (or there is none). */
 export function isAllowedModule(module: string, allowed: readonly string[] | undefined): boolean {
-  if (allowed === undefined || module === BUILTINS_MODULE || module === SHUFFLE_MODULE) return true;
+  if (allowed === undefined || module === BUILTINS_MODULE) return true;
   const normalized = normalize(module);
   return allowed.some((prefix) => normalized.startsWith(prefix));
 }
 
 /**
- * Throws a GraphError naming every task whose module (or shuffle split/combine module) is
- * outside the allow-list; built-ins are always allowed. A shipped module is judged by the URL
- * it was uploaded from (`origin`).
+ * Throws a GraphError naming every task whose module is outside the allow-list; built-ins
+ * are always allowed. `functionsOf` says which functions a task runs (a shuffle's are the
+ * user's split or combine); a shipped module is judged by the URL it was uploaded from (`origin`).
  */
 export function checkAllowedModules(
   tasks: Iterable<{ key: string; spec: TaskSpec }>,
   allowed: readonly string[] | undefined,
   origin: (module: string) => string | undefined = () => undefined,
+  functionsOf: (spec: TaskSpec) => readonly FunctionRef[] = (spec) => [spec.fn],
 ): void {
   if (allowed === undefined) return;
   const refused: string[] = [];
   for (const { key, spec } of tasks) {
-    for (const fn of [spec.fn, ...shuffleUserFunctions(spec)]) {
+    for (const fn of functionsOf(spec)) {
       const module = origin(fn.module) ?? fn.module;
       if (!isAllowedModule(module, allowed)) refused.push(`${describeKey(key)} (${module})`);
     }

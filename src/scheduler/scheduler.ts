@@ -17,11 +17,11 @@ import { functionLabel } from '../metrics/task-duration.js';
 import { Dashboard, type DashboardOptions } from '../dashboard/dashboard.js';
 import { listenHttp } from './http.js';
 import { checkAllowedModules, checkExposure, parseAllowModules } from '../cluster/security.js';
-import { ModuleRegistry } from '../shipping/scheduler-modules.js';
+import { ModuleRegistry } from './modules.js';
 import { parseBytes } from '../units.js';
 import { type TlsConfig, checkTlsConfig, serverTls } from '../transfer/tls.js';
 import { ShuffleExtension } from '../shuffle/scheduler-extension.js';
-import { ShuffleMethods } from '../shuffle/protocol.js';
+import { ShuffleMethods, isShuffleFunction, shuffleUserFunctions } from '../shuffle/protocol.js';
 import { type Logger, resolveLogger } from './log.js';
 import { SchedulerMetrics } from './metrics.js';
 import { NoWorkersWatch } from './no-workers.js';
@@ -370,7 +370,13 @@ export class Scheduler {
       const id = clientId();
       const valid = await validateSubmission(params, (key) => this.#engine.tasks.has(key));
       this.#modules.checkGraph(valid.order);
-      checkAllowedModules(valid.order, this.#allowModules, (module) => this.#modules.origin(module));
+      checkAllowedModules(
+        valid.order,
+        this.#allowModules,
+        (module) => this.#modules.origin(module),
+        // A shuffle task runs Spillway's shuffle and the user's split or combine: those are judged.
+        (spec) => (isShuffleFunction(spec.fn) ? shuffleUserFunctions(spec) : [spec.fn]),
+      );
       if (!this.#engine.clients.has(id)) return { added: 0 }; // it left while its graph was checked
       const result = this.#engine.submit(id, valid);
       this.#log.debug({ client: id, added: result.added, wanted: valid.wanted.length }, 'graph submitted');

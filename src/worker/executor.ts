@@ -6,7 +6,7 @@ import { liftLargeViews, restoreLargeViews } from './large-views.js';
 import { LOOP_BRAND, liftTypedValues, restoreTypedValues } from './typed-crossing.js';
 import { threadNiceIncrement } from '../runtime/thread-priority.js';
 import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.js';
-import type { ResolvedModule } from '../shipping/worker-cache.js';
+import type { ResolvedModule } from './module-cache.js';
 
 export type ExecutionResult =
   | { ok: true; value: unknown; computeSeconds: number }

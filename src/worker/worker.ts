@@ -36,7 +36,7 @@ import { builtinFunction } from './builtins.js';
 import { isShuffleFunction } from '../shuffle/protocol.js';
 import { ShuffleService } from '../shuffle/worker-service.js';
 import { FollowerHold } from './follower-hold.js';
-import { ModuleCache } from '../shipping/worker-cache.js';
+import { ModuleCache } from './module-cache.js';
 import { type ExecutionResult, Executor } from './executor.js';
 import { keepUnknownTypesEncoded } from '../codec/types.js';
 import { Fetcher } from './fetcher.js';

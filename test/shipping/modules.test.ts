@@ -9,9 +9,9 @@ import type { ForgetModuleParams, ShipModuleParams, UploadModuleParams } from '.
 import { GraphError, InvalidArgumentError } from '../../src/errors.js';
 import { shuffle } from '../../src/shuffle/protocol.js';
 import { moduleAddress } from '../../src/shipping/address.js';
-import { ModuleShipper } from '../../src/shipping/client-modules.js';
+import { ModuleShipper } from '../../src/client/modules.js';
 import { ModuleRefusedError, UnknownModuleError } from '../../src/shipping/errors.js';
-import { ModuleRegistry } from '../../src/shipping/scheduler-modules.js';
+import { ModuleRegistry } from '../../src/scheduler/modules.js';
 
 function upload(url: string, source: string): UploadModuleParams {
   return { url, module: moduleAddress(source), source };

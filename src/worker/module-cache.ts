@@ -11,9 +11,9 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { ForgetModuleParams, FunctionRef, ShipModuleParams } from '../cluster/protocol.js';
 import { isAllowedModule } from '../cluster/security.js';
 import { errorMessage } from '../errors.js';
-import { TaskImportError } from '../worker/errors.js';
-import { addressDigest, isShippedModule, shortAddress } from './address.js';
-import { ModuleRefusedError } from './errors.js';
+import { TaskImportError } from './errors.js';
+import { addressDigest, isShippedModule, shortAddress } from '../shipping/address.js';
+import { ModuleRefusedError } from '../shipping/errors.js';
 
 /** Where a task's function is imported from, and the name to give in errors. */
 export interface ResolvedModule {

@@ -9,7 +9,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { FunctionRef, Graph, TaskSpec, UploadModuleParams, UploadModuleResult } from '../cluster/protocol.js';
 import { GraphError, InvalidArgumentError, describeKey } from '../errors.js';
 import { ShuffleFunctions, type TransferMeta, type UnpackMeta, shuffleMetaOf } from '../shuffle/protocol.js';
-import { type Bundle, bundleModule, isCurrent } from './bundle.js';
+import { type Bundle, bundleModule, isCurrent } from '../shipping/bundle.js';
 
 /** What `client.uploadModule` answers. */
 export interface ShippedModule {

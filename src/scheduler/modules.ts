@@ -6,8 +6,8 @@ import type { ForgetModuleParams, FunctionRef, ShipModuleParams, TaskSpec, Uploa
 import { isAllowedModule } from '../cluster/security.js';
 import { InvalidArgumentError, describeKey } from '../errors.js';
 import { shuffleUserFunctions } from '../shuffle/protocol.js';
-import { MAX_BUNDLE_BYTES, isShippedModule, moduleAddress, shortAddress } from './address.js';
-import { ModuleRefusedError, UnknownModuleError } from './errors.js';
+import { MAX_BUNDLE_BYTES, isShippedModule, moduleAddress, shortAddress } from '../shipping/address.js';
+import { ModuleRefusedError, UnknownModuleError } from '../shipping/errors.js';
 
 interface Held {
   url: string;

@@ -1,5 +1,4 @@
-import { randomUUID } from 'node:crypto';
-import { xxh3 } from '@node-rs/xxhash';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Packr } from 'msgpackr';
 import { type FunctionRef, type Graph, type TaskSpec, isLiteral, isRef, literal } from '../cluster/protocol.js';
 import { msgpackr } from '../codec/msgpackr.js';
@@ -151,10 +150,13 @@ function delayed(fn: FunctionRef, args: readonly unknown[], options: CheckedOpti
   return new Delayed(`${fn.name}-${options.pure ? token(fn, wire) : randomUUID().replaceAll('-', '')}`, spec, [...inputs.values()], [...futures]);
 }
 
-/** 128 bits of xxh3 over the function and the arguments as sent (references as their keys). */
+/**
+ * 128 bits of SHA-256 over the function and the arguments as sent (references as their keys).
+ * node:crypto keeps the client free of native bindings at import.
+ */
 function token(fn: FunctionRef, wire: readonly unknown[]): string {
   hashPackr ??= new (msgpackr().Packr)({ useRecords: false, moreTypes: true, variableMapSize: true });
-  return xxh3.xxh128(hashPackr.pack([fn.module, fn.name, wire])).toString(16).padStart(32, '0');
+  return createHash('sha256').update(hashPackr.pack([fn.module, fn.name, wire])).digest('hex').slice(0, 32);
 }
 
 /**

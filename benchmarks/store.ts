@@ -6,7 +6,7 @@
  *   3. get / peek of in-memory keys vs Map.prototype.get
  *   4. event-loop delay while 2 GiB streams through a 256 MiB store on a 20 ms/op disk
  *   5. peak RSS while 2 GiB of 1 MiB values stream through a 256 MiB store (defaults; in a
- *      child process; `--no-collect` runs it with collectGarbage off)
+ *      child process). `--no-collect` runs phases 4 and 5 with collectGarbage off.
  * Phase 2 lives in _store-throughput.ts, phase 5 in _store-rss.ts.
  */
 import fsp from 'node:fs/promises';
@@ -198,9 +198,10 @@ async function resumedWithin(store: SpillStore, ms: number): Promise<boolean> {
   }
 }
 
-async function eventLoop(parent: string, totalBytes: number, valueBytes: number, limit: number, monitorIntervalMs: number): Promise<void> {
+async function eventLoop(parent: string, totalBytes: number, valueBytes: number, limit: number, monitorIntervalMs: number, collectGarbage: boolean): Promise<void> {
   const tier = new SlowTier(new DiskTier({ directory: parent }), 20);
-  const store = await SpillStore.open({ memoryLimit: limit, tiers: [tier], monitorIntervalMs });
+  // collectGarbage is on by default with the monitor: false shows what its collections cost the loop.
+  const store = await SpillStore.open({ memoryLimit: limit, tiers: [tier], monitorIntervalMs, ...(collectGarbage ? {} : { collectGarbage: false }) });
   let pauses = 0;
   store.on('pause', () => pauses++);
   store.on('error', (err: unknown) => console.log(`  store error: ${String(err)}`));
@@ -287,7 +288,7 @@ export default async function storeBenchmarks(args: string[]): Promise<void> {
     if (run('eventloop')) {
       // The store's defaults: the RSS monitor runs every 100 ms. `--no-monitor` turns it off.
       const monitor = args.includes('--no-monitor') ? 0 : 100;
-      await eventLoop(parent, quick ? 512 * MiB : 2 * GiB, 8 * MiB, 256 * MiB, monitor);
+      await eventLoop(parent, quick ? 512 * MiB : 2 * GiB, 8 * MiB, 256 * MiB, monitor, !args.includes('--no-collect'));
     }
     gc();
     if (run('rss')) await rssBound(parent, quick ? 512 * MiB : 2 * GiB, 1 * MiB, 256 * MiB, !args.includes('--no-collect'));

@@ -2,7 +2,6 @@ import { once } from 'node:events';
 import { Supervisor } from '../client/supervisor.js';
 import type { DataAddress } from '../cluster/protocol.js';
 import { type LogLevel, createLogger } from '../log.js';
-import { tunedEnvironment } from '../runtime/malloc-environment.js';
 import type { MemoryLimitSpec } from '../worker/memory-limit.js';
 import { Worker } from '../worker/index.js';
 import { EXIT_FAILED, announce, resolveLogLevel, resolveToken, runUntilStopped } from './options.js';
@@ -72,6 +71,7 @@ async function runWorker(flags: WorkerFlags, level: LogLevel): Promise<void> {
     name: flags.name,
     httpPort: flags.httpPort,
     schedulerConnectTimeoutMs: flags.connectTimeout,
+    workersOnHost: flags.nworkers,
     allowModules: flags.allowModules,
     retireTimeoutMs: flags.retireTimeout,
     logger: createLogger('spillway-worker', level),
@@ -92,7 +92,10 @@ async function runWorker(flags: WorkerFlags, level: LogLevel): Promise<void> {
   worker.on('reconnected', (info: Record<string, unknown>) => announce('reconnected', info));
 }
 
-/** Flags only the supervisor reads (the token goes to the workers in the environment). */
+/**
+ * Flags only the supervisor reads (the token goes to the workers in the environment;
+ * --nworkers is given again, explicitly, as the number of workers sharing the host).
+ */
 const SUPERVISOR_FLAGS = new Set(['--nworkers', '--terminate', '--token', '--supervisor', '--no-supervisor']);
 
 /**
@@ -108,6 +111,8 @@ function childArgs(flags: WorkerFlags, slot: number): string[] {
     if (!SUPERVISOR_FLAGS.has(name)) args.push(given[i]);
     else if (inline === undefined && name !== '--supervisor' && name !== '--no-supervisor') i++; // its value too
   }
+  // An unsupervised worker's --nworkers: how many share the host, which --memory-limit auto divides.
+  args.push('--nworkers', String(flags.nworkers));
   if (flags.nworkers > 1) {
     if (flags.name !== undefined) args.push('--name', `${flags.name}-${slot}`);
     if (flags.port !== 0) args.push('--port', String(flags.port + slot));
@@ -129,7 +134,7 @@ function superviseWorkers(flags: WorkerFlags, level: LogLevel): void {
     count: flags.nworkers,
     args: (slot) => childArgs(flags, slot),
     // The token travels in the environment, never on a command line (visible in `ps`).
-    env: { ...tunedEnvironment(process.env), SPILLWAY_LOG_LEVEL: level, ...(token === undefined ? {} : { SPILLWAY_TOKEN: token }) },
+    env: { SPILLWAY_LOG_LEVEL: level, ...(token === undefined ? {} : { SPILLWAY_TOKEN: token }) },
     memoryLimit: typeof flags.memoryLimit === 'number' ? flags.memoryLimit : undefined,
     terminate: flags.terminate,
     stderr: 'inherit',

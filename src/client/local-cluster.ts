@@ -8,7 +8,6 @@ import { FolderOwner } from '../folders/owner.js';
 import { reclaimStaleFolders, type ReclaimReport } from '../folders/reclaim.js';
 import { type LogLevel, checkLogLevel, environmentLogLevel } from '../log.js';
 import { formatBytes, parseBytes } from '../units.js';
-import { tunedEnvironment } from '../runtime/malloc-environment.js';
 import { CliProcess, ClusterProcessError } from './processes.js';
 import { Supervisor } from './supervisor.js';
 import { fetchClusterState } from './state.js';
@@ -42,9 +41,9 @@ export interface LocalClusterOptions {
   /** Time each process gets to exit after a signal before SIGKILL. Default 5 s. */
   closeTimeoutMs?: number;
   /**
-   * Start the processes with the C library's allocator tuned for large buffers
-   * (`tunedEnvironment`, docs/configuration.md); variables already set in this process's
-   * environment win either way. Default true.
+   * Start the workers with the C library's allocator tuned for large buffers (the
+   * supervisor's `tuneMalloc`, docs/configuration.md); variables already set in this
+   * process's environment win either way. Default true.
    */
   tuneMalloc?: boolean;
   /**
@@ -176,7 +175,7 @@ export class LocalCluster {
     // The token travels in the environment, never on a command line (visible in `ps`); TLS
     // settings of this process's environment are not the cluster's (undefined unsets them).
     const env: NodeJS.ProcessEnv = {
-      ...(tuneMalloc ? tunedEnvironment(process.env) : process.env),
+      ...process.env,
       SPILLWAY_TOKEN: token ?? '',
       SPILLWAY_LOG_LEVEL: logLevel,
       SPILLWAY_TLS_CA_FILE: undefined,
@@ -226,6 +225,7 @@ export class LocalCluster {
           ...(options.retireTimeoutMs === undefined ? [] : ['--retire-timeout', `${options.retireTimeoutMs}ms`]),
         ],
         env,
+        tuneMalloc,
         memoryLimit,
         terminate: options.terminate,
         restart: options.restart,

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { InvalidArgumentError } from '../errors.js';
 import { type Logger, silentLogger } from '../log.js';
+import { tunedEnvironment } from '../runtime/malloc-environment.js';
 import { formatBytes, parseBytes } from '../units.js';
 import { CliProcess, ClusterProcessError } from './processes.js';
 
@@ -9,8 +10,14 @@ export interface SupervisorOptions {
   count: number;
   /** `spillway worker` arguments of worker `slot` (the supervisor adds `--no-supervisor`). */
   args: (slot: number) => string[];
-  /** Environment of the workers, over this process's own. */
+  /** Environment of the workers, over this process's own (an `undefined` value unsets a variable). */
   env?: NodeJS.ProcessEnv;
+  /**
+   * Start the workers with the C library's allocator tuned for large buffers
+   * (`tunedEnvironment`, docs/configuration.md); variables the environment already sets win.
+   * Default true.
+   */
+  tuneMalloc?: boolean;
   /** Each worker's memory limit (bytes or '4 GiB'), the base of `terminate`; default the `memoryLimit` each worker announces when ready. */
   memoryLimit?: number | string;
   /** A worker whose RSS passes this fraction of its limit is killed (SIGKILL) and restarted; 0 turns it off. Default 0.95. */
@@ -103,7 +110,9 @@ class Slot implements SupervisedWorker {
  * 'memory-kill' (worker, rss), 'done' (when every worker has exited for good).
  */
 export class Supervisor extends EventEmitter {
-  readonly #options: Required<Omit<SupervisorOptions, 'onEvent' | 'env' | 'memoryLimit'>> & Pick<SupervisorOptions, 'onEvent' | 'env'> & { memoryLimit: number | undefined };
+  readonly #options: Required<Omit<SupervisorOptions, 'onEvent' | 'env' | 'memoryLimit' | 'tuneMalloc'>> & Pick<SupervisorOptions, 'onEvent'> & { memoryLimit: number | undefined };
+  /** The workers' environment: the one place the tuned allocator settings are applied. */
+  readonly #env: NodeJS.ProcessEnv;
   readonly #slots: Slot[];
   readonly #log: Logger;
   readonly #memoryTimer: NodeJS.Timeout | undefined;
@@ -118,6 +127,8 @@ export class Supervisor extends EventEmitter {
     const terminate = options.terminate ?? 0.95;
     if (!Number.isInteger(count) || count < 1) throw new InvalidArgumentError(`count must be a positive integer, got ${count}`);
     if (memoryLimit !== undefined && !(memoryLimit > 0)) throw new InvalidArgumentError(`memoryLimit must be a positive number of bytes, got ${memoryLimit}`);
+    const tuneMalloc = options.tuneMalloc ?? true;
+    if (typeof tuneMalloc !== 'boolean') throw new InvalidArgumentError(`tuneMalloc must be a boolean, got ${String(tuneMalloc)}`);
     if (!(terminate >= 0)) throw new InvalidArgumentError(`terminate must be a fraction of the memory limit (0 = off), got ${terminate}`);
     for (const name of ['memoryIntervalMs', 'restartDelayMs', 'maxRestartDelayMs', 'startTimeoutMs'] as const) {
       const value = options[name];
@@ -136,6 +147,8 @@ export class Supervisor extends EventEmitter {
       log: options.log ?? silentLogger,
     };
     this.#log = this.#options.log;
+    const env = { ...process.env, ...options.env };
+    this.#env = tuneMalloc ? tunedEnvironment(env) : env;
     this.done = new Promise((resolve) => (this.#finish = resolve));
     this.#slots = Array.from({ length: count }, (_, i) => new Slot(i));
     for (const slot of this.#slots) this.#spawn(slot);
@@ -223,7 +236,7 @@ export class Supervisor extends EventEmitter {
   }
 
   #spawn(slot: Slot): void {
-    const child = new CliProcess(`worker ${slot.slot}`, ['worker', ...this.#options.args(slot.slot), '--no-supervisor'], this.#options.env ?? {}, this.#options.stderr, true);
+    const child = new CliProcess(`worker ${slot.slot}`, ['worker', ...this.#options.args(slot.slot), '--no-supervisor'], this.#env, this.#options.stderr, true);
     slot.process = child;
     slot.startedAt = Date.now();
     slot.killedForMemory = false;

@@ -26,10 +26,10 @@ async function tempDir(t: TestContext, prefix: string): Promise<string> {
   return dir;
 }
 
-/** A worker from dist/ under plain node, its working directory an empty folder of its own. */
+/** A worker from dist/ under plain node (no supervisor: the task's pid is its own), its working directory an empty folder of its own. */
 async function startDistWorker(t: TestContext, scheduler: Scheduler): Promise<{ child: ChildProcess; pid: number; cwd: string }> {
   const cwd = await tempDir(t, 'spillway-ship-cwd-');
-  const child = spawn(process.execPath, [distMain, 'worker', '--scheduler', `127.0.0.1:${scheduler.address.port}`, '--memory-limit', '64MiB', '--nthreads', '1'], {
+  const child = spawn(process.execPath, [distMain, 'worker', '--scheduler', `127.0.0.1:${scheduler.address.port}`, '--memory-limit', '64MiB', '--nthreads', '1', '--no-supervisor'], {
     cwd,
     env: { ...process.env, SPILLWAY_TOKEN: TOKEN, SPILLWAY_EXIT_WITH_STDIN: '1', NODE_OPTIONS: '' },
     stdio: ['pipe', 'pipe', 'inherit'],
@@ -37,7 +37,7 @@ async function startDistWorker(t: TestContext, scheduler: Scheduler): Promise<{ 
   t.after(async () => {
     if (child.exitCode === null && child.signalCode === null) {
       const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGTERM');
+      child.kill('SIGINT'); // closes at once (SIGTERM retires it, handing its data on first)
       await exited;
     }
     assert.equal(alive(child.pid ?? -1), false);
@@ -86,7 +86,7 @@ test('shipped modules: bundled TypeScript runs on workers with no copy of it and
   // A worker that joins after the upload gets it; the first leaves, so the late one runs the task.
   const late = await startDistWorker(t, scheduler);
   const exited = new Promise((resolve) => first.child.once('exit', resolve));
-  first.child.kill('SIGTERM');
+  first.child.kill('SIGINT');
   await exited;
   const [v1] = await client.compute<{ label: string; pid: number; cwd: string; tsx: boolean; bytes: string; packed: number }>({ w: { fn: { module: shipped.module, name: 'where' } } }, ['w']);
   assert.equal(v1.label, 'version 1');

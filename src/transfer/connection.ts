@@ -135,7 +135,19 @@ export class Connection {
         return;
       }
       const ms = this.stallTimeoutMs;
-      const timer = ms > 0 ? setTimeout(() => this.fail(new TransferTimeoutError('peer not reading', ms)), ms) : undefined;
+      let timer: NodeJS.Timeout | undefined;
+      // A peer that takes some of the buffer in each window is reading, however slowly; and a
+      // timer that fires late means this process's own loop stood still, which says nothing
+      // of the peer. Only a full window with the loop running and no byte taken is a stall.
+      const arm = (pending: number, armedAt: number): void => {
+        timer = setTimeout(() => {
+          const now = performance.now();
+          const left = this.socket.writableLength;
+          if (left < pending || now - armedAt > ms * 1.5) arm(left, now);
+          else this.fail(new TransferTimeoutError('peer not reading', ms));
+        }, ms);
+      };
+      if (ms > 0) arm(this.socket.writableLength, performance.now());
       const onDrain = (): void => {
         clearTimeout(timer);
         off();

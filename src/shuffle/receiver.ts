@@ -8,6 +8,10 @@
 import type { SpillStore } from '../store/spill-store.js';
 import { ShuffleDiskFullError, ShuffleStaleRunError } from './errors.js';
 import { parseRecords } from './records.js';
+import { Slicer } from '../loop.js';
+
+/** Longest stretch of flushing between loop turns. */
+const FLUSH_SLICE_MS = 2;
 
 export interface ReceiverOptions {
   /** Bytes of pieces held outside the store before every buffer is flushed into it. */
@@ -107,11 +111,22 @@ export class ShuffleReceiver {
       this.#bufferedBytes += bytes.byteLength;
       if (buffer.bytes >= this.#options.chunkBytes) this.#flush(state, record.output, buffer);
     }
-    if (this.#bufferedBytes > this.#options.bufferBytes) {
-      for (const [output, buffer] of state.outputs) if (buffer.bytes > 0) this.#flush(state, output, buffer);
-      for (const other of this.#runs.values()) {
-        if (other === state) continue;
-        for (const [output, buffer] of other.outputs) if (buffer.bytes > 0) this.#flush(other, output, buffer);
+    if (this.#bufferedBytes > this.#options.bufferBytes) await this.#flushAll(state);
+  }
+
+  /**
+   * Flushes every buffer, this push's run first, with a loop turn every couple of
+   * milliseconds: the budget's worth of copies into chunks at once would block the loop.
+   */
+  async #flushAll(first: RunState): Promise<void> {
+    const slicer = new Slicer(FLUSH_SLICE_MS);
+    for (const state of [first, ...[...this.#runs.values()].filter((s) => s !== first)]) {
+      for (const [output, buffer] of state.outputs) {
+        // A newer run arrived meanwhile: this one's buffers were dropped with it.
+        if (this.#runs.get(state.id) !== state) break;
+        if (buffer.bytes === 0) continue;
+        this.#flush(state, output, buffer);
+        if (slicer.due()) await slicer.turn();
       }
     }
   }

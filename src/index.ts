@@ -95,7 +95,6 @@ export { shuffle, type ShuffleOptions, type ShuffleNodes, MAX_SHUFFLE_OUTPUTS } 
 export { ShuffleSplitError, ShuffleIncompleteError, ShuffleStaleRunError, ShuffleDiskFullError, ShufflePushError } from './shuffle/errors.js';
 
 // Typed tasks and futures (docs/graphs.md)
-export { defineTasks, Delayed, type Task, type Tasks, type TaskArg, type TaskArgs, type OpaqueValue, type TaskFunction, type TaskOptions, type ResultOf } from './client/tasks.js';
+export { defineTasks, Delayed, type Task, type Tasks, type TaskArg, type TaskArgs, type OpaqueValue, type TaskFunction, type TaskOptions, type ResultOf, type ResultsOf, type FuturesOf } from './client/tasks.js';
 export { Future, type FutureStatus } from './client/futures.js';
 export { FutureReleasedError } from './client/errors.js';
-export type { ResultsOf, FuturesOf } from './client/client.js';

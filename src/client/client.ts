@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Channel } from '../control/channel.js';
 import { connectWithRetry } from '../control/connect.js';
-import { type TlsConfig, checkTlsConfig, clientTls } from '../transfer/tls.js';
+import { checkTlsConfig, clientTls } from '../transfer/tls.js';
 import {
   type DataAddress,
   type Graph,
@@ -23,61 +23,19 @@ import { ClosedError, GraphError, InvalidArgumentError } from '../errors.js';
 import { SpillStore } from '../store/spill-store.js';
 import { DataClient, parseAddress } from '../transfer/client.js';
 import { RemoteError } from '../transfer/errors.js';
-import { FutureReleasedError, ResultUnavailableError, SchedulerLostError } from './errors.js';
+import { SchedulerLostError } from './errors.js';
+import { type ResultSource, fetchResult } from './results.js';
 import { taskFailure } from './failures.js';
 import { type Future, FutureRegistry } from './futures.js';
 import { pollProgress } from './progress.js';
-import { Delayed, type ResultOf, type Task, type TaskArg, type TaskArgs, graphOf, resolveGraph } from './tasks.js';
+import { Delayed, type FuturesOf, type ResultsOf, type Task, type TaskArg, type TaskArgs, graphOf, resolveGraph } from './tasks.js';
+import type { ClientOptions, ComputeOptions, ComputeProgress } from './options.js';
 import { checkDefinedFunctions, validateGraph } from './validate.js';
 
 /** How long retireWorkers waits for the workers to leave (their own retire timeout bounds it first). */
 const RETIRE_TIMEOUT_MS = 10 * 60_000;
 
-export interface ClientOptions {
-  /** Shared secret of the cluster (scheduler and workers). */
-  token?: string;
-  /** TLS to the scheduler and to the workers results are fetched from; with a CA, mutual TLS. */
-  tls?: TlsConfig;
-  /** Memory for results on this side before they spill to disk. Default '256 MiB'. */
-  memoryLimit?: number | string;
-  /** Parent directory for the client's spill files. Default: the OS temp directory. */
-  localDirectory?: string;
-  /** Shown by the scheduler. Default: client-<pid>-<8 random hex digits>. */
-  name?: string;
-  /** How long to keep looking for a result whose holders are gone (it is being recomputed). Default 120 s. */
-  resultTimeoutMs?: number;
-  /** Keep trying to reach the scheduler this long (ms), with backoff; then SchedulerUnreachableError. Default 120 s. */
-  connectTimeoutMs?: number;
-  /**
-   * Ship the modules graphs name that are local files outside any installed package (and
-   * Spillway itself) to the workers, bundled, instead of having the workers import them by
-   * path (docs/code-shipping.md). Default true; `uploadModule` ships a module either way.
-   */
-  shipModules?: boolean;
-}
-
-export interface ComputeProgress {
-  /** Wanted keys fetched so far, and in all. */
-  ready: number;
-  wanted: number;
-  /**
-   * Tasks of this client's graphs (every computation of this client), as the scheduler last
-   * reported them; undefined until its first answer.
-   */
-  tasks?: ProgressParams;
-}
-
-export interface ComputeOptions {
-  /**
-   * Called when a wanted key has been fetched, and every `progressIntervalMs` with the
-   * scheduler's count of this client's tasks.
-   */
-  onProgress?: (progress: ComputeProgress) => void;
-  /** How often to ask the scheduler for task counts while `onProgress` is set. Default 500 ms. */
-  progressIntervalMs?: number;
-  /** Keep the results on the workers after fetching them (release them later with `release`). */
-  keep?: boolean;
-}
+export type { ClientOptions, ComputeOptions, ComputeProgress } from './options.js';
 
 interface Waiter {
   ready(params: KeyReadyParams): void;
@@ -88,12 +46,6 @@ interface Computation {
   fail(err: Error): void;
 }
 
-/** The results of lazy tasks, in their order. */
-export type ResultsOf<N extends readonly unknown[]> = { -readonly [K in keyof N]: ResultOf<N[K]> };
-
-/** Futures of lazy tasks, in their order. */
-export type FuturesOf<N extends readonly unknown[]> = { -readonly [K in keyof N]: Future<ResultOf<N[K]>> };
-
 /**
  * Submits task graphs to a scheduler and gathers their results. Results are pulled from
  * the workers that hold them into a client-side SpillStore (so a large result can spill
@@ -102,10 +54,9 @@ export type FuturesOf<N extends readonly unknown[]> = { -readonly [K in keyof N]
 export class Client {
   readonly #channel: Channel;
   readonly #store: SpillStore;
-  readonly #data: DataClient;
+  readonly #results: ResultSource;
   readonly #address: string;
   readonly #clientId: string;
-  readonly #resultTimeoutMs: number;
   readonly #waiters = new Map<string, Set<Waiter>>();
   readonly #computations = new Set<Computation>();
   readonly #functionChecks = new Map<string, Promise<string | undefined>>();
@@ -136,10 +87,9 @@ export class Client {
   private constructor(channel: Channel, store: SpillStore, data: DataClient, address: string, clientId: string, options: ClientOptions) {
     this.#channel = channel;
     this.#store = store;
-    this.#data = data;
+    this.#results = { store, data, timeoutMs: options.resultTimeoutMs ?? 120_000, whoHas: (keys) => this.whoHas(keys), lost: () => this.#lost };
     this.#address = address;
     this.#clientId = clientId;
-    this.#resultTimeoutMs = options.resultTimeoutMs ?? 120_000;
     this.#modules = new ModuleShipper((params) => this.#uploadModule(params), { auto: options.shipModules ?? true });
     this.#futures = new FutureRegistry({
       fetch: (params, wanted) => this.#fetchResult(params, wanted),
@@ -498,31 +448,8 @@ export class Client {
     }
   }
 
-  /** Pulls one result into the local store from a holder, then out of it; asks again when every holder fails. */
-  async #fetchResult(params: KeyReadyParams, wanted: () => boolean = () => true): Promise<unknown> {
-    const deadline = Date.now() + this.#resultTimeoutMs;
-    let holders = params.holders;
-    let lastError: unknown;
-    for (;;) {
-      for (const holder of holders) {
-        if (this.#lost !== undefined) throw this.#lost;
-        if (!wanted()) throw new FutureReleasedError(params.key, 'released');
-        try {
-          const result = await this.#data.fetch(holder, [params.key], this.#store);
-          if (result.missing.length > 0) continue;
-          const value = await this.#store.get(params.key);
-          this.#store.delete(params.key);
-          return value;
-        } catch (err) {
-          lastError = err;
-        }
-      }
-      if (Date.now() > deadline) throw new ResultUnavailableError(params.key, lastError);
-      // Its holders are gone: the scheduler recomputes the key; ask where it is now.
-      await new Promise((resolve) => setTimeout(resolve, 250));
-      if (this.#lost !== undefined) throw this.#lost;
-      holders = (await this.whoHas([params.key]))[params.key] ?? [];
-    }
+  #fetchResult(params: KeyReadyParams, wanted?: () => boolean): Promise<unknown> {
+    return fetchResult(this.#results, params, wanted);
   }
 
   #wait(key: string, waiter: Waiter): void {

@@ -63,6 +63,12 @@ export type Tasks<F extends Record<string, TaskFunction>> = { readonly [K in key
 /** The result type of a lazy task or a future. */
 export type ResultOf<N> = N extends Delayed<infer T> ? T : N extends Future<infer T> ? T : never;
 
+/** The results of lazy tasks or futures, in their order. */
+export type ResultsOf<N extends readonly unknown[]> = { -readonly [K in keyof N]: ResultOf<N[K]> };
+
+/** Futures of lazy tasks, in their order. */
+export type FuturesOf<N extends readonly unknown[]> = { -readonly [K in keyof N]: Future<ResultOf<N[K]>> };
+
 /**
  * A task not run yet: its function, its arguments (values, other lazy tasks, futures) and
  * a key derived from them. Give it to `client.compute`, `client.persist` or to other tasks.

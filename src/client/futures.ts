@@ -79,24 +79,30 @@ export class Future<T> {
 }
 
 interface Waiter {
-  future: Future<unknown>;
+  state: FutureState;
   resolve(params: KeyReadyParams): void;
   reject(err: Error): void;
 }
 
-/** This client's claim on one key: the futures of it, and what the scheduler last said of it. */
+/** This client's claim on one key: how many futures hold it, and what the scheduler last said of it. */
 interface Claim {
-  readonly futures: Set<Future<unknown>>;
+  readonly key: string;
+  /** Live futures of the key (released, cancelled and collected ones no longer count). */
+  count: number;
+  /** `cancel()` ended every future of it. */
+  cancelled: boolean;
   ready: KeyReadyParams | undefined;
   error: Error | undefined;
   readonly waiters: Set<Waiter>;
 }
 
+/** One future's own state; it never refers to the future, so a future nobody holds can be collected. */
 interface FutureState {
-  /** The submit that made the key wanted: rejected with why the graph was refused. */
-  readonly accepted: Promise<void>;
+  readonly claim: Claim;
   refused: Error | undefined;
   dropped: 'released' | 'cancelled' | undefined;
+  /** The submit that made the key wanted: rejected with why the graph was refused. */
+  readonly accepted: Promise<void>;
 }
 
 /** What the registry needs of its client. */
@@ -111,12 +117,15 @@ export interface FutureClient {
 
 /**
  * The futures of one client, by key: several futures may share a key (equal tasks), and the
- * key is released when the last of them is.
+ * key is released when the last of them is released, or collected by the garbage collector
+ * once the program can no longer reach it (as Dask releases a future nobody refers to).
  */
 export class FutureRegistry implements FutureHost {
   readonly #claims = new Map<string, Claim>();
   readonly #states = new WeakMap<Future<unknown>, FutureState>();
   readonly #client: FutureClient;
+  // A collected future has nobody to tell of a failed release: the key then stays held until the client closes.
+  readonly #collected = new FinalizationRegistry<FutureState>((state) => void this.#drop(state, 'released').catch(() => undefined));
 
   constructor(client: FutureClient) {
     this.#client = client;
@@ -124,15 +133,16 @@ export class FutureRegistry implements FutureHost {
 
   /** A future of `key`, made wanted by the submit `accepted`. */
   create<T>(key: string, accepted: Promise<void>): Future<T> {
-    const future = new Future<T>(key, this);
-    const state: FutureState = { accepted, refused: undefined, dropped: undefined };
-    this.#states.set(future, state);
     let claim = this.#claims.get(key);
-    if (claim === undefined) this.#claims.set(key, (claim = { futures: new Set(), ready: undefined, error: undefined, waiters: new Set() }));
-    claim.futures.add(future);
+    if (claim === undefined) this.#claims.set(key, (claim = { key, count: 0, cancelled: false, ready: undefined, error: undefined, waiters: new Set() }));
+    claim.count++;
+    const state: FutureState = { claim, refused: undefined, dropped: undefined, accepted };
+    const future = new Future<T>(key, this);
+    this.#states.set(future, state);
+    this.#collected.register(future, state, state);
     accepted.catch((err: unknown) => {
       state.refused = err instanceof Error ? err : new Error(String(err));
-      for (const waiter of [...(this.#claims.get(key)?.waiters ?? [])]) if (waiter.future === future) this.#settle(key, waiter, state.refused);
+      for (const waiter of [...state.claim.waiters]) if (waiter.state === state) this.#settle(waiter, state.refused);
     });
     return future;
   }
@@ -147,7 +157,8 @@ export class FutureRegistry implements FutureHost {
     for (const future of futures) {
       const state = this.#states.get(future);
       if (state === undefined) throw new InvalidArgumentError(`${future.toString()} belongs to another client: pass its data by computing it in this client's graph`);
-      if (state.dropped !== undefined) throw new FutureReleasedError(future.key, state.dropped);
+      const dropped = droppedAs(state);
+      if (dropped !== undefined) throw new FutureReleasedError(future.key, dropped);
     }
   }
 
@@ -161,7 +172,7 @@ export class FutureRegistry implements FutureHost {
     if (claim === undefined) return;
     claim.ready = params;
     claim.error = undefined;
-    for (const waiter of [...claim.waiters]) this.#settle(params.key, waiter, params);
+    for (const waiter of [...claim.waiters]) this.#settle(waiter, params);
   }
 
   erred(key: string, error: Error): void {
@@ -169,21 +180,21 @@ export class FutureRegistry implements FutureHost {
     if (claim === undefined) return;
     claim.error = error;
     claim.ready = undefined;
-    for (const waiter of [...claim.waiters]) this.#settle(key, waiter, error);
+    for (const waiter of [...claim.waiters]) this.#settle(waiter, error);
   }
 
   /** The client is closed or lost its scheduler: every pending `result()` rejects with `err`. */
   lost(err: Error): void {
-    for (const [key, claim] of this.#claims) for (const waiter of [...claim.waiters]) this.#settle(key, waiter, err);
+    for (const claim of this.#claims.values()) for (const waiter of [...claim.waiters]) this.#settle(waiter, err);
   }
 
   status(future: Future<unknown>): FutureStatus {
     const state = this.#states.get(future);
     if (state === undefined) return 'released';
-    if (state.dropped !== undefined) return state.dropped;
-    const claim = this.#claims.get(future.key);
-    if (state.refused !== undefined || claim?.error !== undefined) return 'error';
-    return claim?.ready !== undefined ? 'finished' : 'pending';
+    const dropped = droppedAs(state);
+    if (dropped !== undefined) return dropped;
+    if (state.refused !== undefined || state.claim.error !== undefined) return 'error';
+    return state.claim.ready !== undefined ? 'finished' : 'pending';
   }
 
   async result(future: Future<unknown>): Promise<unknown> {
@@ -191,41 +202,55 @@ export class FutureRegistry implements FutureHost {
     const lost = this.#client.lost();
     if (lost !== undefined) throw lost;
     const state = this.#states.get(future) as FutureState;
-    const claim = this.#claims.get(future.key) as Claim;
+    const { claim } = state;
     const params = await new Promise<KeyReadyParams>((resolve, reject) => {
       if (state.refused !== undefined) return reject(state.refused);
       if (claim.error !== undefined) return reject(claim.error);
       if (claim.ready !== undefined) return resolve(claim.ready);
-      claim.waiters.add({ future, resolve, reject });
+      claim.waiters.add({ state, resolve, reject });
     });
     try {
-      return await this.#client.fetch(params, () => state.dropped === undefined);
+      return await this.#client.fetch(params, () => droppedAs(state) === undefined);
     } catch (err) {
-      if (state.dropped !== undefined) throw new FutureReleasedError(future.key, state.dropped);
+      const dropped = droppedAs(state);
+      if (dropped !== undefined) throw new FutureReleasedError(future.key, dropped);
       throw err;
     }
   }
 
   async release(future: Future<unknown>, reason: 'released' | 'cancelled'): Promise<void> {
     const state = this.#states.get(future);
-    if (state === undefined || state.dropped !== undefined) return;
-    const claim = this.#claims.get(future.key) as Claim;
-    // Cancelling ends every future of the key; releasing only this one.
-    const ending = reason === 'cancelled' ? [...claim.futures] : [future];
-    for (const ended of ending) {
-      const endedState = this.#states.get(ended) as FutureState;
-      endedState.dropped = reason;
-      claim.futures.delete(ended);
-      for (const waiter of [...claim.waiters]) if (waiter.future === ended) this.#settle(future.key, waiter, new FutureReleasedError(future.key, reason));
-    }
-    if (claim.futures.size > 0) return;
-    this.#claims.delete(future.key);
-    if (this.#client.lost() === undefined) await this.#client.unclaimed([future.key]);
+    if (state === undefined) return;
+    this.#collected.unregister(state);
+    await this.#drop(state, reason);
   }
 
-  #settle(key: string, waiter: Waiter, outcome: KeyReadyParams | Error): void {
-    this.#claims.get(key)?.waiters.delete(waiter);
+  /** Ends a future: cancelling ends every future of its key, releasing only this one. The key is released with the last. */
+  async #drop(state: FutureState, reason: 'released' | 'cancelled'): Promise<void> {
+    const { claim } = state;
+    if (droppedAs(state) !== undefined) return;
+    state.dropped = reason;
+    claim.count--;
+    if (reason === 'cancelled') {
+      claim.cancelled = true;
+      claim.count = 0;
+    }
+    for (const waiter of [...claim.waiters]) {
+      if (reason === 'cancelled' || waiter.state === state) this.#settle(waiter, new FutureReleasedError(claim.key, reason));
+    }
+    if (claim.count > 0 || this.#claims.get(claim.key) !== claim) return;
+    this.#claims.delete(claim.key);
+    if (this.#client.lost() === undefined) await this.#client.unclaimed([claim.key]);
+  }
+
+  #settle(waiter: Waiter, outcome: KeyReadyParams | Error): void {
+    waiter.state.claim.waiters.delete(waiter);
     if (outcome instanceof Error) waiter.reject(outcome);
     else waiter.resolve(outcome);
   }
+}
+
+/** How a future ended, if it did: its own release, or a cancel of its key. */
+function droppedAs(state: FutureState): 'released' | 'cancelled' | undefined {
+  return state.dropped ?? (state.claim.cancelled ? 'cancelled' : undefined);
 }

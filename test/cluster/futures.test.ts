@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { test } from 'node:test';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { Client } from '../../src/client/client.js';
 import { FutureReleasedError } from '../../src/client/errors.js';
 import { fetchClusterState } from '../../src/client/state.js';
@@ -159,5 +161,18 @@ test('typed tasks and futures on a local cluster', async (t) => {
     await assert.rejects(huge.result(), (e: unknown) => e instanceof MemoryHintError && e.code === 'SPW_ERR_MEMORY_HINT' && e.failedKey === huge.key);
     for (const f of [...spans, huge]) await f.release();
     await waitFor(empty, 'every key released');
+  });
+
+  await t.test('a future the program can no longer reach is released once it is collected', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    await (async () => {
+      const f = client.submit(tasks.load, 11, 3);
+      assert.equal((await f.result()).length, 3);
+    })();
+    await waitFor(async () => {
+      gc();
+      return empty();
+    }, 'the collected future released');
   });
 });

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk/disk-tier.js';
 import { noise } from '../../src/testing/sources.js';
+import { withTempDir } from '../helpers/temp-dir.js';
 
 export { collect, encodedSource, entriesUnder, failingSource, filesUnder, noise, randomWalk, rawSource, slowSource } from '../../src/testing/sources.js';
 
@@ -10,15 +11,8 @@ export async function tempDir(prefix = 'spw-test-'): Promise<string> {
   return fsp.mkdtemp(path.join(os.tmpdir(), prefix));
 }
 
-/** Runs `body` with a fresh temporary directory, then removes it. */
-export async function withTempDir(body: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await tempDir();
-  try {
-    await body(dir);
-  } finally {
-    await fsp.rm(dir, { recursive: true, force: true });
-  }
-}
+// One fixture for a folder removed when its body settles, shared with the other suites.
+export { withTempDir } from '../helpers/temp-dir.js';
 
 /** Runs `body` with an open DiskTier in a fresh directory, then closes it and removes the directory. */
 export async function withDiskTier(options: Omit<DiskTierOptions, 'directory' | 'directories'>, body: (tier: DiskTier, parent: string) => Promise<void>): Promise<void> {

@@ -103,6 +103,13 @@ function rows(s: LocalSummary, referenceSeconds: number, target: number): Row[] 
     target: s.workload === 'shuffle' ? `≤ ${target}` : '',
     pass: s.workload === 'shuffle' ? timeRatio <= target : undefined,
   });
+  const held = s.workers.reduce((n, w) => n + w.peakDiskBytes, 0);
+  out.push({
+    check: `${name}: peak bytes on disk (sum of the workers' peaks) / data`,
+    value: `${formatBytes(held)} / ${formatBytes(s.dataBytes)} = ${(held / s.dataBytes).toFixed(2)}`,
+    target: '≤ 2.5',
+    pass: held / s.dataBytes <= 2.5,
+  });
   const writes = spilled / s.dataBytes;
   out.push({ check: `${name}: bytes spilled / data`, value: `${formatBytes(spilled)} / ${formatBytes(s.dataBytes)} = ${writes.toFixed(2)}`, target: '≤ 1.5', pass: writes <= 1.5 });
   return out;

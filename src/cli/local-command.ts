@@ -20,7 +20,7 @@ function printSummary(s: LocalSummary): void {
     `  tasks      ${s.tasks.done} of ${s.tasks.total} seen done${s.tasks.erred > 0 ? `, ${s.tasks.erred} erred` : ''}`,
     ...s.workers.map(
       (w) =>
-        `  ${w.name.padEnd(10)} peak RSS ${formatBytes(w.peakRss)} (${ratio(w.peakRss, w.memoryLimit)} of its limit), spilled ${formatBytes(w.spilledBytes)}, ` +
+        `  ${w.name.padEnd(10)} peak RSS ${formatBytes(w.peakRss)} (${ratio(w.peakRss, w.memoryLimit)} of its limit), spilled ${formatBytes(w.spilledBytes)} (at most ${formatBytes(w.peakDiskBytes)} on disk at once), ` +
         `unspilled ${formatBytes(w.unspilledBytes)}, served from disk ${formatBytes(w.servedFromDiskBytes)} / memory ${formatBytes(w.servedFromMemoryBytes)}, ` +
         `event-loop delay worst ${w.maxEventLoopDelayMs.toFixed(0)} ms, p99 ${w.p99EventLoopDelayMs.toFixed(0)} ms${w.restarts > 0 ? ` (restarted ${w.restarts}×)` : ''}${w.alive ? '' : ' (exited)'}`,
     ),

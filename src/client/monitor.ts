@@ -15,6 +15,8 @@ export interface WorkerRunStats {
   peakHeartbeatRss: number;
   spilledBytes: number;
   unspilledBytes: number;
+  /** Most bytes its store held below memory (on disk) at any heartbeat. */
+  peakDiskBytes: number;
   servedFromDiskBytes: number;
   servedFromMemoryBytes: number;
   maxEventLoopDelayMs: number;
@@ -58,6 +60,7 @@ export class ClusterMonitor {
       peakHeartbeatRss: 0,
       spilledBytes: 0,
       unspilledBytes: 0,
+      peakDiskBytes: 0,
       servedFromDiskBytes: 0,
       servedFromMemoryBytes: 0,
       maxEventLoopDelayMs: 0,
@@ -140,6 +143,7 @@ export class ClusterMonitor {
       w.samples++;
       w.rss = beat.rss;
       w.peakHeartbeatRss = Math.max(w.peakHeartbeatRss, beat.rss);
+      w.peakDiskBytes = Math.max(w.peakDiskBytes, beat.disk?.bytes ?? 0);
       if (w.peakRssSource === 'heartbeat') w.peakRss = Math.max(w.peakRss, beat.rss);
       w.maxEventLoopDelayMs = Math.max(w.maxEventLoopDelayMs, beat.eventLoopDelayMs);
       if (beat.eventLoopDelayRunP99Ms !== undefined) w.p99EventLoopDelayMs = beat.eventLoopDelayRunP99Ms;

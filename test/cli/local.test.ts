@@ -26,7 +26,7 @@ test('local --json runs a shuffle larger than the cluster and prints one verifie
   assert.ok(s.wallSeconds > 0 && s.dataBytes > 128 * 2 ** 20);
   assert.equal(s.workers.length, 2);
   for (const w of s.workers) {
-    for (const field of ['memoryLimit', 'peakRss', 'spilledBytes', 'unspilledBytes', 'servedFromDiskBytes', 'maxEventLoopDelayMs'] as const) {
+    for (const field of ['memoryLimit', 'peakRss', 'spilledBytes', 'unspilledBytes', 'servedFromDiskBytes', 'maxEventLoopDelayMs', 'peakDiskBytes'] as const) {
       assert.equal(typeof w[field], 'number', field);
     }
     assert.ok(w.peakRss > 0);

@@ -55,7 +55,7 @@ async function main() {
   }
   graph.total = { fn: fn('combine'), args: [Array.from({ length: 8 }, (_, i) => ref(`summary-${i}`))] };
 
-  const cluster = await LocalCluster.start({ workers: 2, memoryLimit: '128 MiB' });
+  const cluster = await LocalCluster.start({ workers: 2, memoryLimit: '256 MiB' });
   const client = await Client.connect(cluster.address, { token: cluster.token });
   try {
     const [total] = await client.compute(graph, ['total'], {

@@ -50,7 +50,7 @@ export function combine(parts) {
 export const tasks = defineTasks(import.meta.url, { makeNumbers, summarize, combine });
 
 async function main() {
-  const cluster = await LocalCluster.start({ workers: 2, memoryLimit: '128 MiB' });
+  const cluster = await LocalCluster.start({ workers: 2, memoryLimit: '256 MiB' });
   const client = await Client.connect(cluster.address, { token: cluster.token });
   try {
     // Futures: the work starts now and the results stay on the cluster.

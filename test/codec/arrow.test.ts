@@ -162,6 +162,19 @@ describe('Apache Arrow values', () => {
     assert.equal(await store.get('bad'), table, 'refused by the codec, kept in memory');
   });
 
+  it('a table of a copy of apache-arrow Spillway does not know is a CodecError, never its schema without its data', async () => {
+    // Arrow's classes answer instanceof for any object carrying its table mark: a writer of
+    // one copy handed such a value wrote the schema and no rows.
+    const real = tableFromArrays({ id: new Int32Array([1, 2]) });
+    class Table {
+      readonly schema = real.schema;
+      readonly batches = real.batches;
+    }
+    const lookalike = Object.assign(new Table(), { [Symbol.for('apache-arrow/Table')]: true });
+    assert.ok((lookalike as unknown) instanceof arrow.Table, "Arrow's own instanceof takes the look-alike");
+    await assert.rejects(encodeToBuffer(lookalike), (err: unknown) => err instanceof CodecError && /registerArrow/.test(err.message));
+  });
+
   it('importing spillway does not load apache-arrow; the first Arrow value does', async () => {
     const script = fileURLToPath(new URL('./fixtures/arrow-lazy.ts', import.meta.url));
     const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', script], { timeout: 60_000 });

@@ -3,7 +3,7 @@
  * from their tasks, and the job finishes exactly (issue 33, item 6).
  */
 import assert from 'node:assert/strict';
-import { open, readdir, stat } from 'node:fs/promises';
+import { lstat, open, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { test } from 'node:test';
 import { Client } from '../../src/client/client.js';
@@ -13,12 +13,22 @@ import { startCluster } from './helpers.js';
 const fn = (name: string): { module: string; name: string } => ({ module: new URL('./fixtures/faults.ts', import.meta.url).href, name });
 const MiB = 1024 * 1024;
 
-/** Flips bytes in the middle of every spill file under `directory`; returns how many files. */
+/**
+ * Flips bytes in the middle of every spill file under `directory`; returns how many files.
+ * Links are not followed: a worker's folder links to the installed packages (for shipped
+ * modules), and nothing outside the spill folder may be touched.
+ */
 async function corruptSpillFiles(directory: string): Promise<number> {
   let count = 0;
-  for (const entry of await readdir(directory, { recursive: true })) {
-    const file = path.join(directory, entry);
-    const info = await stat(file).catch(() => undefined);
+  for (const entry of await readdir(directory, { withFileTypes: true })) {
+    const file = path.join(directory, entry.name);
+    if (entry.isSymbolicLink()) continue;
+    if (entry.isDirectory()) {
+      count += await corruptSpillFiles(file);
+      continue;
+    }
+    if (!entry.isFile()) continue;
+    const info = await lstat(file).catch(() => undefined);
     if (info === undefined || !info.isFile() || info.size < 64 * 1024) continue;
     const handle = await open(file, 'r+').catch(() => undefined);
     if (handle === undefined) continue;

@@ -121,7 +121,11 @@ test('the scheduler and each worker export Prometheus metrics that follow its co
     spilled += one(s, 'spillway_worker_spill_bytes_total', { worker: name, direction: 'write' });
     assert.ok(one(s, 'spillway_worker_spill_seconds_total', { worker: name, direction: 'write' }) >= 0);
     sent += samples(s, 'spillway_worker_transfer_bytes_total', { worker: name, direction: 'sent' }).reduce((a, b) => a + b, 0);
-    assert.equal(samples(s, 'spillway_worker_transfer_bytes_total', { worker: name }).length, 4, 'sent and received, from memory and disk');
+    assert.deepEqual(
+      s.get('spillway_worker_transfer_bytes_total')?.metrics.filter((m) => m.labels?.worker === name).map((m) => `${m.labels?.direction}/${m.labels?.source}`).sort(),
+      ['received/disk', 'received/memory', 'received/shuffle', 'sent/disk', 'sent/memory', 'sent/shuffle'],
+      'sent and received, from memory, disk and shuffle pushes',
+    );
     assert.ok(samples(s, 'spillway_worker_spilled_bytes', { worker: name }).length >= 1, 'one sample per tier');
   }
   assert.ok(spilled > 0, 'the workers spilled');

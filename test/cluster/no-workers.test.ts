@@ -1,4 +1,4 @@
-/** The only worker is killed by its task and nothing replaces it: the client gets NoWorkersError after noWorkersTimeoutMs (issue 33, item 4). */
+/** The only worker (unsupervised) is killed by its task and nothing replaces it: the client gets NoWorkersError after noWorkersTimeoutMs (issue 33, item 4). */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -20,7 +20,7 @@ test('a computation with no worker left fails with SPW_ERR_NO_WORKERS after noWo
   const { host, port } = scheduler.address;
   const worker = new CliProcess(
     'worker',
-    ['worker', '--scheduler', `${host}:${port}`, '--memory-limit', '64MiB', '--nthreads', '1', '--local-directory', directory],
+    ['worker', '--no-supervisor', '--scheduler', `${host}:${port}`, '--memory-limit', '64MiB', '--nthreads', '1', '--local-directory', directory],
     { SPILLWAY_TOKEN: token },
     'pipe',
   );

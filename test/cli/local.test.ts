@@ -97,7 +97,7 @@ test('a worker whose scheduler goes away closes cleanly and exits 1, so a superv
   const scheduler = spawnCli(['scheduler', '--port', '0'], { env });
   const listening = await firstJsonLine(scheduler);
   const address = listening.address as { host: string; port: number };
-  const worker = spawnCli(['worker', '--scheduler', `${address.host}:${address.port}`, '--memory-limit', '64MiB', '--nthreads', '1', '--no-supervisor'], { env });
+  const worker = spawnCli(['worker', '--scheduler', `${address.host}:${address.port}`, '--memory-limit', '64MiB', '--nthreads', '1', '--no-supervisor', '--connect-timeout', '3s'], { env });
   try {
     assert.equal((await firstJsonLine(worker)).event, 'ready');
     const exited = once(worker, 'exit');

@@ -12,6 +12,7 @@
  * finds the placeholders by identity, not by their shape: user data that looks like one is
  * left alone.
  */
+import { KEEP, define, isPlainObject, replaceInPlace } from './value-walk.js';
 
 /** A view whose byteOffset + byteLength exceeds this is lifted out of a message. */
 export const MAX_POSTED_VIEW_END = 2 ** 32 - 1;
@@ -98,41 +99,7 @@ export function liftLargeViews(value: unknown): { value: unknown; views: LiftedV
 export function restoreLargeViews(value: unknown, views: readonly LiftedView[] | undefined): unknown {
   if (views === undefined || views.length === 0) return value;
   const rebuilt = new Map<object, ArrayBufferView>(views.map((v) => [v, viewOf(v)]));
-  const seen = new Set<object>();
-  const swap = (v: unknown): unknown => {
-    if (typeof v !== 'object' || v === null) return v;
-    const view = rebuilt.get(v);
-    if (view !== undefined) return view;
-    visit(v);
-    return v;
-  };
-  const visit = (v: object): void => {
-    if (seen.has(v) || ArrayBuffer.isView(v)) return;
-    seen.add(v);
-    if (Array.isArray(v)) {
-      for (let i = 0; i < v.length; i++) {
-        if (!(i in v)) continue;
-        const item: unknown = v[i];
-        const out = swap(item);
-        if (out !== item) v[i] = out;
-      }
-    } else if (v instanceof Map) {
-      const entries = [...(v as Map<unknown, unknown>)];
-      v.clear();
-      for (const [k, item] of entries) v.set(swap(k), swap(item));
-    } else if (v instanceof Set) {
-      const items = [...(v as Set<unknown>)];
-      v.clear();
-      for (const item of items) v.add(swap(item));
-    } else if (isPlainObject(v)) {
-      const record = v as Record<string, unknown>;
-      for (const [k, item] of Object.entries(record)) {
-        const out = swap(item);
-        if (out !== item) define(record, k, out);
-      }
-    }
-  };
-  return swap(value);
+  return replaceInPlace(value, (v) => rebuilt.get(v) ?? KEEP);
 }
 
 /** Whether a view ending past 4 GiB is reachable through arrays, plain objects, Maps and Sets. */
@@ -154,15 +121,6 @@ function holdsLargeView(value: unknown): boolean {
   return visit(value);
 }
 
-function isPlainObject(v: object): boolean {
-  const proto: unknown = Object.getPrototypeOf(v);
-  return proto === Object.prototype || proto === null;
-}
-
-/** An own data property, even for the key `__proto__` (an assignment would set the prototype). */
-function define(target: Record<string, unknown>, key: string, value: unknown): void {
-  Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true });
-}
 
 function kindOf(view: ArrayBufferView): ViewKind {
   if (view instanceof DataView) return 'DataView';

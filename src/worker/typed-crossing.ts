@@ -14,6 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import { EncodedTypedValue, decodeTyped, typeOf } from '../codec/types.js';
 import { CodecError, errorMessage } from '../errors.js';
+import { KEEP, define, isPlainObject, replaceInPlace } from './value-walk.js';
 
 /** The property naming a crossing value; its value is the process's brand. */
 const BRAND_KEY = '\u0000spillway.typed';
@@ -106,58 +107,16 @@ export function liftTypedValues(value: unknown, brand: string): { value: unknown
  * as EncodedTypedValues (the loop).
  */
 export function restoreTypedValues(value: unknown, brand: string, how: 'decode' | 'keep-encoded'): unknown {
-  const seen = new Set<object>();
-  const swap = (v: unknown): unknown => {
-    if (typeof v !== 'object' || v === null) return v;
-    if (isCrossing(v, brand)) {
-      const buffers = v.buffers;
-      if (!Array.isArray(buffers) || !buffers.every((b) => b instanceof Uint8Array) || typeof v.name !== 'string') {
-        throw new CodecError('a value of a registered type arrived malformed from another thread');
-      }
-      return how === 'decode' ? decodeTyped(v.name, { meta: v.meta, buffers }) : new EncodedTypedValue(v.name, v.meta, buffers);
+  return replaceInPlace(value, (v) => {
+    if (!isCrossing(v, brand)) return KEEP;
+    const buffers = v.buffers;
+    if (!Array.isArray(buffers) || !buffers.every((b) => b instanceof Uint8Array) || typeof v.name !== 'string') {
+      throw new CodecError('a value of a registered type arrived malformed from another thread');
     }
-    visit(v);
-    return v;
-  };
-  const visit = (v: object): void => {
-    if (seen.has(v) || ArrayBuffer.isView(v)) return;
-    seen.add(v);
-    if (Array.isArray(v)) {
-      for (let i = 0; i < v.length; i++) {
-        if (!(i in v)) continue;
-        const item: unknown = v[i];
-        const out = swap(item);
-        if (out !== item) v[i] = out;
-      }
-    } else if (v instanceof Map) {
-      const entries = [...(v as Map<unknown, unknown>)];
-      v.clear();
-      for (const [k, item] of entries) v.set(swap(k), swap(item));
-    } else if (v instanceof Set) {
-      const items = [...(v as Set<unknown>)];
-      v.clear();
-      for (const item of items) v.add(swap(item));
-    } else if (isPlainObject(v)) {
-      const record = v as Record<string, unknown>;
-      for (const [k, item] of Object.entries(record)) {
-        const out = swap(item);
-        if (out !== item) define(record, k, out);
-      }
-    }
-  };
-  return swap(value);
+    return how === 'decode' ? decodeTyped(v.name, { meta: v.meta, buffers }) : new EncodedTypedValue(v.name, v.meta, buffers);
+  });
 }
 
 function isCrossing(v: object, brand: string): v is CrossingValue {
   return (v as Partial<CrossingValue>)[BRAND_KEY] === brand;
-}
-
-function isPlainObject(v: object): boolean {
-  const proto: unknown = Object.getPrototypeOf(v);
-  return proto === Object.prototype || proto === null;
-}
-
-/** An own data property, even for the key `__proto__` (an assignment would set the prototype). */
-function define(target: Record<string, unknown>, key: string, value: unknown): void {
-  Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true });
 }

@@ -1,6 +1,6 @@
-import { CodecError, errorMessage } from '../errors.js';
+import { CodecError } from '../errors.js';
 import { binaryTag, type BinaryValue } from './binary.js';
-import { type EncodedParts, type TypeEntry, typeOf } from './types.js';
+import { type TypeEntry, encodeParts, typeOf } from './types.js';
 
 /** Stands in a msgpackr header for a binary payload carried as frame `index`. */
 export class FrameRef {
@@ -105,20 +105,10 @@ class Walker {
   }
 
   private walkTyped(value: object, type: TypeEntry, path: string): TypedRef {
-    let parts: EncodedParts;
-    try {
-      parts = type.encode(value);
-    } catch (err) {
-      if (err instanceof CodecError) throw err;
-      throw new CodecError(`the type "${type.name}" cannot encode the value at ${path}: ${errorMessage(err)}`, { cause: err });
-    }
-    const buffers: unknown = parts?.buffers;
-    if (!Array.isArray(buffers) || !buffers.every((b) => ArrayBuffer.isView(b))) {
-      throw new CodecError(`the type "${type.name}" must encode a value as { meta, buffers } with buffers an array of typed arrays or Buffers (at ${path})`);
-    }
+    const { meta, buffers } = encodeParts(type, value, path);
     const first = this.frames.length;
-    for (const buffer of buffers as ArrayBufferView[]) this.frames.push(new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength));
-    return new TypedRef(type.name, parts.meta ?? null, first, buffers.length);
+    for (const buffer of buffers) this.frames.push(new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength));
+    return new TypedRef(type.name, meta, first, buffers.length);
   }
 
   private walkArray(array: unknown[], path: string): unknown[] {

@@ -3,7 +3,7 @@
  * header plus binary buffers, so that spilling, transfer and `sizeof` treat them like
  * typed arrays (their bytes written from the value's own memory, read back as views).
  */
-import { InvalidArgumentError, TypeDecodeError, TypeRegistrationError, UnknownTypeError } from '../errors.js';
+import { CodecError, InvalidArgumentError, TypeDecodeError, TypeRegistrationError, UnknownTypeError, errorMessage } from '../errors.js';
 import { arrowTypeNamed, arrowTypeOf } from './arrow.js';
 
 /** What a type's `encode` returns: plain data to keep beside the buffers, and the buffers. */
@@ -164,6 +164,25 @@ export function decodeTyped(name: string, parts: DecodedParts): object {
   } catch (err) {
     throw new TypeDecodeError(name, err);
   }
+}
+
+/**
+ * `type.encode(value)`, checked: a throw becomes a CodecError naming the type and `path`, and
+ * what it returns must be `{ meta, buffers }` with buffers an array of views.
+ */
+export function encodeParts(type: TypeEntry, value: object, path: string): { meta: unknown; buffers: ArrayBufferView[] } {
+  let parts: EncodedParts;
+  try {
+    parts = type.encode(value);
+  } catch (err) {
+    if (err instanceof CodecError) throw err;
+    throw new CodecError(`the type "${type.name}" cannot encode the value at ${path}: ${errorMessage(err)}`, { cause: err });
+  }
+  const buffers: unknown = parts?.buffers;
+  if (!Array.isArray(buffers) || !buffers.every((b) => ArrayBuffer.isView(b))) {
+    throw new CodecError(`the type "${type.name}" must encode a value as { meta, buffers } with buffers an array of typed arrays or Buffers (at ${path})`);
+  }
+  return { meta: parts.meta ?? null, buffers: buffers as ArrayBufferView[] };
 }
 
 /**

@@ -12,8 +12,8 @@
  * and never runs a type's code.
  */
 import { randomUUID } from 'node:crypto';
-import { EncodedTypedValue, decodeTyped, typeOf } from '../codec/types.js';
-import { CodecError, errorMessage } from '../errors.js';
+import { EncodedTypedValue, decodeTyped, encodeParts, typeOf } from '../codec/types.js';
+import { CodecError } from '../errors.js';
 import { KEEP, define, isPlainObject, replaceInPlace } from './value-walk.js';
 
 /** The property naming a crossing value; its value is the process's brand. */
@@ -34,22 +34,8 @@ export const LOOP_BRAND: string = randomUUID();
 export function partsOf(value: object, path = 'value'): { name: string; meta: unknown; buffers: Uint8Array[] } | undefined {
   const type = typeOf(value);
   if (type === undefined) return undefined;
-  let parts;
-  try {
-    parts = type.encode(value);
-  } catch (err) {
-    if (err instanceof CodecError) throw err;
-    throw new CodecError(`the type "${type.name}" cannot encode the value at ${path}: ${errorMessage(err)}`, { cause: err });
-  }
-  const buffers: unknown = parts?.buffers;
-  if (!Array.isArray(buffers) || !buffers.every((b) => ArrayBuffer.isView(b))) {
-    throw new CodecError(`the type "${type.name}" must encode a value as { meta, buffers } with buffers an array of typed arrays or Buffers (at ${path})`);
-  }
-  return {
-    name: type.name,
-    meta: parts.meta ?? null,
-    buffers: (buffers as ArrayBufferView[]).map((b) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength)),
-  };
+  const { meta, buffers } = encodeParts(type, value, path);
+  return { name: type.name, meta, buffers: buffers.map((b) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength)) };
 }
 
 export function crossing(brand: string, parts: { name: string; meta: unknown; buffers: Uint8Array[] }): CrossingValue {

@@ -57,9 +57,15 @@ export class SpillStore extends EventEmitter {
     state.onGrowth = () => {
       this.#pressure.checkPause();
       if (state.acct.residentBytes > state.opts.targetBytes) this.#spiller.pump();
-      else this.#pressure.checkResume();
+      else {
+        this.#spiller.noteUnderTarget();
+        this.#pressure.checkResume();
+      }
     };
-    state.onShrink = () => this.#pressure.checkResume();
+    state.onShrink = () => {
+      this.#spiller.noteUnderTarget();
+      this.#pressure.checkResume();
+    };
   }
 
   /** Opens a store: prepares its tiers (a fresh spill folder) and starts the memory monitor. */

@@ -82,10 +82,17 @@ export class Spiller {
       }
       this.#start(entry, false);
     }
-    // The episode ends once memory is under target, writes in flight counted: retries that
-    // only put values in flight again (and fail again) are the same episode.
-    if (acct.residentBytes <= opts.targetBytes) this.#stuckReported = false;
     this.state.onShrink();
+  }
+
+  /**
+   * The stuck episode ends once memory is under target, writes in flight counted: retries
+   * that only put values in flight again (and fail again) are the same episode. Checked on
+   * every growth and shrink, since memory can get there without the pump running (a retried
+   * write that lands drops its value; evict() spills directly).
+   */
+  noteUnderTarget(): void {
+    if (this.state.acct.residentBytes <= this.state.opts.targetBytes) this.#stuckReported = false;
   }
 
   /** Drops LRU values that have a copy below until memory net of writes is at target. */

@@ -22,13 +22,34 @@ test('a disk that stays full: unspillable fires once per episode, not at every r
   assert.match(store.writeFailure.message, /ENOSPC/);
   // The disk has room again: writes land, memory goes back under target, the episode ends.
   full = false;
-  await waitFor(() => store.writeFailure === undefined && store.stats().disk.count > 0, 'the retried writes to land', 10_000);
+  // Enough retried writes have to land (not just the first) for memory to get back under
+  // target, which is what ends the episode.
+  await waitFor(() => {
+    const stats = store.stats();
+    return store.writeFailure === undefined && stats.memory.bytes + stats.spilling.bytes <= stats.targetBytes;
+  }, 'the retried writes to land', 10_000);
   await store.evict();
   full = true;
   for (let i = 0; i < 48; i++) store.set(`b${i}`, f64(64 * KiB, i));
   await waitFor(() => events.length === 2, 'a second episode', 10_000);
   await new Promise((resolve) => setTimeout(resolve, 300));
   assert.equal(events.length, 2);
+});
+
+test('a disk that stays full: deleting values ends the episode, and the next one is reported', async (t) => {
+  const plan: FaultPlan = { failWrite: () => 'ENOSPC' };
+  const { store } = await openStore(t, { memoryLimit: 4 * MiB, retryDelayMs: 20, wrap: (disk) => new FaultyTier(disk, plan) });
+  store.on('error', () => undefined);
+  const events: Array<{ reason: string }> = [];
+  store.on('unspillable', (event: { reason: string }) => events.push(event));
+  for (let i = 0; i < 48; i++) store.set(`a${i}`, f64(64 * KiB, i));
+  await waitFor(() => events.length === 1, 'the first episode', 10_000);
+  // Memory gets under target by deletes alone: no write lands and the pump has nothing to do.
+  for (let i = 0; i < 48; i++) store.delete(`a${i}`);
+  assert.equal(store.stats().memory.bytes, 0);
+  for (let i = 0; i < 48; i++) store.set(`b${i}`, f64(64 * KiB, i));
+  await waitFor(() => events.length === 2, 'a second episode', 10_000);
+  assert.deepEqual(events.map((e) => e.reason), ['write-failures', 'write-failures']);
 });
 
 test('a full disk does not keep producers paused while the values fit the memory limit', async (t) => {

@@ -3,6 +3,7 @@
  * workers, whole clusters or the CLI (real processes, threads and sockets: the slow part),
  * `unit` every other folder, so a folder added later is never left out of both.
  * Arguments after the suite's name go to `node --test` (a reporter, a name pattern).
+ * Unless a reporter is given, the run ends with a line naming its slowest files.
  */
 import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
@@ -26,5 +27,16 @@ const files = readdirSync(root, { withFileTypes: true })
   )
   .sort();
 
-const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', ...extra, ...files], { stdio: 'inherit' });
+// Node's own default reporter (spec on a terminal, TAP otherwise before Node 23), and one
+// summary line of the slowest files after it, unless a reporter was asked for.
+const major = Number(process.versions.node.split('.')[0]);
+const reporters = extra.some((arg) => arg.startsWith('--test-reporter'))
+  ? []
+  : [
+      `--test-reporter=${process.stdout.isTTY || major >= 23 ? 'spec' : 'tap'}`,
+      '--test-reporter-destination=stdout',
+      `--test-reporter=${path.join(root, 'slowest-files.mjs')}`,
+      '--test-reporter-destination=stdout',
+    ];
+const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', ...reporters, ...extra, ...files], { stdio: 'inherit' });
 child.on('exit', (code, signal) => process.exit(code ?? (signal === null ? 1 : 128)));

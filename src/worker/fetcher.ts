@@ -1,7 +1,8 @@
-import type { DataAddress, WhoHasResult } from '../cluster/protocol.js';
+import { type DataAddress, Methods, type WhoHasResult } from '../cluster/protocol.js';
 import { ClosedError } from '../errors.js';
 import type { SpillStore } from '../store/spill-store.js';
 import type { DataClient } from '../transfer/client.js';
+import type { SchedulerLink } from './scheduler-link.js';
 
 /** Keys nobody could deliver, each with the holders that were tried. */
 export type MissingKeys = Map<string, DataAddress[]>;
@@ -11,8 +12,8 @@ export interface FetcherOptions {
   store: SpillStore;
   /** This worker's own DataServer: never a holder to fetch from. */
   self: DataAddress;
-  /** Asks the scheduler who holds keys now. */
-  whoHas: (keys: string[]) => Promise<WhoHasResult>;
+  /** Asked who holds keys now. */
+  scheduler: Pick<SchedulerLink, 'request'>;
 }
 
 const sameAddress = (a: DataAddress, b: DataAddress): boolean => a.host === b.host && a.port === b.port;
@@ -152,7 +153,7 @@ export class Fetcher {
     for (const key of keys) asked.add(key);
     let answer: WhoHasResult;
     try {
-      answer = await this.options.whoHas(keys);
+      answer = await this.options.scheduler.request<WhoHasResult>(Methods.whoHas, { keys }, 30_000);
     } catch {
       return; // scheduler unreachable: these keys are missing; losing it shuts the worker down anyway
     }

@@ -1,23 +1,30 @@
 import { statfs } from 'node:fs/promises';
 import { type IntervalHistogram, type RecordableHistogram, createHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
-import type { WorkerHeartbeat } from '../cluster/protocol.js';
+import { Methods, type WorkerHeartbeat } from '../cluster/protocol.js';
+import type { ShuffleService } from '../shuffle/worker-service.js';
 import type { SpillStore } from '../store/spill-store.js';
 import type { DataServer } from '../transfer/server.js';
+import type { Fetcher } from './fetcher.js';
+import type { SchedulerLink } from './scheduler-link.js';
+import type { StoreErrorCounts } from './store-errors.js';
+import type { WorkerTasks } from './tasks.js';
 
-export interface HeartbeatSources {
-  workerId: () => string;
-  store: SpillStore;
-  server: DataServer;
+/** The worker's parts a heartbeat reports on. */
+export interface HeartbeatParts {
+  /** Carries the beats, with the worker id of the current registration. */
+  readonly link: SchedulerLink;
+  readonly store: SpillStore;
+  readonly server: DataServer;
   /** The spill folder, whose file system's free space is reported. */
-  directory: string;
-  executing: () => number;
-  queued: () => number;
+  readonly directory: string;
+  /** Executing and queued tasks. */
+  readonly tasks: WorkerTasks;
   /** Cumulative bytes fetched from peers, by where they went here. */
-  received: () => { memory: number; disk: number };
+  readonly fetcher: Pick<Fetcher, 'received'>;
   /** Cumulative bytes of shuffle pieces pushed to peers and received from them. */
-  shuffle: () => { sent: number; received: number };
+  readonly shuffle: Pick<ShuffleService, 'bytes'>;
   /** Cumulative store errors by code. */
-  errors: () => Record<string, number>;
+  readonly storeErrors: StoreErrorCounts;
 }
 
 /**
@@ -35,9 +42,8 @@ export class Heartbeat {
   #measuringDisk = false;
 
   constructor(
-    private readonly sources: HeartbeatSources,
+    private readonly parts: HeartbeatParts,
     intervalMs: number,
-    private readonly send: (beat: WorkerHeartbeat) => void,
   ) {
     // 10 ms ticks: a figure within 10 ms, for a fraction of what finer ticks cost a core.
     this.#histogram = monitorEventLoopDelay({ resolution: 10 });
@@ -60,13 +66,13 @@ export class Heartbeat {
 
   /** The worker's figures now, with the event-loop delay of the last closed window (no window is closed). */
   figures(): WorkerHeartbeat {
-    const { store, server } = this.sources;
+    const { store, server, tasks } = this.parts;
     const stats = store.stats();
     const served = server.stats();
-    const received = this.sources.received();
-    const shuffle = this.sources.shuffle();
+    const received = this.parts.fetcher.received;
+    const shuffle = this.parts.shuffle.bytes;
     return {
-      workerId: this.sources.workerId(),
+      workerId: this.parts.link.workerId,
       residentBytes: stats.memory.bytes + stats.spilling.bytes + stats.pinned.bytes,
       memory: { count: stats.memory.count + stats.spilling.count, bytes: stats.memory.bytes + stats.spilling.bytes },
       pinned: stats.pinned,
@@ -79,8 +85,8 @@ export class Heartbeat {
       eventLoopDelayMs: this.#delay.max,
       eventLoopDelayP99Ms: this.#delay.p99,
       eventLoopDelayRunP99Ms: this.#run.count > 0 ? this.#run.percentile(99) / 1e6 : 0,
-      executing: this.sources.executing(),
-      queued: this.sources.queued(),
+      executing: tasks.running.size,
+      queued: tasks.queue.size,
       spilledBytes: stats.counters.spilledBytes,
       unspilledBytes: stats.counters.unspilledBytes,
       servedFromDiskBytes: served.servedFromDiskBytes,
@@ -92,14 +98,14 @@ export class Heartbeat {
       spillWriteSeconds: stats.counters.writeSeconds,
       spillReadSeconds: stats.counters.readSeconds,
       tiers: stats.tiers.map((t) => ({ name: t.name, count: t.count, bytes: t.bytes })),
-      spillErrors: this.sources.errors(),
+      spillErrors: this.parts.storeErrors.byCode(),
       diskFreeBytes: this.#diskFree,
       ...(Number.isFinite(store.pauseBytes) ? { pauseBytes: store.pauseBytes } : {}),
     };
   }
 
   beat(): void {
-    this.send(this.build());
+    this.parts.link.notify(Methods.heartbeat, this.build());
   }
 
   stop(): void {
@@ -111,7 +117,7 @@ export class Heartbeat {
   #measureDisk(): void {
     if (this.#measuringDisk) return;
     this.#measuringDisk = true;
-    statfs(this.sources.directory).then(
+    statfs(this.parts.directory).then(
       (fs) => {
         this.#diskFree = fs.bavail * fs.bsize;
         this.#measuringDisk = false;

@@ -1,17 +1,22 @@
 import { Registry } from 'prom-client';
-import type { FunctionRef, WorkerHeartbeat } from '../cluster/protocol.js';
+import type { FunctionRef } from '../cluster/protocol.js';
 import { HttpServer, send, sendJson } from '../http/server.js';
 import { renderWithProcessMetrics } from '../metrics/process.js';
 import { functionLabel, taskDurationHistogram } from '../metrics/task-duration.js';
 import { registerWorkerFamilies } from '../metrics/worker-families.js';
+import type { Heartbeat } from './heartbeat.js';
+import type { WorkerLifecycle } from './lifecycle.js';
+import type { SchedulerLink } from './scheduler-link.js';
 
-export interface WorkerMonitoringSources {
-  name: string;
-  memoryLimit: number;
+/** What a worker's monitoring reports on. */
+export interface WorkerMonitoringParts {
+  readonly name: string;
+  readonly memoryLimit: number;
   /** The worker's figures now (the heartbeat's content). */
-  figures: () => WorkerHeartbeat;
-  /** Registered and connected to the scheduler, not closing. */
-  healthy: () => boolean;
+  readonly heartbeat: Pick<Heartbeat, 'figures'>;
+  /** GET /health says healthy while the worker is not closing and its link to the scheduler is open. */
+  readonly life: Pick<WorkerLifecycle, 'closed'>;
+  readonly link: Pick<SchedulerLink, 'closed'>;
 }
 
 /**
@@ -24,8 +29,8 @@ export class WorkerMonitoring {
   readonly #durations = taskDurationHistogram(this.registry);
   #http: HttpServer | undefined;
 
-  constructor(private readonly sources: WorkerMonitoringSources) {
-    registerWorkerFamilies(this.registry, () => [{ name: sources.name, memoryLimit: sources.memoryLimit, heartbeat: sources.figures() }]);
+  constructor(private readonly parts: WorkerMonitoringParts) {
+    registerWorkerFamilies(this.registry, () => [{ name: parts.name, memoryLimit: parts.memoryLimit, heartbeat: parts.heartbeat.figures() }]);
   }
 
   observeTask(fn: FunctionRef, seconds: number): void {
@@ -38,8 +43,8 @@ export class WorkerMonitoring {
       '/metrics': async (_req, res) => send(res, 200, this.registry.contentType, await renderWithProcessMetrics(this.registry)),
       // 503 once the worker is closing or has lost its scheduler, so an orchestrator restarts it.
       '/health': (_req, res) => {
-        const ok = this.sources.healthy();
-        sendJson(res, ok ? 200 : 503, { status: ok ? 'ok' : 'unavailable', worker: this.sources.name });
+        const ok = !this.parts.life.closed && !this.parts.link.closed;
+        sendJson(res, ok ? 200 : 503, { status: ok ? 'ok' : 'unavailable', worker: this.parts.name });
       },
     }, { bearerToken, open: ['/health'] });
   }

@@ -147,6 +147,7 @@ program
   .option('--local-directory <dir>', 'parent directory to clean (default: the OS temp directory)')
   .option('--dry-run', 'list what would be removed, remove nothing', false)
   .option('--json', 'print the report as one line of JSON', false)
+  .addOption(logLevelOption())
   .action(action('clean', async (f: CleanFlags) => (await import('./clean-command.js')).cleanCommand(f)));
 
 for (const command of program.commands) {

@@ -2,6 +2,7 @@ import fsp from 'node:fs/promises';
 import type net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { type Logger, silentLogger } from '../log.js';
 import { FOLDER_PREFIX, OWNER_FILE, netnsOf, parseOwner, startTicksOf, takeLock, type OwnerRecord } from './owner.js';
 
 /** A stale folder removed (or, in a dry run, that would be). */
@@ -24,6 +25,8 @@ export interface ReclaimReport {
 export interface ReclaimOptions {
   /** List what would be removed, remove nothing. */
   dryRun?: boolean;
+  /** Told, at debug level, each folder judged and why it stays or goes. Default silent. */
+  log?: Logger;
 }
 
 /** Folders nest (a cluster's holds its workers', a worker's its store's): looked into this deep. */
@@ -37,21 +40,27 @@ const MAX_DEPTH = 4;
  */
 export async function reclaimStaleFolders(parent: string, options: ReclaimOptions = {}): Promise<ReclaimReport> {
   const report: ReclaimReport = { parent: path.resolve(parent), dryRun: options.dryRun === true, folders: [], bytes: 0 };
-  await reclaimIn(report.parent, report, 0, new Liveness());
+  await reclaimIn(report.parent, report, 0, new Liveness(), options.log ?? silentLogger);
   return report;
 }
 
-async function reclaimIn(parent: string, report: ReclaimReport, depth: number, liveness: Liveness): Promise<void> {
+async function reclaimIn(parent: string, report: ReclaimReport, depth: number, liveness: Liveness, log: Logger): Promise<void> {
   for (const dir of await ownedChildren(parent)) {
     const verdict = await liveness.check(dir.owner);
+    const fields = { path: dir.path, pid: dir.owner.pid, hostname: dir.owner.hostname, started: dir.owner.started };
     try {
-      if (verdict.alive) continue;
+      if (verdict.alive) {
+        log.debug({ ...fields, why: verdict.why }, 'spill folder kept: its owner is alive');
+        continue;
+      }
       if (depth < MAX_DEPTH && (await holdsLiveFolder(dir.path, depth + 1, liveness))) {
-        await reclaimIn(dir.path, report, depth + 1, liveness);
+        log.debug(fields, 'spill folder of a dead owner kept: it holds a live folder; looking inside');
+        await reclaimIn(dir.path, report, depth + 1, liveness, log);
         continue;
       }
       const bytes = await diskBytes(dir.path);
       if (!report.dryRun) await fsp.rm(dir.path, { recursive: true, force: true, maxRetries: 3 });
+      log.debug({ ...fields, bytes, why: verdict.why }, report.dryRun ? 'stale spill folder found (dry run: not removed)' : 'stale spill folder removed');
       report.folders.push({ path: dir.path, bytes, owner: dir.owner });
       report.bytes += bytes;
     } finally {
@@ -126,15 +135,15 @@ class Liveness {
    * owner's lock is held; or its pid runs with the start time recorded (a lock in another
    * network namespace cannot be seen from this one).
    */
-  async check(owner: OwnerRecord): Promise<{ alive: boolean; lock?: net.Server }> {
-    if (owner.hostname !== os.hostname()) return { alive: true };
-    if (await pidAlive(owner)) return { alive: true };
-    if (owner.lock !== 'socket') return { alive: false };
-    if (process.platform !== 'linux') return { alive: true };
+  async check(owner: OwnerRecord): Promise<{ alive: boolean; why: string; lock?: net.Server }> {
+    if (owner.hostname !== os.hostname()) return { alive: true, why: 'made on another host' };
+    if (await pidAlive(owner)) return { alive: true, why: 'its pid runs, started when the owner did' };
+    if (owner.lock !== 'socket') return { alive: false, why: 'its pid is gone' };
+    if (process.platform !== 'linux') return { alive: true, why: 'its lock cannot be checked on this platform' };
     const here = await (this.#netns ??= netnsOf('self'));
-    if (owner.netns !== here) return { alive: false };
+    if (owner.netns !== here) return { alive: false, why: 'its pid is gone (its lock is in another network namespace)' };
     const lock = await takeLock(owner.id);
-    return lock === undefined ? { alive: true } : { alive: false, lock };
+    return lock === undefined ? { alive: true, why: 'its lock is held' } : { alive: false, why: 'its pid is gone and its lock is free', lock };
   }
 }
 

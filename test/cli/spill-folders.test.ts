@@ -51,8 +51,12 @@ test('a SIGKILLed worker\'s folder is reclaimed by the next worker in the same p
   await doomed.exited;
 
   // `clean --dry-run` lists it and removes nothing.
-  const dry = await cli(['clean', '--local-directory', parent, '--dry-run', '--json']);
+  const dry = await cli(['clean', '--local-directory', parent, '--dry-run', '--json', '--log-level', 'debug']);
   assert.equal(dry.code, 0, dry.stderr);
+  // Its debug log (JSON on a pipe) says why the folder would go.
+  const found = logLines(dry.stderr).find((l) => l.msg === 'stale spill folder found (dry run: not removed)');
+  assert.equal(found?.path, path.join(parent, dead), dry.stderr);
+  assert.match(String(found?.why), /pid is gone/);
   const listed = JSON.parse(dry.stdout) as { dryRun: boolean; folders: { path: string; bytes: number }[]; bytes: number };
   assert.equal(listed.dryRun, true);
   assert.deepEqual(listed.folders.map((f) => path.basename(f.path)), [dead]);
@@ -74,8 +78,13 @@ test('a SIGKILLed worker\'s folder is reclaimed by the next worker in the same p
   assert.ok(now.includes('spillway-forged'));
 
   // A live worker's folder survives `clean` too, and a third worker starting beside it.
-  const cleaned = await cli(['clean', '--local-directory', parent, '--json']);
+  const cleaned = await cli(['clean', '--local-directory', parent, '--json'], { env: { ...process.env, SPILLWAY_LOG_LEVEL: 'debug' } });
   assert.equal(cleaned.code, 0, cleaned.stderr);
+  const kept = logLines(cleaned.stderr).filter((l) => l.msg === 'spill folder kept: its owner is alive');
+  assert.deepEqual(kept.map((l) => path.basename(String(l.path))).sort(), now.filter((name) => name.startsWith('spillway-worker-')).sort(), cleaned.stderr);
+  // At the default level, nothing on stderr.
+  const quiet = await cli(['clean', '--local-directory', parent, '--json']);
+  assert.equal(quiet.stderr, '');
   assert.deepEqual((JSON.parse(cleaned.stdout) as { folders: unknown[] }).folders, []);
   assert.deepEqual(await folders(parent), now);
 
@@ -123,4 +132,9 @@ async function bytesUnder(dir: string): Promise<number> {
     if (e.isFile()) total += (await fsp.stat(path.join(e.parentPath ?? e.path, e.name)).catch(() => ({ size: 0 }))).size;
   }
   return total;
+}
+
+/** The JSON log lines of a command's stderr. */
+function logLines(stderr: string): Record<string, unknown>[] {
+  return stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
 }

@@ -3,6 +3,7 @@ import { Supervisor } from '../client/supervisor.js';
 import type { DataAddress } from '../cluster/protocol.js';
 import { type LogLevel, createLogger } from '../log.js';
 import type { MemoryLimitSpec } from '../worker/memory-limit.js';
+import { parseSupervisorRestarts } from '../worker/options.js';
 import { Worker } from '../worker/index.js';
 import { EXIT_FAILED, announce, resolveLogLevel, resolveToken, runUntilStopped } from './options.js';
 import { type SecurityFlags, tlsFromFlags } from './security-flags.js';
@@ -74,6 +75,7 @@ async function runWorker(flags: WorkerFlags, level: LogLevel): Promise<void> {
     workersOnHost: flags.nworkers,
     allowModules: flags.allowModules,
     retireTimeoutMs: flags.retireTimeout,
+    supervisorRestarts: parseSupervisorRestarts(process.env.SPILLWAY_SUPERVISOR_RESTARTS),
     logger: createLogger('spillway-worker', level),
   });
   // Signal handlers before the announcements: a parent that signals as soon as it reads a

@@ -3,6 +3,7 @@ import { InvalidArgumentError } from '../errors.js';
 import { type Logger, silentLogger } from '../log.js';
 import { tunedEnvironment } from '../runtime/malloc-environment.js';
 import { formatBytes, parseBytes } from '../units.js';
+import { type RestartReason, formatSupervisorRestarts } from '../worker/options.js';
 import { CliProcess, ClusterProcessError } from './processes.js';
 
 export interface SupervisorOptions {
@@ -50,6 +51,8 @@ export interface SupervisedWorker {
   readonly restarts: number;
   /** Times it was killed for passing `terminate`. */
   readonly memoryKills: number;
+  /** Its restarts by reason: `memory` after a kill for passing `terminate`, `exit` after any other unexpected exit. */
+  readonly restartsBy: Readonly<Record<RestartReason, number>>;
   /** Resolves when the current process exits. */
   readonly exited: Promise<unknown>;
   /** The end of the current process's stderr (when piped). */
@@ -69,7 +72,7 @@ class Slot implements SupervisedWorker {
   process!: CliProcess;
   startedAt = 0;
   quickExits = 0;
-  restarts = 0;
+  readonly restartsBy: Record<RestartReason, number> = { exit: 0, memory: 0 };
   memoryKills = 0;
   killedForMemory = false;
   /** The current process's memory limit once it registered and is policed (see #police), else 0. */
@@ -78,6 +81,9 @@ class Slot implements SupervisedWorker {
   finalCode: number | undefined;
   timer: NodeJS.Timeout | undefined;
   constructor(readonly slot: number) {}
+  get restarts(): number {
+    return this.restartsBy.exit + this.restartsBy.memory;
+  }
   get pid(): number {
     return this.process.pid;
   }
@@ -236,7 +242,9 @@ export class Supervisor extends EventEmitter {
   }
 
   #spawn(slot: Slot): void {
-    const child = new CliProcess(`worker ${slot.slot}`, ['worker', ...this.#options.args(slot.slot), '--no-supervisor'], this.#env, this.#options.stderr, true);
+    // The worker reports its slot's restart counts in its metrics: they change only when it dies.
+    const env = { ...this.#env, SPILLWAY_SUPERVISOR_RESTARTS: formatSupervisorRestarts(slot.restartsBy) };
+    const child = new CliProcess(`worker ${slot.slot}`, ['worker', ...this.#options.args(slot.slot), '--no-supervisor'], env, this.#options.stderr, true);
     slot.process = child;
     slot.startedAt = Date.now();
     slot.killedForMemory = false;
@@ -269,7 +277,7 @@ export class Supervisor extends EventEmitter {
     const uptime = Date.now() - slot.startedAt;
     slot.quickExits = uptime < QUICK_EXIT_MS ? slot.quickExits + 1 : 1;
     const delay = Math.min(this.#options.maxRestartDelayMs, this.#options.restartDelayMs * 2 ** (slot.quickExits - 1));
-    const reason = slot.killedForMemory ? 'memory' : 'exit';
+    const reason: RestartReason = slot.killedForMemory ? 'memory' : 'exit';
     if (slot.quickExits >= CRASH_LOOP) {
       this.#log.error({ ...fields, reason, quickExits: slot.quickExits, uptimeMs: uptime, delayMs: delay, stderr: child.stderrTail.slice(-2000) || undefined }, 'worker crash loop: it keeps exiting soon after starting');
     } else {
@@ -278,7 +286,7 @@ export class Supervisor extends EventEmitter {
     slot.timer = setTimeout(() => {
       slot.timer = undefined;
       if (this.#stopping) return;
-      slot.restarts++;
+      slot.restartsBy[reason]++;
       this.#spawn(slot);
       this.emit('restart', slot);
     }, delay);

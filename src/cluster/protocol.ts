@@ -114,6 +114,8 @@ export interface WorkerHeartbeat {
   diskFreeBytes?: number | null;
   /** The store's pause level in bytes (memory above it pauses the worker); absent when pausing is off. */
   pauseBytes?: number;
+  /** Times a supervisor started this worker's slot again, by reason (`exit`, `memory`); absent when not supervised. */
+  supervisorRestarts?: Record<string, number>;
 }
 
 // ---- worker → scheduler ------------------------------------------------------------

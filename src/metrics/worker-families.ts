@@ -126,6 +126,14 @@ export function registerWorkerFamilies(registry: Registry, workers: () => Iterab
       set({ direction: 'received', source: 'shuffle' }, hb.shuffleReceivedBytes ?? 0);
     },
   );
+  counter(
+    'restarts_total',
+    'Times the supervisor started this worker again (its slot, across processes): reason="memory" after killing it for passing --terminate, reason="exit" after it exited unexpectedly (a crash, kill -9, the kernel\'s OOM killer); absent for a worker without a supervisor',
+    ['reason'],
+    (set, hb) => {
+      for (const [reason, count] of Object.entries(hb.supervisorRestarts ?? {})) set({ reason }, count);
+    },
+  );
   counter('spill_errors_total', "The store's errors (failed spill writes and reads, corrupt data...) by error code", ['code'], (set, hb) => {
     const errors = hb.spillErrors;
     if (typeof errors !== 'object' || errors === null) return;

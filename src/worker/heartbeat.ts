@@ -25,6 +25,8 @@ export interface HeartbeatParts {
   readonly shuffle: Pick<ShuffleService, 'bytes'>;
   /** Cumulative store errors by code. */
   readonly storeErrors: StoreErrorCounts;
+  /** The supervisor's restart counts of this worker's slot, when supervised. */
+  readonly supervisorRestarts?: Readonly<Record<string, number>>;
 }
 
 /**
@@ -101,6 +103,7 @@ export class Heartbeat {
       spillErrors: this.parts.storeErrors.byCode(),
       diskFreeBytes: this.#diskFree,
       ...(Number.isFinite(store.pauseBytes) ? { pauseBytes: store.pauseBytes } : {}),
+      ...(this.parts.supervisorRestarts === undefined ? {} : { supervisorRestarts: { ...this.parts.supervisorRestarts } }),
     };
   }
 

@@ -82,9 +82,20 @@ export interface WorkerOptions extends Pick<SpillStoreOptions, 'target' | 'spill
   allowModules?: readonly string[] | string;
   /** How long retire() waits for the scheduler to move this worker's data before it closes anyway (ms). Default 30 s. */
   retireTimeoutMs?: number;
+  /**
+   * Times a supervisor started this worker's slot again before this process, by reason
+   * (`exit`: it exited unexpectedly; `memory`: it was killed for passing `terminate`): the
+   * worker reports them in its heartbeats and metrics (`spillway_worker_restarts_total`).
+   * Default: none (not supervised).
+   */
+  supervisorRestarts?: Readonly<Record<RestartReason, number>>;
   /** Where the worker logs (a pino logger fits). Default: pino on stderr when SPILLWAY_LOG_LEVEL names a level, else silent. */
   logger?: Logger;
 }
+
+/** Why a supervisor started a worker again. */
+export type RestartReason = 'exit' | 'memory';
+export const RESTART_REASONS: readonly RestartReason[] = ['exit', 'memory'];
 
 export interface ResolvedWorkerOptions extends Omit<WorkerOptions, 'allowModules'> {
   memoryLimit: number;
@@ -132,7 +143,36 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
   if (!(Number.isInteger(retireTimeoutMs) && retireTimeoutMs >= 0 && retireTimeoutMs <= 2 ** 31 - 1)) {
     throw new InvalidArgumentError(`retireTimeoutMs must be a whole number of milliseconds, got ${retireTimeoutMs}`);
   }
+  if (options.supervisorRestarts !== undefined) checkRestarts(options.supervisorRestarts);
   return { ...options, memoryLimit, nthreads, host: options.host ?? '127.0.0.1', prefetch, fetchConcurrency, threadNice, schedulerConnectTimeoutMs, reconnect, allowModules, retireTimeoutMs };
+}
+
+function checkRestarts(restarts: unknown): void {
+  const ok = typeof restarts === 'object' && restarts !== null && Object.entries(restarts).every(([reason, n]) => (RESTART_REASONS as readonly string[]).includes(reason) && Number.isSafeInteger(n) && (n as number) >= 0);
+  if (!ok) throw new InvalidArgumentError(`supervisorRestarts must map ${RESTART_REASONS.join(' and ')} to whole numbers, got ${JSON.stringify(restarts)}`);
+}
+
+/**
+ * A supervisor's restart counts as it passes them to a worker it starts
+ * (SPILLWAY_SUPERVISOR_RESTARTS, `exit=1,memory=0`), or undefined when the variable is unset.
+ */
+export function parseSupervisorRestarts(text: string | undefined): Record<RestartReason, number> | undefined {
+  if (text === undefined || text.trim() === '') return undefined;
+  const counts: Record<RestartReason, number> = { exit: 0, memory: 0 };
+  for (const part of text.split(',')) {
+    const match = /^\s*([a-z]+)\s*=\s*(\d+)\s*$/.exec(part);
+    const reason = match?.[1] as RestartReason | undefined;
+    if (match === null || reason === undefined || !RESTART_REASONS.includes(reason) || !Number.isSafeInteger(Number(match[2]))) {
+      throw new InvalidArgumentError(`SPILLWAY_SUPERVISOR_RESTARTS must read like exit=1,memory=0, got ${JSON.stringify(text)}`);
+    }
+    counts[reason] = Number(match[2]);
+  }
+  return counts;
+}
+
+/** The variable a supervisor passes its restart counts of a slot in. */
+export function formatSupervisorRestarts(counts: Readonly<Record<RestartReason, number>>): string {
+  return RESTART_REASONS.map((reason) => `${reason}=${counts[reason]}`).join(',');
 }
 
 function positiveInteger(value: number, name: string): void {

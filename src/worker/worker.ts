@@ -116,7 +116,7 @@ export class Worker extends EventEmitter {
     const reports = (this.#reports = new TaskReports(link, log, this));
     const storeErrors = new StoreErrorCounts(store);
     const directory = parts.folder.directory;
-    const heartbeatParts = { link, store, server, directory, tasks, fetcher, shuffle: this.#shuffle, storeErrors };
+    const heartbeatParts = { link, store, server, directory, tasks, fetcher, shuffle: this.#shuffle, storeErrors, supervisorRestarts: options.supervisorRestarts };
     this.#heartbeat = new Heartbeat(heartbeatParts, options.heartbeatIntervalMs ?? parts.registered.registration.heartbeatIntervalMs);
     this.#monitoring = new WorkerMonitoring({ name: this.name, memoryLimit: options.memoryLimit, heartbeat: this.#heartbeat, life, link });
     const runnerParts = { store, server, tasks, reports, life, fetcher, executor, shuffle: this.#shuffle, modules, monitoring: this.#monitoring, events: this };

@@ -1,7 +1,9 @@
 /** The supervisor with real processes: a worker killed -9 comes back; a task that eats memory gets its workers killed, then fails. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { Client } from '../../src/client/client.js';
+import type { LocalCluster } from '../../src/client/local-cluster.js';
 import type { Graph } from '../../src/cluster/protocol.js';
 import { KilledWorkerError } from '../../src/errors.js';
 import type { SchedulerState } from '../../src/scheduler/snapshot.js';
@@ -28,6 +30,10 @@ test('a worker killed with SIGKILL is restarted: a new one registers within seco
   assert.deepEqual(await computing, [Array.from({ length: 12 }, (_, i) => i)]);
   await waitFor(async () => (await cluster.state()).workers.length === 2, 'both workers registered', 10_000);
   assert.equal(((await cluster.state()) as unknown as SchedulerState).counters.workersLost, 1);
+  // A user scraping the scheduler sees the restart, by worker and reason (once the new worker's heartbeat is in).
+  await waitFor(async () => restartSamples(await scrapeScheduler(cluster)).get('local-0/exit') === 1, 'the restart in the scheduler\'s /metrics', 15_000);
+  const restarts = restartSamples(await scrapeScheduler(cluster));
+  assert.deepEqual(Object.fromEntries(restarts), { 'local-0/exit': 1, 'local-0/memory': 0, 'local-1/exit': 0, 'local-1/memory': 0 });
 });
 
 test('a task allocating twice the memory limit: its workers are killed and restarted, then compute rejects with SPW_ERR_KILLED_WORKER; other tasks finish', async (t) => {
@@ -53,4 +59,24 @@ test('a task allocating twice the memory limit: its workers are killed and resta
   await waitFor(() => cluster.supervisor.restarts === 3, 'the third restart', 30_000);
   const state = (await cluster.state()) as unknown as SchedulerState;
   assert.equal(state.counters.tasksKilledWorkers, 1);
+  // The kills are restarts with reason="memory", summed over the two slots.
+  const memoryRestarts = async (): Promise<number> => [...restartSamples(await scrapeScheduler(cluster))].filter(([k]) => k.endsWith('/memory')).reduce((sum, [, n]) => sum + n, 0);
+  await waitFor(async () => (await memoryRestarts()) === 3, 'three memory restarts in the scheduler\'s /metrics', 15_000);
 });
+
+async function scrapeScheduler(cluster: LocalCluster): Promise<string> {
+  assert.ok(cluster.httpAddress !== undefined, 'the scheduler serves HTTP');
+  const res = await fetch(`${cluster.httpAddress}/metrics`);
+  assert.equal(res.status, 200);
+  return res.text();
+}
+
+/** `spillway_worker_restarts_total` by `worker/reason`. */
+function restartSamples(text: string): Map<string, number> {
+  const found = new Map<string, number>();
+  for (const family of parsePrometheusTextFormat(text)) {
+    if (family.name !== 'spillway_worker_restarts_total') continue;
+    for (const m of family.metrics) found.set(`${m.labels?.worker}/${m.labels?.reason}`, Number(m.value));
+  }
+  return found;
+}

@@ -5,6 +5,6 @@ export type { SchedulerState, WorkerSnapshot } from './snapshot.js';
 export type { TaskState } from './state.js';
 export { validateSubmission, type ValidSubmission, type NewTask } from './graph.js';
 export type { TaskStream, TaskStreamEntry } from './task-stream.js';
-export type { Counters } from './engine.js';
+export type { Counters } from './counters.js';
 export type { DashboardOptions } from '../dashboard/dashboard.js';
 export type { HttpLimits } from '../http/server.js';

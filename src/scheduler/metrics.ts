@@ -3,7 +3,8 @@ import type { FunctionRef } from '../cluster/protocol.js';
 import { renderWithProcessMetrics } from '../metrics/process.js';
 import { functionLabel, taskDurationHistogram } from '../metrics/task-duration.js';
 import { registerWorkerFamilies } from '../metrics/worker-families.js';
-import type { Counters, Engine } from './engine.js';
+import type { Counters } from './counters.js';
+import type { Engine } from './engine.js';
 import { TASK_STATES } from './state.js';
 
 const PREFIX = 'spillway_scheduler_';

@@ -9,7 +9,8 @@ import {
   type WorkerRemovedParams,
 } from '../cluster/protocol.js';
 import { type Channel, ControlServer } from '../control/index.js';
-import { Engine, type Outbox } from './engine.js';
+import { Engine } from './engine.js';
+import type { Outbox } from './outbox.js';
 import { AlreadyRegisteredError, NotRegisteredError, WrongRoleError } from './errors.js';
 import { validateSubmission } from './graph.js';
 import type { HttpLimits, HttpServer } from '../http/server.js';

@@ -1,5 +1,6 @@
 import type { DataAddress, WorkerHeartbeat } from '../cluster/protocol.js';
-import type { Counters, Engine } from './engine.js';
+import type { Counters } from './counters.js';
+import type { Engine } from './engine.js';
 import type { TaskState } from './state.js';
 
 export interface WorkerSnapshot {

@@ -10,7 +10,8 @@
  */
 import type { TaskErrorInfo } from '../cluster/protocol.js';
 import { InvalidArgumentError } from '../errors.js';
-import type { Engine, EngineExtension } from '../scheduler/engine.js';
+import type { Engine } from '../scheduler/engine.js';
+import type { EngineExtension } from '../scheduler/extension.js';
 import { type TaskRecord, isPending } from '../scheduler/state.js';
 import type { WorkerRecord } from '../scheduler/workers.js';
 import {

@@ -1,13 +1,13 @@
 /**
  * TPC-H queries 1 and 3 run by DuckDB, an independent engine, over the generator's rows
  * written to Parquet: the reference the built-in workloads' results are checked against.
- * The rows go through CSV (written here, typed by DuckDB's reader) into Parquet files with
- * the spec's types (DECIMAL(15,2), DATE, CHAR); the queries are the standard SQL.
+ * The generated Arrow columns go through DuckDB's appender into Parquet files with the
+ * spec's types (DECIMAL(15,2), DATE, CHAR); the queries are the standard SQL.
  */
-import { createWriteStream } from 'node:fs';
-import { once } from 'node:events';
+import { promises as fsp } from 'node:fs';
 import path from 'node:path';
-import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import { DuckDBDataChunk, DuckDBInstance, INTEGER, UTINYINT, type DuckDBConnection } from '@duckdb/node-api';
+import type { RecordBatch } from 'apache-arrow';
 import { LINE_STATUSES, RETURN_FLAGS, SEGMENTS, type TpchScale, columnValues, dictionaryColumn, generateCustomers, generateOrders } from '../../src/workloads/tpch/generate.js';
 import { decimal } from '../../src/workloads/tpch/decimal.js';
 import type { Q1Row } from '../../src/workloads/tpch/q1.js';
@@ -42,66 +42,113 @@ group by l_orderkey, o_orderdate, o_shippriority
 order by revenue desc, o_orderdate
 limit 10`;
 
-const isoDate = (days: number): string => new Date(days * 86_400_000).toISOString().slice(0, 10);
-const money = (cents: number): string => decimal(BigInt(cents), 2);
-const hundredths = (n: number): string => `0.${String(n).padStart(2, '0')}`;
+/** Spec types of the Parquet columns, from the generator's units (cents, hundredths, days, dictionary indices). */
+const TABLES = {
+  lineitem: {
+    raw: ['l_orderkey', 'l_quantity', 'l_extendedprice', 'l_discount', 'l_tax', 'l_returnflag', 'l_linestatus', 'l_shipdate', 'l_receiptdate'],
+    typed: `l_orderkey::BIGINT as l_orderkey, l_quantity::DECIMAL(15,2) as l_quantity,
+      (l_extendedprice * 0.01)::DECIMAL(15,2) as l_extendedprice, (l_discount * 0.01)::DECIMAL(15,2) as l_discount,
+      (l_tax * 0.01)::DECIMAL(15,2) as l_tax, ${listOf(RETURN_FLAGS)}[l_returnflag + 1]::CHAR(1) as l_returnflag,
+      ${listOf(LINE_STATUSES)}[l_linestatus + 1]::CHAR(1) as l_linestatus, date '1970-01-01' + l_shipdate as l_shipdate,
+      date '1970-01-01' + l_receiptdate as l_receiptdate`,
+  },
+  orders: {
+    raw: ['o_orderkey', 'o_custkey', 'o_orderdate', 'o_shippriority'],
+    typed: "o_orderkey::BIGINT as o_orderkey, o_custkey::BIGINT as o_custkey, date '1970-01-01' + o_orderdate as o_orderdate, o_shippriority",
+  },
+  customer: {
+    raw: ['c_custkey', 'c_mktsegment'],
+    typed: `c_custkey::BIGINT as c_custkey, ${listOf(SEGMENTS)}[c_mktsegment + 1]::CHAR(10) as c_mktsegment`,
+  },
+} as const;
+
+type TableName = keyof typeof TABLES;
+
+function listOf(names: readonly string[]): string {
+  return `[${names.map((n) => `'${n}'`).join(', ')}]`;
+}
+
+/** A column of a generated batch as its typed array: values, or a dictionary's indices. */
+function rawColumn(batch: RecordBatch, name: string): Int32Array | Uint8Array {
+  return batch.getChild(name)?.data[0].dictionary === undefined ? columnValues<Int32Array>(batch, name) : dictionaryColumn(batch, name).indices;
+}
 
 /** DuckDB over Parquet files of one generation, in `directory`. */
 export class TpchDuckDB {
   private constructor(
     private readonly connection: DuckDBConnection,
     private readonly close_: () => void,
+    /** The Parquet file of `table`'s partition `p`. */
+    readonly parquetFile: (table: TableName, p: number) => string,
   ) {}
 
-  /** Generates the rows of `scale` (every partition, and customers in `scale.partitions` parts) and writes them to Parquet in `directory`. */
+  /**
+   * Generates the rows of `scale` (every partition, and customers in `scale.partitions`
+   * parts) and writes each partition to a Parquet file in `directory`: the Arrow batches'
+   * columns go into DuckDB through its appender in chunks, and DuckDB writes them with the
+   * spec's types.
+   */
   static async create(scale: TpchScale, directory: string): Promise<TpchDuckDB> {
     const instance = await DuckDBInstance.create(':memory:', { threads: '2' });
     const connection = await instance.connect();
-    const db = new TpchDuckDB(connection, () => {
-      connection.closeSync();
-      instance.closeSync();
-    });
-    const file = (name: string): string => path.join(directory, name);
-    const lineitem = createWriteStream(file('lineitem.csv'));
-    const orders = createWriteStream(file('orders.csv'));
-    const customer = createWriteStream(file('customer.csv'));
-    for (let p = 0; p < scale.partitions; p++) {
-      const part = generateOrders(scale, p);
-      const o = ['o_orderkey', 'o_custkey', 'o_orderdate', 'o_shippriority'].map((c) => columnValues<Int32Array>(part.orders, c));
-      const lines: string[] = [];
-      for (let r = 0; r < o[0].length; r++) lines.push(`${o[0][r]},${o[1][r]},${isoDate(o[2][r])},${o[3][r]}\n`);
-      if (!orders.write(lines.join(''))) await once(orders, 'drain');
-      const l = ['l_orderkey', 'l_quantity', 'l_extendedprice', 'l_discount', 'l_tax', 'l_shipdate', 'l_receiptdate'].map((c) => columnValues<Int32Array>(part.lineitem, c));
-      const flag = dictionaryColumn(part.lineitem, 'l_returnflag');
-      const status = dictionaryColumn(part.lineitem, 'l_linestatus');
-      lines.length = 0;
-      for (let r = 0; r < l[0].length; r++) {
-        lines.push(
-          `${l[0][r]},${l[1][r]},${money(l[2][r])},${hundredths(l[3][r])},${hundredths(l[4][r])},${flag.names[flag.indices[r]]},${status.names[status.indices[r]]},${isoDate(l[5][r])},${isoDate(l[6][r])}\n`,
-        );
+    const parquetFile = (table: TableName, p: number): string => path.join(directory, table, `part-${String(p).padStart(5, '0')}.parquet`);
+    const db = new TpchDuckDB(
+      connection,
+      () => {
+        connection.closeSync();
+        instance.closeSync();
+      },
+      parquetFile,
+    );
+    try {
+      for (const table of Object.keys(TABLES) as TableName[]) await fsp.mkdir(path.join(directory, table), { recursive: true });
+      for (let p = 0; p < scale.partitions; p++) {
+        const part = generateOrders(scale, p);
+        await db.writePartition('lineitem', part.lineitem, parquetFile('lineitem', p));
+        await db.writePartition('orders', part.orders, parquetFile('orders', p));
+        await db.writePartition('customer', generateCustomers(scale.scaleFactor, scale.seed, scale.partitions, p), parquetFile('customer', p));
       }
-      if (!lineitem.write(lines.join(''))) await once(lineitem, 'drain');
-      const c = generateCustomers(scale.scaleFactor, scale.seed, scale.partitions, p);
-      const keys = columnValues<Int32Array>(c, 'c_custkey');
-      const segment = dictionaryColumn(c, 'c_mktsegment');
-      lines.length = 0;
-      for (let r = 0; r < keys.length; r++) lines.push(`${keys[r]},${segment.names[segment.indices[r]]}\n`);
-      if (!customer.write(lines.join(''))) await once(customer, 'drain');
-    }
-    await Promise.all([lineitem, orders, customer].map(async (s) => (s.end(), await once(s, 'finish'))));
-    const tables: Record<string, string> = {
-      lineitem:
-        "{'l_orderkey': 'BIGINT', 'l_quantity': 'DECIMAL(15,2)', 'l_extendedprice': 'DECIMAL(15,2)', 'l_discount': 'DECIMAL(15,2)', 'l_tax': 'DECIMAL(15,2)', 'l_returnflag': 'CHAR(1)', 'l_linestatus': 'CHAR(1)', 'l_shipdate': 'DATE', 'l_receiptdate': 'DATE'}",
-      orders: "{'o_orderkey': 'BIGINT', 'o_custkey': 'BIGINT', 'o_orderdate': 'DATE', 'o_shippriority': 'INTEGER'}",
-      customer: "{'c_custkey': 'BIGINT', 'c_mktsegment': 'CHAR(10)'}",
-    };
-    for (const [name, columns] of Object.entries(tables)) {
-      const csv = file(`${name}.csv`).replaceAll("'", "''");
-      const parquet = file(`${name}.parquet`).replaceAll("'", "''");
-      await connection.run(`copy (select * from read_csv('${csv}', header = false, columns = ${columns})) to '${parquet}' (format parquet)`);
-      await connection.run(`create view ${name} as select * from read_parquet('${parquet}')`);
+      for (const table of Object.keys(TABLES) as TableName[]) {
+        const files = path.join(directory, table, '*.parquet').replaceAll("'", "''");
+        await connection.run(`create view ${table} as select * from read_parquet('${files}')`);
+      }
+    } catch (error) {
+      db.close();
+      throw error;
     }
     return db;
+  }
+
+  /** Appends `batch` to a scratch table through DuckDB's appender, writes it typed to `file`, empties the scratch table. */
+  private async writePartition(table: TableName, batch: RecordBatch, file: string): Promise<void> {
+    const { raw, typed } = TABLES[table];
+    const columns = raw.map((name) => rawColumn(batch, name));
+    const scratch = `raw_${table}`;
+    const types = columns.map((c) => (c instanceof Uint8Array ? UTINYINT : INTEGER));
+    await this.connection.run(`create table if not exists ${scratch} (${raw.map((name, i) => `${name} ${types[i].toString()}`).join(', ')})`);
+    const appender = await this.connection.createAppender(scratch);
+    const chunkRows = 2048; // DuckDB's vector size: the most rows a data chunk holds
+    const chunk = DuckDBDataChunk.create(types);
+    for (let start = 0; start < batch.numRows; start += chunkRows) {
+      const rows = Math.min(chunkRows, batch.numRows - start);
+      chunk.reset();
+      chunk.rowCount = rows;
+      for (let c = 0; c < columns.length; c++) {
+        const vector = chunk.getColumnVector(c);
+        const values = columns[c];
+        for (let r = 0; r < rows; r++) vector.setItem(r, values[start + r]);
+        vector.flush();
+      }
+      appender.appendDataChunk(chunk);
+    }
+    appender.closeSync();
+    await this.connection.run(`copy (select ${typed} from ${scratch}) to '${file.replaceAll("'", "''")}' (format parquet)`);
+    await this.connection.run(`delete from ${scratch}`);
+  }
+
+  /** Rows of any SQL over the Parquet views, as JSON-friendly objects. */
+  async query(sql: string): Promise<Record<string, unknown>[]> {
+    return (await this.run(sql)).rows;
   }
 
   /** Q1's rows as DuckDB gives them (decimals rounded to two places), and its time. */

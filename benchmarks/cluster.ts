@@ -8,36 +8,17 @@
  * shuffle, bytes served to peers from disk vs from memory; and the wall time against
  * writing then reading the same bytes once on the same disk (measured in the same run).
  */
-import { execFile } from 'node:child_process';
 import { randomFillSync } from 'node:crypto';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { promisify } from 'node:util';
 import type { LocalSummary } from '../src/cli/local.js';
-import { formatBytes, parseBytes } from '../src/units.js';
+import { formatBytes } from '../src/units.js';
 import type { ShuffleMethod, WorkloadName } from '../src/workloads/index.js';
+import { WORKERS, builtRunLocal, clusterSize, flag } from './_cluster-common.js';
 
 const MiB = 1024 * 1024;
-const WORKERS = 2;
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-
-/**
- * The cluster runs the built JavaScript, as users run it (the package's exports are
- * `dist/`): from source every process also carries tsx, ~40 MiB of a worker's RSS.
- */
-async function builtRunLocal(): Promise<typeof import('../src/cli/local.js').runLocal> {
-  await promisify(execFile)('npm', ['run', 'build', '--silent'], { cwd: ROOT });
-  const built = (await import(pathToFileURL(path.join(ROOT, 'dist', 'cli', 'local.js')).href)) as typeof import('../src/cli/local.js');
-  return built.runLocal;
-}
-
-function flag(args: string[], name: string, fallback: string): string {
-  const at = args.indexOf(name);
-  return at >= 0 && args[at + 1] !== undefined ? args[at + 1] : fallback;
-}
 
 /** The physical floor: write `bytes` to a file in `dir` in 8 MiB writes, then read it back. */
 async function diskReference(dir: string, bytes: number): Promise<{ writeSeconds: number; readSeconds: number }> {
@@ -116,11 +97,9 @@ function rows(s: LocalSummary, referenceSeconds: number, target: number): Row[] 
 }
 
 export default async function cluster(args: string[]): Promise<void> {
-  const memoryLimit = parseBytes(flag(args, '--memory-limit', '256MiB'), 'memory limit');
-  const factor = Number(flag(args, '--factor', '4'));
+  const { memoryLimit, factor, size } = clusterSize(args);
   const target = Number(flag(args, '--target', '2'));
   const methods = flag(args, '--methods', 'p2p,tasks').split(',') as ShuffleMethod[];
-  const size = factor * WORKERS * memoryLimit;
   const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'spillway-bench-cluster-'));
   try {
     console.log(`cluster: ${WORKERS} workers × ${formatBytes(memoryLimit)}, data ${formatBytes(size)} (${factor}× the cluster's memory), load average ${os.loadavg()[0].toFixed(1)}`);

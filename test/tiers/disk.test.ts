@@ -6,6 +6,7 @@ import { InvalidArgumentError, TierDuplicateIdError } from '../../src/errors.js'
 import type { CompressionMode } from '../../src/tiers/chunks.js';
 import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk/disk-tier.js';
 import { tierContract } from '../../src/testing/index.js';
+import { cleanupScope, onCleanup } from '../helpers/cleanup.js';
 import { collect, filesUnder, noise, noiseItems, randomWalk, rawSource, tempDir, withDiskTier } from './helpers.js';
 
 const KiB = 1024;
@@ -13,14 +14,13 @@ const MiB = 1024 * KiB;
 
 function harness(options: Omit<DiskTierOptions, 'directory' | 'directories'>, dirCount: number) {
   return async () => {
-    const parents = await Promise.all(Array.from({ length: dirCount }, () => tempDir()));
+    const scope = cleanupScope();
+    const parents = await Promise.all(Array.from({ length: dirCount }, () => tempDir(scope)));
     return {
       tier: new DiskTier({ ...options, directories: parents }),
       parents,
       exactBytes: (options.compression ?? 'none') === 'none',
-      cleanup: async () => {
-        await Promise.all(parents.map((p) => fsp.rm(p, { recursive: true, force: true })));
-      },
+      cleanup: scope.end,
     };
   };
 }
@@ -194,22 +194,19 @@ describe('DiskTier', () => {
     });
   });
 
-  it('close during writeMany waits for the batch, keeps nothing, and leaves no file behind', async () => {
-    const parent = await tempDir();
+  it('close during writeMany waits for the batch, keeps nothing, and leaves no file behind', async (t) => {
+    const parent = await tempDir(t);
     const tier = new DiskTier({ directory: parent });
     await tier.open();
-    try {
-      const values = Array.from({ length: 300 }, (_, i) => noise(3000 + i));
-      const writing = tier.writeMany?.(values.map((v, id) => ({ id, bytes: [v], byteLength: v.byteLength })));
-      await tier.close();
-      const results = await writing;
-      assert.equal(results?.length, values.length);
-      assert.ok(results?.every((r) => r.status === 'rejected'), 'a value written as the tier closed is not reported stored');
-      assert.deepEqual(tier.usage(), { count: 0, bytes: 0 });
-      assert.deepEqual(await filesUnder([parent]), []);
-    } finally {
-      await fsp.rm(parent, { recursive: true, force: true });
-    }
+    onCleanup(t, () => tier.close());
+    const values = Array.from({ length: 300 }, (_, i) => noise(3000 + i));
+    const writing = tier.writeMany?.(values.map((v, id) => ({ id, bytes: [v], byteLength: v.byteLength })));
+    await tier.close();
+    const results = await writing;
+    assert.equal(results?.length, values.length);
+    assert.ok(results?.every((r) => r.status === 'rejected'), 'a value written as the tier closed is not reported stored');
+    assert.deepEqual(tier.usage(), { count: 0, bytes: 0 });
+    assert.deepEqual(await filesUnder([parent]), []);
   });
 
   it('an id deleted and written again while its segment is compacted keeps its new bytes', async () => {
@@ -246,31 +243,27 @@ describe('DiskTier', () => {
     });
   });
 
-  it('writeMany: a batch larger than a segment is split across segments, one run each', async () => {
-    const parents = [await tempDir(), await tempDir()];
+  it('writeMany: a batch larger than a segment is split across segments, one run each', async (t) => {
+    const parents = [await tempDir(t), await tempDir(t)];
     const tier = new DiskTier({ directories: parents, smallValueBytes: 8 * KiB, segmentBytes: 16 * KiB });
     await tier.open();
-    try {
-      const values = Array.from({ length: 50 }, (_, i) => noise(3 * KiB + i));
-      const items = values.map((v, i) => ({ id: 100 + i, bytes: [v], byteLength: v.byteLength }));
-      const results = await tier.writeMany?.(items);
-      assert.ok(results?.every((r) => r.status === 'fulfilled'));
-      const segments = tier.segmentFiles();
-      assert.ok(segments.length >= 10, `${segments.length} segments`);
-      for (const seg of segments) assert.ok(seg.bytes <= 16 * KiB, `segment of ${seg.bytes} bytes`);
-      assert.equal(segments.reduce((n, seg) => n + seg.liveValues, 0), 50);
-      for (const [i, v] of values.entries()) assert.ok(Buffer.from(await tier.read(100 + i)).equals(v));
-      for (let i = 0; i < 50; i++) if (i % 3 !== 0) await tier.delete(100 + i);
-      await tier.idle();
-      for (let i = 0; i < 50; i += 3) assert.ok(Buffer.from(await tier.read(100 + i)).equals(values[i]), `value ${i} after compaction`);
-    } finally {
-      await tier.close();
-      await Promise.all(parents.map((p) => fsp.rm(p, { recursive: true, force: true })));
-    }
+    onCleanup(t, () => tier.close());
+    const values = Array.from({ length: 50 }, (_, i) => noise(3 * KiB + i));
+    const items = values.map((v, i) => ({ id: 100 + i, bytes: [v], byteLength: v.byteLength }));
+    const results = await tier.writeMany?.(items);
+    assert.ok(results?.every((r) => r.status === 'fulfilled'));
+    const segments = tier.segmentFiles();
+    assert.ok(segments.length >= 10, `${segments.length} segments`);
+    for (const seg of segments) assert.ok(seg.bytes <= 16 * KiB, `segment of ${seg.bytes} bytes`);
+    assert.equal(segments.reduce((n, seg) => n + seg.liveValues, 0), 50);
+    for (const [i, v] of values.entries()) assert.ok(Buffer.from(await tier.read(100 + i)).equals(v));
+    for (let i = 0; i < 50; i++) if (i % 3 !== 0) await tier.delete(100 + i);
+    await tier.idle();
+    for (let i = 0; i < 50; i += 3) assert.ok(Buffer.from(await tier.read(100 + i)).equals(values[i]), `value ${i} after compaction`);
   });
 
-  it('uses directories in turn, each with a fresh folder, and removes them all', async () => {
-    const parents = [await tempDir(), await tempDir(), await tempDir()];
+  it('uses directories in turn, each with a fresh folder, and removes them all', async (t) => {
+    const parents = [await tempDir(t), await tempDir(t), await tempDir(t)];
     const tier = new DiskTier({ directories: parents, smallValueBytes: 0 });
     await tier.open();
     try {
@@ -280,34 +273,30 @@ describe('DiskTier', () => {
       for (const parent of parents) assert.equal((await filesUnder([parent])).length, 2);
     } finally {
       await tier.close();
-      for (const parent of parents) assert.deepEqual(await fsp.readdir(parent), []);
-      await Promise.all(parents.map((p) => fsp.rm(p, { recursive: true, force: true })));
     }
+    for (const parent of parents) assert.deepEqual(await fsp.readdir(parent), []);
   });
 
-  it('compresses numeric data on disk (lz4 and auto) and skips noise in auto', async () => {
-    const parent = await tempDir();
-    try {
-      for (const compression of ['lz4', 'auto'] as const) {
-        const tier = new DiskTier({ directory: parent, compression });
-        await tier.open();
-        const walk = Buffer.from(randomWalk(MiB / 2).buffer); // 4 MiB
-        const random = noise(3 * MiB);
-        await tier.write(1, rawSource(walk), walk.byteLength);
-        await tier.write(2, rawSource(random), random.byteLength);
-        const files = await filesUnder(tier.directories);
-        const onDisk = files.reduce((s, f) => s + f.size, 0);
-        const stats = tier.stats();
-        assert.equal(onDisk, stats.bytes);
-        assert.ok(stats.bytes < walk.byteLength / 1.5 + random.byteLength + 64, `${compression}: ${stats.bytes} bytes stored`);
-        assert.equal(stats.details.compressedChunks, 4);
-        assert.equal(stats.details.rawChunks, 3);
-        assert.ok((await tier.read(1)).every((b, i) => b === walk[i]));
-        assert.ok((await collect(tier.createReadStream(1, { start: MiB - 5, end: 3 * MiB + 7 }))).equals(walk.subarray(MiB - 5, 3 * MiB + 7)));
-        await tier.close();
-      }
-    } finally {
-      await fsp.rm(parent, { recursive: true, force: true });
+  it('compresses numeric data on disk (lz4 and auto) and skips noise in auto', async (t) => {
+    const parent = await tempDir(t);
+    for (const compression of ['lz4', 'auto'] as const) {
+      const tier = new DiskTier({ directory: parent, compression });
+      await tier.open();
+      onCleanup(t, () => tier.close());
+      const walk = Buffer.from(randomWalk(MiB / 2).buffer); // 4 MiB
+      const random = noise(3 * MiB);
+      await tier.write(1, rawSource(walk), walk.byteLength);
+      await tier.write(2, rawSource(random), random.byteLength);
+      const files = await filesUnder(tier.directories);
+      const onDisk = files.reduce((s, f) => s + f.size, 0);
+      const stats = tier.stats();
+      assert.equal(onDisk, stats.bytes);
+      assert.ok(stats.bytes < walk.byteLength / 1.5 + random.byteLength + 64, `${compression}: ${stats.bytes} bytes stored`);
+      assert.equal(stats.details.compressedChunks, 4);
+      assert.equal(stats.details.rawChunks, 3);
+      assert.ok((await tier.read(1)).every((b, i) => b === walk[i]));
+      assert.ok((await collect(tier.createReadStream(1, { start: MiB - 5, end: 3 * MiB + 7 }))).equals(walk.subarray(MiB - 5, 3 * MiB + 7)));
+      await tier.close();
     }
   });
 
@@ -332,32 +321,28 @@ describe('DiskTier', () => {
 });
 
 describe('tier wrappers', () => {
-  it('SlowTier and FaultyTier still work over DiskTier and forward stats', async () => {
+  it('SlowTier and FaultyTier still work over DiskTier and forward stats', async (t) => {
     const { SlowTier, FaultyTier } = await import('../../src/testing/index.js');
-    const parent = await tempDir();
+    const parent = await tempDir(t);
     const disk = new DiskTier({ directory: parent });
     const faulty = new FaultyTier(new SlowTier(disk, 1), { failWrite: (id) => (id === 2 ? 'ENOSPC' : undefined) });
     await faulty.open();
-    try {
-      const bytes = noise(5000);
-      await faulty.write(1, rawSource(bytes), bytes.byteLength);
-      await assert.rejects(faulty.write(2, rawSource(bytes), bytes.byteLength), /ENOSPC/);
-      assert.ok(Buffer.from(await faulty.read(1)).equals(bytes));
-      assert.equal(faulty.stats?.().writes, 1);
-      assert.equal(faulty.usage().count, 1);
-      // writeMany goes through both wrappers; the faulty one fails item 2 alone.
-      assert.ok(faulty.writeMany !== undefined);
-      const results = await faulty.writeMany([3, 2, 4].map((id) => ({ id, bytes: [bytes], byteLength: bytes.byteLength })));
-      assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
-      assert.equal(faulty.batches, 1);
-      assert.equal(faulty.usage().count, 3);
-      faulty.plan = { failBatch: () => 'EIO' };
-      await assert.rejects(faulty.writeMany([{ id: 5, bytes: [bytes], byteLength: bytes.byteLength }]), /EIO/);
-      assert.equal(faulty.usage().count, 3);
-    } finally {
-      await faulty.close();
-      await fsp.rm(parent, { recursive: true, force: true });
-    }
+    onCleanup(t, () => faulty.close());
+    const bytes = noise(5000);
+    await faulty.write(1, rawSource(bytes), bytes.byteLength);
+    await assert.rejects(faulty.write(2, rawSource(bytes), bytes.byteLength), /ENOSPC/);
+    assert.ok(Buffer.from(await faulty.read(1)).equals(bytes));
+    assert.equal(faulty.stats?.().writes, 1);
+    assert.equal(faulty.usage().count, 1);
+    // writeMany goes through both wrappers; the faulty one fails item 2 alone.
+    assert.ok(faulty.writeMany !== undefined);
+    const results = await faulty.writeMany([3, 2, 4].map((id) => ({ id, bytes: [bytes], byteLength: bytes.byteLength })));
+    assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+    assert.equal(faulty.batches, 1);
+    assert.equal(faulty.usage().count, 3);
+    faulty.plan = { failBatch: () => 'EIO' };
+    await assert.rejects(faulty.writeMany([{ id: 5, bytes: [bytes], byteLength: bytes.byteLength }]), /EIO/);
+    assert.equal(faulty.usage().count, 3);
   });
 });
 

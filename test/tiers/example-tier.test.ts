@@ -1,40 +1,36 @@
 import assert from 'node:assert/strict';
-import fsp from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import { ThrottledRemoteTier } from '../../examples/throttled-remote-tier.js';
 import { InvalidArgumentError, type Tier } from '../../src/index.js';
 import { tierContract } from '../../src/testing/index.js';
+import { cleanupScope, onCleanup } from '../helpers/cleanup.js';
 import { noise, rawSource, tempDir } from './helpers.js';
 
 const MiB = 1024 * 1024;
 
 tierContract('example ThrottledRemoteTier', async () => {
-  const parent = await tempDir('spw-remote-');
+  const scope = cleanupScope();
+  const parent = await tempDir(scope, 'spw-remote-');
   return {
     tier: new ThrottledRemoteTier({ directory: parent, bytesPerSecond: 2000 * MiB, latencyMs: 0 }),
     parents: [parent],
     exactBytes: true,
-    cleanup: () => fsp.rm(parent, { recursive: true, force: true }),
+    cleanup: scope.end,
   };
 });
 
 describe('example ThrottledRemoteTier', () => {
-  it('is a Tier through the public API and throttles bandwidth', async () => {
-    const parent = await tempDir('spw-remote-');
-    const tier: Tier = new ThrottledRemoteTier({ directory: parent, bytesPerSecond: 20 * MiB, latencyMs: 1 });
+  it('is a Tier through the public API and throttles bandwidth', async (t) => {
+    const tier: Tier = new ThrottledRemoteTier({ directory: await tempDir(t, 'spw-remote-'), bytesPerSecond: 20 * MiB, latencyMs: 1 });
     await tier.open();
-    try {
-      const bytes = noise(4 * MiB);
-      const started = performance.now();
-      await tier.write(1, rawSource(bytes), bytes.byteLength);
-      const seconds = (performance.now() - started) / 1000;
-      // 4 MiB at 20 MiB/s books 200 ms of the link.
-      assert.ok(seconds >= 0.15, `write took ${seconds.toFixed(3)} s`);
-      assert.ok(Buffer.from(await tier.read(1)).equals(bytes));
-    } finally {
-      await tier.close();
-      await fsp.rm(parent, { recursive: true, force: true });
-    }
+    onCleanup(t, () => tier.close());
+    const bytes = noise(4 * MiB);
+    const started = performance.now();
+    await tier.write(1, rawSource(bytes), bytes.byteLength);
+    const seconds = (performance.now() - started) / 1000;
+    // 4 MiB at 20 MiB/s books 200 ms of the link.
+    assert.ok(seconds >= 0.15, `write took ${seconds.toFixed(3)} s`);
+    assert.ok(Buffer.from(await tier.read(1)).equals(bytes));
   });
 
   it('rejects a misconfiguration', () => {

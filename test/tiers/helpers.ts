@@ -1,29 +1,28 @@
-import fsp from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk/disk-tier.js';
 import { noise } from '../../src/testing/sources.js';
-import { withTempDir } from '../helpers/temp-dir.js';
+import { type CleanupOwner, onCleanup, withCleanup } from '../helpers/cleanup.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 export { collect, encodedSource, entriesUnder, failingSource, filesUnder, noise, randomWalk, rawSource, slowSource } from '../../src/testing/sources.js';
 
-export async function tempDir(prefix = 'spw-test-'): Promise<string> {
-  return fsp.mkdtemp(path.join(os.tmpdir(), prefix));
+export { tempDir, withTempDir } from '../helpers/temp-dir.js';
+
+/** An open DiskTier in a fresh directory, closed (then the directory removed) when the test or scope ends. */
+export async function openDiskTier(owner: CleanupOwner, options: Omit<DiskTierOptions, 'directory' | 'directories'> = {}): Promise<DiskTier> {
+  const tier = new DiskTier({ ...options, directory: await tempDir(owner) });
+  await tier.open();
+  onCleanup(owner, () => tier.close());
+  return tier;
 }
 
-// One fixture for a folder removed when its body settles, shared with the other suites.
-export { withTempDir } from '../helpers/temp-dir.js';
-
-/** Runs `body` with an open DiskTier in a fresh directory, then closes it and removes the directory. */
-export async function withDiskTier(options: Omit<DiskTierOptions, 'directory' | 'directories'>, body: (tier: DiskTier, parent: string) => Promise<void>): Promise<void> {
-  await withTempDir(async (parent) => {
+/** Runs `body` with an open DiskTier in a fresh directory, then closes it and removes the directory: for the runs of a property. */
+export function withDiskTier(options: Omit<DiskTierOptions, 'directory' | 'directories'>, body: (tier: DiskTier, parent: string) => Promise<void>): Promise<void> {
+  return withCleanup(async (scope) => {
+    const parent = await tempDir(scope);
     const tier = new DiskTier({ ...options, directory: parent });
     await tier.open();
-    try {
-      await body(tier, parent);
-    } finally {
-      await tier.close();
-    }
+    onCleanup(scope, () => tier.close());
+    await body(tier, parent);
   });
 }
 

@@ -7,12 +7,10 @@
  * (~60 ms).
  */
 import assert from 'node:assert/strict';
-import fsp from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import { CompressedMemoryTier } from '../../src/tiers/compressed-memory.js';
-import { DiskTier } from '../../src/tiers/disk/disk-tier.js';
 import type { WriteItem, WriteResults } from '../../src/tiers/tier.js';
-import { randomWalk, tempDir } from './helpers.js';
+import { openDiskTier, randomWalk } from './helpers.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -41,24 +39,17 @@ async function withTurns(run: (watch: (piece: Uint8Array) => Uint8Array[]) => Pr
 }
 
 describe('writeMany gives the event loop turns', () => {
-  it('DiskTier with lz4: a batch of 2,048 compressible 4 KiB values is not all compressed in one loop turn', async () => {
-    const parent = await tempDir();
-    const tier = new DiskTier({ directory: parent, compression: 'lz4' });
-    await tier.open();
-    try {
-      const walk = Buffer.from(randomWalk(MiB).buffer); // 8 MiB
-      let items: WriteItem[] = [];
-      const { results, lastRead } = await withTurns((watch) => {
-        items = Array.from({ length: 2048 }, (_, i) => ({ id: i, bytes: watch(walk.subarray(i * 4 * KiB, (i + 1) * 4 * KiB)), byteLength: 4 * KiB }));
-        return tier.writeMany!(items);
-      });
-      assert.ok(results.every((r) => r.status === 'fulfilled'));
-      assert.ok(Math.max(...lastRead) > 0, 'every value was compressed in the loop turn of the call: the loop was held throughout');
-      for (const i of [0, 1000, 2047]) assert.ok(Buffer.from(await tier.read(i)).equals(walk.subarray(i * 4 * KiB, (i + 1) * 4 * KiB)));
-    } finally {
-      await tier.close();
-      await fsp.rm(parent, { recursive: true, force: true });
-    }
+  it('DiskTier with lz4: a batch of 2,048 compressible 4 KiB values is not all compressed in one loop turn', async (t) => {
+    const tier = await openDiskTier(t, { compression: 'lz4' });
+    const walk = Buffer.from(randomWalk(MiB).buffer); // 8 MiB
+    let items: WriteItem[] = [];
+    const { results, lastRead } = await withTurns((watch) => {
+      items = Array.from({ length: 2048 }, (_, i) => ({ id: i, bytes: watch(walk.subarray(i * 4 * KiB, (i + 1) * 4 * KiB)), byteLength: 4 * KiB }));
+      return tier.writeMany!(items);
+    });
+    assert.ok(results.every((r) => r.status === 'fulfilled'));
+    assert.ok(Math.max(...lastRead) > 0, 'every value was compressed in the loop turn of the call: the loop was held throughout');
+    for (const i of [0, 1000, 2047]) assert.ok(Buffer.from(await tier.read(i)).equals(walk.subarray(i * 4 * KiB, (i + 1) * 4 * KiB)));
   });
 
   it('CompressedMemoryTier: writeMany copies a 64 MiB item chunk by chunk, with loop turns, not all at once', async () => {

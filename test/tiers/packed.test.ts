@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import fsp from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import { ClosedError, SpillwayError } from '../../src/errors.js';
 import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk/disk-tier.js';
@@ -8,23 +7,19 @@ import type { WriteResults } from '../../src/tiers/tier.js';
 import { TierWrapper } from '../../src/tiers/wrappers.js';
 import { FaultyTier, SlowTier } from '../../src/testing/index.js';
 import { assertMissing, roundTrip } from '../../src/testing/index.js';
-import { noise, rawSource, tempDir } from './helpers.js';
+import { onCleanup, withCleanup } from '../helpers/cleanup.js';
+import { noise, openDiskTier, rawSource, tempDir } from './helpers.js';
 
 const KiB = 1024;
 
 /** Runs `body` with an open DiskTier in a fresh directory, then closes it and removes the directory. */
 async function withDisk(options: Omit<DiskTierOptions, 'directory'>, body: (tier: DiskTier, packed: PackedWrites) => Promise<void>): Promise<void> {
-  const parent = await tempDir();
-  const tier = new DiskTier({ ...options, directory: parent });
-  await tier.open();
-  try {
+  await withCleanup(async (scope) => {
+    const tier = await openDiskTier(scope, options);
     const packed = packedWritesOf(tier);
     assert.ok(packed !== undefined, 'a fused tier without compression takes packed batches');
     await body(tier, packed);
-  } finally {
-    await tier.close();
-    await fsp.rm(parent, { recursive: true, force: true });
-  }
+  });
 }
 
 /** The values back to back, cut into pieces of `pieceBytes` that ignore where one value ends. */
@@ -140,37 +135,27 @@ describe('DiskTier packed batches (the store\'s fast path for small values)', ()
     });
   });
 
-  it('batches go to the directories in turn, and every value comes back', async () => {
-    const parents = [await tempDir(), await tempDir()];
+  it('batches go to the directories in turn, and every value comes back', async (t) => {
+    const parents = [await tempDir(t), await tempDir(t)];
     const tier = new DiskTier({ directories: parents });
     await tier.open();
-    try {
-      const packed = packedWritesOf(tier)!;
-      const values = Array.from({ length: 40 }, (_, i) => noise(100 + i));
-      for (let b = 0; b < 4; b++) {
-        const ids = Array.from({ length: 10 }, (_, k) => b * 10 + k);
-        assert.deepEqual(new Set(statuses(await packed.write(packedOf(ids, ids.map((id) => values[id]))))), new Set(['fulfilled']));
-      }
-      const files = tier.segmentFiles().map((f) => f.path);
-      for (const dir of tier.directories) assert.ok(files.some((f) => f.startsWith(dir)), `a segment in ${dir}`);
-      for (let id = 0; id < 40; id++) await roundTrip(tier, id, values[id]);
-    } finally {
-      await tier.close();
-      await Promise.all(parents.map((p) => fsp.rm(p, { recursive: true, force: true })));
+    onCleanup(t, () => tier.close());
+    const packed = packedWritesOf(tier)!;
+    const values = Array.from({ length: 40 }, (_, i) => noise(100 + i));
+    for (let b = 0; b < 4; b++) {
+      const ids = Array.from({ length: 10 }, (_, k) => b * 10 + k);
+      assert.deepEqual(new Set(statuses(await packed.write(packedOf(ids, ids.map((id) => values[id]))))), new Set(['fulfilled']));
     }
+    const files = tier.segmentFiles().map((f) => f.path);
+    for (const dir of tier.directories) assert.ok(files.some((f) => f.startsWith(dir)), `a segment in ${dir}`);
+    for (let id = 0; id < 40; id++) await roundTrip(tier, id, values[id]);
   });
 
-  it('a closed tier refuses a batch', async () => {
-    const parent = await tempDir();
-    const tier = new DiskTier({ directory: parent });
-    await tier.open();
+  it('a closed tier refuses a batch', async (t) => {
+    const tier = await openDiskTier(t);
     const packed = packedWritesOf(tier);
     await tier.close();
-    try {
-      await assert.rejects(packed!.write(packedOf([1], [noise(10)])), ClosedError);
-    } finally {
-      await fsp.rm(parent, { recursive: true, force: true });
-    }
+    await assert.rejects(packed!.write(packedOf([1], [noise(10)])), ClosedError);
   });
 
   it('pass through a plain wrapper, but not one that wants to see every batch\'s items', () => {

@@ -1,16 +1,8 @@
 import assert from 'node:assert/strict';
-import { test, type TestContext } from 'node:test';
-import { DiskTier, type DiskTierOptions, type RecyclingStream } from '../../src/tiers/index.js';
+import { test } from 'node:test';
+import { type DiskTier, type RecyclingStream } from '../../src/tiers/index.js';
 import { encode, encodedBatches, type Encoded } from '../../src/codec/index.js';
-import { onCleanup } from '../helpers/cleanup.js';
-import { tempDir } from '../helpers/temp-dir.js';
-
-async function openTier(t: TestContext, options: Omit<DiskTierOptions, 'directory'>): Promise<DiskTier> {
-  const tier = new DiskTier({ directory: await tempDir(t), ...options });
-  await tier.open();
-  onCleanup(t, () => tier.close());
-  return tier;
-}
+import { openDiskTier } from './helpers.js';
 
 /** Writes `value` under `id`; returns its encoded bytes, as a read must give them back. */
 async function writeValue(tier: DiskTier, id: number, value: Float64Array): Promise<Buffer> {
@@ -33,7 +25,7 @@ async function readRecycling(stream: RecyclingStream, memories: Set<ArrayBufferL
 }
 
 test('a disk read stream reads into chunks its consumer hands back, and the bytes stay right', async (t) => {
-  const tier = await openTier(t, { streamChunkBytes: 64 * 1024, smallValueBytes: 0 });
+  const tier = await openDiskTier(t, { streamChunkBytes: 64 * 1024, smallValueBytes: 0 });
   const expected = await writeValue(tier, 1, new Float64Array(100_000).map((_, i) => i));
   const stream = tier.createReadStream(1) as RecyclingStream;
   assert.equal(typeof stream.recycle, 'function');
@@ -45,7 +37,7 @@ test('a disk read stream reads into chunks its consumer hands back, and the byte
 
 test('serving many small values reuses a few buffers across streams, and every value comes back right', async (t) => {
   // Small values live in segments; each stream used to allocate a whole stream chunk.
-  const tier = await openTier(t, { streamChunkBytes: 256 * 1024 });
+  const tier = await openDiskTier(t, { streamChunkBytes: 256 * 1024 });
   const expected: Buffer[] = [];
   for (let id = 1; id <= 50; id++) expected.push(await writeValue(tier, id, new Float64Array(1000).fill(id)));
   const memories = new Set<ArrayBufferLike>();
@@ -57,7 +49,7 @@ test('serving many small values reuses a few buffers across streams, and every v
 });
 
 test('a stream whose consumer keeps its chunks never sees them overwritten by a later stream', async (t) => {
-  const tier = await openTier(t, { streamChunkBytes: 64 * 1024 });
+  const tier = await openDiskTier(t, { streamChunkBytes: 64 * 1024 });
   for (let id = 1; id <= 5; id++) await writeValue(tier, id, new Float64Array(500).fill(id));
   const kept: Buffer[] = [];
   for (let id = 1; id <= 5; id++) {

@@ -6,11 +6,11 @@
  * (its list and sort in one step, then windows of 30,000+ moves).
  */
 import assert from 'node:assert/strict';
-import fsp from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import { DiskTier, type DiskTierOptions } from '../../src/tiers/disk/disk-tier.js';
 import { Placements } from '../../src/tiers/disk/placements.js';
 import { SegmentStore } from '../../src/tiers/disk/segment-store.js';
+import { onCleanup, withCleanup } from '../helpers/cleanup.js';
 import { tempDir } from './helpers.js';
 
 /** Members in the segment: a walk of them all in one turn makes this many lookups at least. */
@@ -46,10 +46,10 @@ async function lookupsPerTurn(run: () => Promise<void>): Promise<number[]> {
 
 /** A tier holding N values of 8 bytes (ids 0 to N - 1) in its first segment (one lane: every write goes there). */
 async function withTinyValues(options: DiskTierOptions, body: (tier: DiskTier) => Promise<void>): Promise<void> {
-  const parent = await tempDir();
-  const tier = new DiskTier({ directory: parent, segmentLanes: 1, ...options });
-  await tier.open();
-  try {
+  await withCleanup(async (scope) => {
+    const tier = new DiskTier({ directory: await tempDir(scope), segmentLanes: 1, ...options });
+    await tier.open();
+    onCleanup(scope, () => tier.close());
     const bytes = new Uint8Array(8).fill(7);
     for (let from = 0; from < N; from += 4096) {
       const items = Array.from({ length: 4096 }, (_, i) => ({ id: from + i, bytes: [bytes], byteLength: 8 }));
@@ -58,10 +58,7 @@ async function withTinyValues(options: DiskTierOptions, body: (tier: DiskTier) =
     }
     assert.equal(tier.segmentFiles()[0].records, N);
     await body(tier);
-  } finally {
-    await tier.close();
-    await fsp.rm(parent, { recursive: true, force: true });
-  }
+  });
 }
 
 const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));

@@ -1,9 +1,9 @@
 /** Model-based test of fused segment files: random writes, deletes and reads against a Map. */
 import assert from 'node:assert/strict';
-import fsp from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { DiskTier } from '../../src/tiers/disk/disk-tier.js';
+import { cleanupScope } from '../helpers/cleanup.js';
 import { collect, filesUnder, randomWalk, rawSource, tempDir } from './helpers.js';
 
 const KiB = 1024;
@@ -87,7 +87,8 @@ async function runModel(scale: number, runs: number): Promise<{ readAheadHits: n
   let directFlushes = 0;
   await fc.assert(
     fc.asyncProperty(fc.array(op, { minLength: 40, maxLength: 150, size: 'max' }), fc.constantFrom(1, 2), fc.constantFrom(1, 2), fc.constantFrom('none', 'lz4') as fc.Arbitrary<'none' | 'lz4'>, async (ops, dirs, lanes, compression) => {
-        const parents = await Promise.all(Array.from({ length: dirs }, () => tempDir('spw-seg-')));
+        const scope = cleanupScope();
+        const parents = await Promise.all(Array.from({ length: dirs }, () => tempDir(scope, 'spw-seg-')));
         const tier = new DiskTier({ directories: parents, smallValueBytes: small, segmentBytes: segment, segmentLanes: lanes, compression, chunkBytes: 8 * KiB });
         await tier.open();
         const model = new Map<number, Buffer>();
@@ -164,7 +165,7 @@ async function runModel(scale: number, runs: number): Promise<{ readAheadHits: n
           readAheadHits += Number(tier.stats().details.readAheadHits);
           directFlushes += Number(tier.stats().details.directFlushes);
           await tier.close();
-          await Promise.all(parents.map((p) => fsp.rm(p, { recursive: true, force: true })));
+          await scope.end();
         }
       }),
     { numRuns: runs, interruptAfterTimeLimit: 120_000 },

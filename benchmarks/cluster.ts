@@ -1,8 +1,11 @@
 /**
- * `npm run bench -- cluster [--memory-limit 256MiB] [--factor 4] [--methods p2p,tasks] [--target 2]`:
- * both built-in workloads (the shuffle once per method) on a local cluster of 2 worker
- * processes, with data = factor × the cluster's memory. `--target`: the compute time the
- * shuffle must stay within, as a multiple of the disk reference (docs/benchmarks.md).
+ * `npm run bench -- cluster [--memory-limit 256MiB] [--factor 4] [--methods p2p,tasks] [--target 2]
+ * [--workloads shuffle,map-reduce] [--profile DIR]`: the built-in workloads (the shuffle once
+ * per method) on a local cluster of 2 worker processes, with data = factor × the cluster's
+ * memory. `--target`: the compute time the shuffle must stay within, as a multiple of the
+ * disk reference (docs/benchmarks.md). `--profile DIR`: the cluster's processes run with a
+ * sampling profiler and a stall tracer (_stall-trace.mjs), and each worker's profile and the
+ * functions caught in its event-loop stalls are printed at the end (_profile-report.ts).
  * Workers run from dist/ (built first). Checks: the result verifies; each worker's peak RSS (kernel high-water mark) against
  * its memory limit; each worker's worst and p99 event-loop delay (from its heartbeats); for the
  * shuffle, bytes served to peers from disk vs from memory; and the wall time against
@@ -13,10 +16,12 @@ import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import type { LocalSummary } from '../src/cli/local.js';
 import { formatBytes } from '../src/units.js';
 import type { ShuffleMethod, WorkloadName } from '../src/workloads/index.js';
 import { WORKERS, builtRunLocal, clusterSize, flag } from './_cluster-common.js';
+import { profileReport } from './_profile-report.js';
 
 const MiB = 1024 * 1024;
 
@@ -100,6 +105,8 @@ export default async function cluster(args: string[]): Promise<void> {
   const { memoryLimit, factor, size } = clusterSize(args);
   const target = Number(flag(args, '--target', '2'));
   const methods = flag(args, '--methods', 'p2p,tasks').split(',') as ShuffleMethod[];
+  const workloads = flag(args, '--workloads', 'shuffle,map-reduce').split(',');
+  const profile = flag(args, '--profile', '');
   const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'spillway-bench-cluster-'));
   try {
     console.log(`cluster: ${WORKERS} workers × ${formatBytes(memoryLimit)}, data ${formatBytes(size)} (${factor}× the cluster's memory), load average ${os.loadavg()[0].toFixed(1)}`);
@@ -107,8 +114,18 @@ export default async function cluster(args: string[]): Promise<void> {
     const referenceSeconds = ref.writeSeconds + ref.readSeconds;
     console.log(`reference: write ${formatBytes(size)} in ${ref.writeSeconds.toFixed(1)} s, read it in ${ref.readSeconds.toFixed(1)} s`);
     const runLocal = await builtRunLocal();
+    if (profile !== '') {
+      // Read by the cluster's processes, spawned from here on.
+      await fsp.mkdir(profile, { recursive: true });
+      const tracer = fileURLToPath(new URL('./_stall-trace.mjs', import.meta.url));
+      process.env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --import=${tracer}`.trim();
+      process.env.SPILLWAY_STALL_TRACE_DIR = path.resolve(profile);
+    }
     const table: Row[] = [];
-    const runs: Array<{ workload: WorkloadName; method?: ShuffleMethod }> = [...methods.map((method) => ({ workload: 'shuffle' as const, method })), { workload: 'map-reduce' }];
+    const runs: Array<{ workload: WorkloadName; method?: ShuffleMethod }> = [
+      ...(workloads.includes('shuffle') ? methods.map((method) => ({ workload: 'shuffle' as const, method })) : []),
+      ...(workloads.includes('map-reduce') ? [{ workload: 'map-reduce' as const }] : []),
+    ];
     for (const { workload, method } of runs) {
       const summary = await runLocal({ workers: WORKERS, memoryLimit, workload, method, size, nthreads: 1, localDirectory: dir });
       console.log(`${workload}${method === undefined ? '' : ` (${method})`}: ${summary.partitions} partitions (${formatBytes(size / summary.partitions)} each), ${summary.tasks.total} tasks, compute ${summary.computeSeconds.toFixed(1)} s, verify ${summary.verifySeconds.toFixed(1)} s`);
@@ -121,6 +138,7 @@ export default async function cluster(args: string[]): Promise<void> {
       console.log(`${r.check.padEnd(width)}  ${r.value.padEnd(valueWidth)}  ${r.target.padEnd(11)}  ${verdict}`);
     }
     console.log(`load average at the end ${os.loadavg()[0].toFixed(1)}`);
+    if (profile !== '') await profileReport(profile);
   } finally {
     await fsp.rm(dir, { recursive: true, force: true });
   }

@@ -1,0 +1,52 @@
+/**
+ * Preloaded into the cluster's processes by `npm run bench -- cluster --profile DIR`
+ * (`node --import`; NODE_OPTIONS may not carry `--cpu-prof`, so the profiler is started
+ * through the inspector): samples each process's main thread every millisecond and
+ * records every event-loop turn longer than STALL_MS (a 10 ms timer that fires late),
+ * every GC pause over 5 ms and the loop-delay histogram. At exit it writes
+ * DIR/profile-<pid>.cpuprofile and DIR/stalls-<pid>.json. The times are CLOCK_MONOTONIC
+ * microseconds, the clock of the profile's samples, so the report (_profile-report.ts)
+ * finds which functions ran in each stall.
+ */
+import { writeFileSync } from 'node:fs';
+import inspector from 'node:inspector';
+import { monitorEventLoopDelay, PerformanceObserver, performance } from 'node:perf_hooks';
+import { isMainThread } from 'node:worker_threads';
+
+const STALL_MS = 50;
+const TICK_MS = 10;
+const dir = process.env.SPILLWAY_STALL_TRACE_DIR;
+
+if (dir !== undefined && dir !== '' && isMainThread) {
+  // performance.now() → monotonic µs.
+  const originUs = Number(process.hrtime.bigint() / 1000n) - performance.now() * 1000;
+  const session = new inspector.Session();
+  session.connect();
+  session.post('Profiler.enable');
+  session.post('Profiler.setSamplingInterval', { interval: 1000 });
+  session.post('Profiler.start');
+  const stalls = [];
+  const gcs = [];
+  const histogram = monitorEventLoopDelay({ resolution: 10 });
+  histogram.enable();
+  let last = process.hrtime.bigint();
+  setInterval(() => {
+    const now = process.hrtime.bigint();
+    const ms = Number(now - last) / 1e6 - TICK_MS;
+    if (ms > STALL_MS) stalls.push({ startUs: Number(last / 1000n) + TICK_MS * 1000, endUs: Number(now / 1000n), ms });
+    last = now;
+  }, TICK_MS).unref();
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      if (e.duration > 5) gcs.push({ startUs: originUs + e.startTime * 1000, ms: e.duration, kind: e.detail?.kind });
+    }
+  }).observe({ entryTypes: ['gc'] });
+  process.on('exit', () => {
+    // A session on this thread answers synchronously.
+    session.post('Profiler.stop', (err, result) => {
+      if (err === null) writeFileSync(`${dir}/profile-${process.pid}.cpuprofile`, JSON.stringify(result.profile));
+    });
+    const delay = { maxMs: histogram.max / 1e6, p99Ms: histogram.percentile(99) / 1e6, meanMs: histogram.mean / 1e6 };
+    writeFileSync(`${dir}/stalls-${process.pid}.json`, JSON.stringify({ pid: process.pid, argv: process.argv.slice(1), delay, stalls, gcs }));
+  });
+}

@@ -21,14 +21,15 @@ export class PeerPool {
     this.#tls = tlsOptions;
   }
 
-  async request(address: PeerAddress, body: unknown): Promise<unknown> {
+  /** A request to a peer; `payload`, if any, follows the body as raw bytes (ClientConnection.request). */
+  async request(address: PeerAddress, body: unknown, payload?: Uint8Array): Promise<unknown> {
     const name = `${address.host}:${address.port}`;
     const connection =
       this.#idle.get(name)?.pop() ??
       (await ClientConnection.open(address, { token: this.#token, tls: this.#tls, connectTimeoutMs: 10_000, idleTimeoutMs: 120_000, maxFrameBytes: DEFAULT_MAX_FRAME_BYTES }));
     let answer: unknown;
     try {
-      answer = await connection.request(body);
+      answer = await connection.request(body, payload);
     } catch (err) {
       // A refused push (an error answer) leaves the connection usable; anything else does not.
       connection.close();

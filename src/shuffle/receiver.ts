@@ -7,7 +7,7 @@
  */
 import type { SpillStore } from '../store/spill-store.js';
 import { ShuffleDiskFullError, ShuffleStaleRunError } from './errors.js';
-import { parseRecords } from './records.js';
+import { parseRecordViews } from './records.js';
 import { Slicer } from '../loop.js';
 
 /** Longest stretch of flushing between loop turns. */
@@ -28,11 +28,12 @@ export interface PushParams {
   input: number;
   /** Index of this frame among the input's frames to this worker (with the input, it makes pushes idempotent). */
   seq: number;
-  /** Records (records.ts). */
-  data: Uint8Array;
+  /** Records (records.ts): one buffer, or the socket reads a peer's push arrived in. */
+  data: readonly Uint8Array[];
 }
 
 interface OutputBuffer {
+  /** Views of the pushes' bytes (a record may span several). */
   records: Uint8Array[];
   bytes: number;
   /** Store keys of the chunks flushed so far. */
@@ -89,26 +90,22 @@ export class ShuffleReceiver {
    * answer: that is the shuffle's backpressure); refuses an older run than the one held,
    * and drops what an older run left when a newer one arrives.
    */
-  async accept(push: PushParams, copy: boolean): Promise<void> {
+  async accept(push: PushParams): Promise<void> {
     await this.#room();
     const state = this.#stateFor(push.id, push.run);
     const frameId = `${push.input}:${push.seq}`;
     if (state.seen.has(frameId)) return; // a retried push already taken in
     state.seen.add(frameId);
-    // Records stay views of the frame until their output's buffer is flushed (one copy, into
-    // the chunk). A frame that views a much larger buffer (a socket read) is copied whole
-    // first, so that its records do not keep that buffer alive.
-    const data = copy && push.data.buffer.byteLength - push.data.byteLength > push.data.byteLength / 8 ? push.data.slice() : push.data;
-    for (const record of parseRecords(data)) {
-      const bytes = record.record;
+    // Records stay views of the push until their output's buffer is flushed: one copy, into the chunk.
+    for (const record of parseRecordViews(push.data)) {
       let buffer = state.outputs.get(record.output);
       if (buffer === undefined) {
         buffer = { records: [], bytes: 0, chunks: [] };
         state.outputs.set(record.output, buffer);
       }
-      buffer.records.push(bytes);
-      buffer.bytes += bytes.byteLength;
-      this.#bufferedBytes += bytes.byteLength;
+      for (const view of record.views) buffer.records.push(view);
+      buffer.bytes += record.bytes;
+      this.#bufferedBytes += record.bytes;
       if (buffer.bytes >= this.#options.chunkBytes) this.#flush(state, record.output, buffer);
     }
     if (this.#bufferedBytes > this.#options.bufferBytes) await this.#flushAll(state);

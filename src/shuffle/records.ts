@@ -63,3 +63,69 @@ export function* parseRecords(bytes: Uint8Array): Generator<ParsedRecord> {
     at += total;
   }
 }
+
+export interface RecordViews {
+  output: number;
+  /** The whole record, header and padding included, as views of the parts it spans. */
+  views: Uint8Array[];
+  bytes: number;
+}
+
+/**
+ * The records of the concatenation of `parts` (a push as its socket reads delivered it),
+ * each as views of the parts it spans: nothing is copied but a header that straddles two
+ * parts. Throws ShuffleIncompleteError on bytes that are not records.
+ */
+export function* parseRecordViews(parts: readonly Uint8Array[]): Generator<RecordViews> {
+  const scratch = new Uint8Array(RECORD_HEADER_BYTES);
+  const scratchView = new DataView(scratch.buffer);
+  let index = 0;
+  let offset = 0;
+  let left = parts.reduce((sum, p) => sum + p.byteLength, 0);
+  const take = (n: number, into: Uint8Array[]): void => {
+    while (n > 0) {
+      const part = parts[index];
+      const step = Math.min(n, part.byteLength - offset);
+      into.push(part.subarray(offset, offset + step));
+      offset += step;
+      n -= step;
+      if (offset === part.byteLength) {
+        index++;
+        offset = 0;
+      }
+    }
+  };
+  while (left > 0) {
+    while (offset === parts[index].byteLength) {
+      index++;
+      offset = 0;
+    }
+    if (left < RECORD_HEADER_BYTES) throw new ShuffleIncompleteError(`a truncated shuffle record (${left} bytes left)`);
+    const part = parts[index];
+    let view: DataView;
+    let at: number;
+    if (part.byteLength - offset >= RECORD_HEADER_BYTES) {
+      view = new DataView(part.buffer, part.byteOffset, part.byteLength);
+      at = offset;
+    } else {
+      // The header straddles parts: read it from a copy.
+      let filled = 0;
+      for (let i = index, o = offset; filled < RECORD_HEADER_BYTES; i++, o = 0) {
+        const piece = parts[i].subarray(o, o + RECORD_HEADER_BYTES - filled);
+        scratch.set(piece, filled);
+        filled += piece.byteLength;
+      }
+      view = scratchView;
+      at = 0;
+    }
+    const output = view.getUint32(at, true);
+    const recordParts = view.getUint32(at + 12, true);
+    const part_ = view.getUint32(at + 8, true);
+    const total = recordLength(view.getUint32(at + 16, true));
+    if (total > left || recordParts === 0 || part_ >= recordParts) throw new ShuffleIncompleteError('a malformed shuffle record');
+    const views: Uint8Array[] = [];
+    take(total, views);
+    left -= total;
+    yield { output, views, bytes: total };
+  }
+}

@@ -75,11 +75,11 @@ export class ShuffleService {
     this.#peers = new PeerPool(options.token, options.tls);
   }
 
-  /** The data plane's generic requests: pushes of pieces. */
-  async onRequest(body: unknown): Promise<unknown> {
-    const push = parsePush(body);
-    await this.receiver.accept(push, true);
-    this.bytes.received += push.data.byteLength;
+  /** The data plane's generic requests: pushes of pieces (their records as the request's raw payload). */
+  async onRequest(body: unknown, payload?: readonly Uint8Array[]): Promise<unknown> {
+    const push = parsePush(body, payload);
+    await this.receiver.accept(push);
+    this.bytes.received += push.data.reduce((sum, part) => sum + part.byteLength, 0);
     return null;
   }
 
@@ -167,11 +167,11 @@ export class ShuffleService {
         const local = address.host === self.host && address.port === self.port;
         const list = frames[d] ?? [];
         for (let seq = 0; seq < list.length; seq++) {
-          const push: PushParams = { id: meta.id, run: info.run, input: meta.input, seq, data: list[seq] };
-          if (local) await this.receiver.accept(push, false);
+          const frame = list[seq];
+          if (local) await this.receiver.accept({ id: meta.id, run: info.run, input: meta.input, seq, data: [frame] });
           else {
-            await this.#peers.request(address, { op: PUSH_OP, ...push });
-            this.bytes.sent += push.data.byteLength;
+            await this.#peers.request(address, { op: PUSH_OP, id: meta.id, run: info.run, input: meta.input, seq }, frame);
+            this.bytes.sent += frame.byteLength;
           }
         }
       }),
@@ -200,8 +200,8 @@ export class ShuffleService {
   }
 }
 
-function parsePush(body: unknown): PushParams {
-  const b = body as Partial<PushParams & { op: string }> | null;
+function parsePush(body: unknown, payload: readonly Uint8Array[] | undefined): PushParams {
+  const b = body as Partial<Omit<PushParams, 'data'> & { op: string }> | null;
   if (
     typeof b !== 'object' ||
     b === null ||
@@ -210,11 +210,11 @@ function parsePush(body: unknown): PushParams {
     !Number.isInteger(b.run) ||
     !Number.isInteger(b.input) ||
     !Number.isInteger(b.seq) ||
-    !(b.data instanceof Uint8Array)
+    payload === undefined
   ) {
-    throw new InvalidArgumentError('a shuffle push needs { op, id, run, input, seq, data }');
+    throw new InvalidArgumentError('a shuffle push needs { op, id, run, input, seq } and its records as the raw payload');
   }
-  return { id: b.id, run: b.run as number, input: b.input as number, seq: b.seq as number, data: b.data };
+  return { id: b.id, run: b.run as number, input: b.input as number, seq: b.seq as number, data: payload };
 }
 
 function toErrorInfo(err: unknown): TaskErrorInfo {

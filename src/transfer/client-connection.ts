@@ -15,7 +15,7 @@ import {
 import { type ErrorMessage, type Message, MessageType, type ParsedEvent, PROTOCOL_VERSION } from './messages.js';
 import type { ParserOptions } from './parser.js';
 import { GetDataReceiver, type GetDataOutcome } from './receiver.js';
-import { serializeAuth, serializeGetData, serializeHello, serializeRequest } from './serializer.js';
+import { serializeAuth, serializeGetData, serializeHello, serializeRequest, serializeRequestBytesHead } from './serializer.js';
 
 export interface PeerAddress {
   host: string;
@@ -125,7 +125,7 @@ export class ClientConnection {
 
   private wait<T>(
     onEvent: (event: ParsedEvent, resolve: (value: T) => void, reject: (err: Error) => void) => void,
-    frame?: Buffer,
+    frame?: Buffer | readonly Uint8Array[],
   ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const done = (value: T): void => {
@@ -148,7 +148,7 @@ export class ClientConnection {
         return;
       }
       const waiter = this.waiter;
-      if (frame !== undefined) this.connection.write(frame).catch(() => undefined);
+      if (frame !== undefined) (Array.isArray(frame) ? this.connection.writeAll(frame) : this.connection.write(frame as Buffer)).catch(() => undefined);
       try {
         while (this.waiter === waiter && this.inbox.length > 0) waiter.onEvent(this.inbox.shift() as ParsedEvent);
       } catch (err) {
@@ -175,15 +175,20 @@ export class ClientConnection {
     });
   }
 
-  /** A generic msgpack request; resolves with the decoded response body. */
-  request(body: unknown): Promise<unknown> {
+  /**
+   * A generic msgpack request; resolves with the decoded response body. With `payload`, a
+   * RequestBytes: the bytes follow the body on the wire as they are, never copied here.
+   */
+  request(body: unknown, payload?: Uint8Array): Promise<unknown> {
     const requestId = this.newRequestId();
+    const packed = msgpackr().pack(body);
+    const frame = payload === undefined ? serializeRequest(requestId, packed) : [serializeRequestBytesHead(requestId, packed, payload.byteLength), payload];
     return this.wait<unknown>((event, resolve, reject) => {
       const message = event.kind === 'message' ? event.message : undefined;
       if (message?.type === MessageType.Response && message.requestId === requestId) resolve(unpackResponse(message.body));
       else if (message?.type === MessageType.Error && message.requestId === requestId) reject(new RemoteError(message.code, message.message));
       else throw new ProtocolError('unexpected answer to a request');
-    }, serializeRequest(requestId, msgpackr().pack(body)));
+    }, frame);
   }
 
   fail(err: Error): void {

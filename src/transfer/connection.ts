@@ -123,6 +123,15 @@ export class Connection {
     if (!this.socket.write(bytes)) await this.drained();
   }
 
+  /** Writes `chunks` as one corked batch (one writev, no joining copy) and waits for 'drain' when the buffer is full. */
+  async writeAll(chunks: readonly Uint8Array[]): Promise<void> {
+    this.socket.cork();
+    let room = true;
+    for (const chunk of chunks) room = this.socket.write(chunk);
+    this.socket.uncork();
+    if (!room) await this.drained();
+  }
+
   /** Resolves when the socket can take more; rejects if it closes first. */
   drained(): Promise<void> {
     return new Promise((resolve, reject) => {

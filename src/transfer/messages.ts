@@ -28,6 +28,7 @@ export enum MessageType {
   Busy = 0x14,
   Request = 0x20,
   Response = 0x21,
+  RequestBytes = 0x22,
   Error = 0x7f,
 }
 
@@ -110,6 +111,18 @@ export interface RequestMessage {
   readonly body: Uint8Array;
 }
 
+/**
+ * Client → server: a Request whose msgpack body is followed by raw bytes (the rest of the
+ * frame), handed to the handler as the views of the socket reads they arrived in: bulk
+ * bytes (shuffle pieces) are neither copied into msgpack nor joined into one buffer.
+ */
+export interface RequestBytesMessage {
+  readonly type: MessageType.RequestBytes;
+  readonly requestId: number;
+  readonly body: Uint8Array;
+  readonly payload: readonly Uint8Array[];
+}
+
 export interface ResponseMessage {
   readonly type: MessageType.Response;
   readonly requestId: number;
@@ -135,6 +148,7 @@ export type Message =
   | DataDoneMessage
   | BusyMessage
   | RequestMessage
+  | RequestBytesMessage
   | ResponseMessage
   | ErrorMessage;
 
@@ -156,5 +170,6 @@ export const MESSAGE_NAMES: Readonly<Record<number, string>> = {
   [MessageType.Busy]: 'Busy',
   [MessageType.Request]: 'Request',
   [MessageType.Response]: 'Response',
+  [MessageType.RequestBytes]: 'RequestBytes',
   [MessageType.Error]: 'Error',
 };

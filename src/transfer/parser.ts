@@ -36,6 +36,7 @@ const MIN_LENGTH: Readonly<Record<number, number>> = {
   [MessageType.GetData]: 16,
   [MessageType.Request]: 4,
   [MessageType.Response]: 4,
+  [MessageType.RequestBytes]: 8,
   [MessageType.Error]: 10,
 };
 
@@ -148,8 +149,11 @@ export class Parser {
   }
 
   private finishFrame(emit: (event: ParsedEvent) => void): void {
-    const body = this.bodyParts.length === 1 ? this.bodyParts[0] : Buffer.concat(this.bodyParts, this.bodyLength);
-    const message = decodeBody(this.type as MessageType, body, this.maxValueBytes);
+    // A RequestBytes' payload stays in the socket reads it arrived in.
+    const message =
+      this.type === MessageType.RequestBytes
+        ? decodeRequestBytes(this.bodyParts, this.bodyLength)
+        : decodeBody(this.type as MessageType, this.bodyParts.length === 1 ? this.bodyParts[0] : Buffer.concat(this.bodyParts, this.bodyLength), this.maxValueBytes);
     this.headerFilled = 0;
     this.bodyParts = [];
     this.bodyLength = -1;
@@ -200,9 +204,38 @@ export function decodeBody(type: MessageType, body: Buffer, maxValueBytes = DEFA
     case MessageType.Request:
     case MessageType.Response:
       return { type, requestId: body.readUInt32LE(0), body: body.subarray(4) };
+    case MessageType.RequestBytes:
+      return decodeRequestBytes([body], body.byteLength);
     case MessageType.Error:
       return decodeError(body);
   }
+}
+
+/** Views of bytes [from, to) of the concatenation of `parts`. */
+function viewsOf(parts: readonly Buffer[], from: number, to: number): Buffer[] {
+  const out: Buffer[] = [];
+  let start = 0;
+  for (const part of parts) {
+    const end = start + part.byteLength;
+    if (end > from && start < to) out.push(part.subarray(Math.max(0, from - start), Math.min(part.byteLength, to - start)));
+    if (end >= to) break;
+    start = end;
+  }
+  return out;
+}
+
+function joined(parts: Buffer[]): Buffer {
+  return parts.length === 1 ? parts[0] : Buffer.concat(parts);
+}
+
+/** requestId u32, body length u32, msgpack body, then the payload: views of `parts`, not copied. */
+function decodeRequestBytes(parts: readonly Buffer[], length: number): Message {
+  const head = joined(viewsOf(parts, 0, 8));
+  const requestId = head.readUInt32LE(0);
+  const bodyLength = head.readUInt32LE(4);
+  if (bodyLength > length - 8) throw new ProtocolError(`RequestBytes body of ${bodyLength} bytes overruns its ${length}-byte frame`);
+  const body = joined(viewsOf(parts, 8, 8 + bodyLength));
+  return { type: MessageType.RequestBytes, requestId, body, payload: viewsOf(parts, 8 + bodyLength, length) };
 }
 
 function copyOf(body: Buffer, start: number, end: number): Uint8Array {

@@ -101,6 +101,20 @@ export function serializeRequest(requestId: number, body: Uint8Array): Buffer {
   return withBody(MessageType.Request, requestId, body);
 }
 
+/**
+ * The frame of a RequestBytes up to its payload: requestId u32, body length u32, msgpack
+ * body. The caller writes the `payloadBytes` raw bytes right after it.
+ */
+export function serializeRequestBytesHead(requestId: number, body: Uint8Array, payloadBytes: number): Buffer {
+  const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + 8 + body.byteLength);
+  out.writeUInt8(MessageType.RequestBytes, 0);
+  out.writeUInt32LE(8 + body.byteLength + payloadBytes, 1);
+  out.writeUInt32LE(requestId, 5);
+  out.writeUInt32LE(body.byteLength, 9);
+  out.set(body, 13);
+  return out;
+}
+
 export function serializeResponse(requestId: number, body: Uint8Array): Buffer {
   return withBody(MessageType.Response, requestId, body);
 }
@@ -143,6 +157,10 @@ export function serialize(message: Message): Buffer {
       return serializeRequest(message.requestId, message.body);
     case MessageType.Response:
       return serializeResponse(message.requestId, message.body);
+    case MessageType.RequestBytes: {
+      const payload = Buffer.concat(message.payload);
+      return Buffer.concat([serializeRequestBytesHead(message.requestId, message.body, payload.byteLength), payload]);
+    }
     case MessageType.Error:
       return serializeError(message.requestId, message.code, message.message);
   }

@@ -6,7 +6,7 @@ import { clientProof, newNonce, proofMatches, serverProof, ZERO_PROOF } from './
 import { Connection } from './connection.js';
 import { AuthError, ProtocolError, ProtocolVersionError, TransferError, TransferTimeoutError } from './errors.js';
 import type { ByteBudget, RequestSlots } from './limits.js';
-import { type GetDataMessage, type Message, MESSAGE_NAMES, MessageType, PROTOCOL_VERSION, type RequestMessage, SERVER_AUTH_TYPES, SERVER_HELLO_TYPES } from './messages.js';
+import { type GetDataMessage, type Message, MESSAGE_NAMES, MessageType, PROTOCOL_VERSION, type RequestBytesMessage, type RequestMessage, SERVER_AUTH_TYPES, SERVER_HELLO_TYPES } from './messages.js';
 import {
   serializeBusy,
   serializeDataDone,
@@ -25,7 +25,7 @@ export interface SessionSettings {
   readonly handshakeTimeoutMs: number;
   readonly maxPipelined: number;
   readonly busyRetryAfterMs: number;
-  readonly onRequest: ((body: unknown) => unknown) | undefined;
+  readonly onRequest: ((body: unknown, payload?: readonly Uint8Array[]) => unknown) | undefined;
 }
 
 /** What the sessions of one server share. */
@@ -73,7 +73,7 @@ type State = 'hello' | 'auth' | 'ready' | 'closing';
 const SEND_SLICE_BYTES = 256 * 1024;
 
 /** What a client may send once Ready (before it: SERVER_HELLO_TYPES, then SERVER_AUTH_TYPES). */
-const READY_TYPES: ReadonlySet<number> = new Set([MessageType.GetData, MessageType.Request]);
+const READY_TYPES: ReadonlySet<number> = new Set([MessageType.GetData, MessageType.Request, MessageType.RequestBytes]);
 
 /**
  * One client connection on the server: handshake, then requests answered strictly in
@@ -128,7 +128,7 @@ export class ServerSession {
         return this.onAuth(message.proof);
       case 'ready':
         if (message.type === MessageType.GetData) return this.enqueue(message, () => this.serveGetData(message));
-        if (message.type === MessageType.Request) return this.enqueue(message, () => this.serveRequest(message));
+        if (message.type === MessageType.Request || message.type === MessageType.RequestBytes) return this.enqueue(message, () => this.serveRequest(message));
         return this.unexpected(message);
       case 'closing':
         return;
@@ -188,7 +188,7 @@ export class ServerSession {
   }
 
   /** Busy is decided on arrival, so a saturated server answers quickly. */
-  private enqueue(message: GetDataMessage | RequestMessage, serve: () => Promise<void>): void {
+  private enqueue(message: GetDataMessage | RequestMessage | RequestBytesMessage, serve: () => Promise<void>): void {
     if (++this.pipelined > this.server.settings.maxPipelined) {
       return this.fatal(new ProtocolError(`more than ${this.server.settings.maxPipelined} requests pipelined on one connection`));
     }
@@ -289,12 +289,13 @@ export class ServerSession {
     }
   }
 
-  private async serveRequest(message: RequestMessage): Promise<void> {
+  private async serveRequest(message: RequestMessage | RequestBytesMessage): Promise<void> {
     const handler = this.server.settings.onRequest;
     let reply: Buffer;
     try {
       if (handler === undefined) throw new ProtocolError('this server takes no generic requests');
-      const result = await handler(msgpackr().unpack(message.body));
+      const body: unknown = msgpackr().unpack(message.body);
+      const result = await (message.type === MessageType.RequestBytes ? handler(body, message.payload) : handler(body));
       reply = serializeResponse(message.requestId, msgpackr().pack(result));
     } catch (err) {
       const code = err instanceof SpillwayError ? err.code : 'SPW_ERR_HANDLER';

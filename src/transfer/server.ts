@@ -32,8 +32,8 @@ export interface DataServerOptions {
   idleTimeoutMs?: number;
   /** Retry hint sent with "busy". Default 50 ms. */
   busyRetryAfterMs?: number;
-  /** Answers generic Request messages (msgpack in, msgpack out). */
-  onRequest?: (body: unknown) => unknown;
+  /** Answers generic Request messages (msgpack in, msgpack out); a RequestBytes' raw bytes come as `payload`, views of the socket reads. */
+  onRequest?: (body: unknown, payload?: readonly Uint8Array[]) => unknown;
 }
 
 export interface DataServerStats extends ServerCounters {

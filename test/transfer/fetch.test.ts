@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import { DataClient, DataServer } from '../../src/transfer/index.js';
+import { ClientConnection } from '../../src/transfer/client-connection.js';
 import { Fixture, pattern } from './helpers.js';
 
 const MiB = 1024 * 1024;
@@ -127,5 +128,22 @@ describe('fetch between stores', () => {
     const client = new DataClient();
     const reply = await client.request(`127.0.0.1:${server.address.port}`, { op: 'ping', n: 1 });
     assert.deepEqual(reply, { echo: { op: 'ping', n: 1 } });
+  });
+
+  it('hands a request\'s raw payload to onRequest as it arrived, bytes exact, beside its body', async () => {
+    const source = await fx.store();
+    const server = await DataServer.listen(source, {
+      onRequest: (body, payload) => ({ body, bytes: payload === undefined ? null : Buffer.concat(payload).toString('base64'), views: payload?.length ?? 0 }),
+    });
+    fx.defer(() => server.close());
+    const connection = await ClientConnection.open({ host: '127.0.0.1', port: server.address.port }, { connectTimeoutMs: 5000, idleTimeoutMs: 5000 });
+    fx.defer(() => connection.close());
+    const payload = pattern(3 * 1024 * 1024 + 5);
+    const reply = (await connection.request({ op: 'push', n: 2 }, payload)) as { body: unknown; bytes: string; views: number };
+    assert.deepEqual(reply.body, { op: 'push', n: 2 });
+    assert.equal(reply.bytes, Buffer.from(payload).toString('base64'));
+    assert.ok(reply.views > 1, 'a payload of several socket reads comes as their views, not joined');
+    // The same connection still answers plain requests after a raw payload.
+    assert.deepEqual(await connection.request({ op: 'ping' }), { body: { op: 'ping' }, bytes: null, views: 0 });
   });
 });

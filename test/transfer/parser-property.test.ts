@@ -32,6 +32,7 @@ const messageArb: fc.Arbitrary<{ message: Message; raw?: Uint8Array }> = fc.oneo
   fc.record({ type: fc.constant(MessageType.Busy), requestId: u32, retryAfterMs: u32 }),
   fc.record({ type: fc.constant(MessageType.Request), requestId: u32, body: fc.uint8Array({ maxLength: 40 }) }),
   fc.record({ type: fc.constant(MessageType.Response), requestId: u32, body: fc.uint8Array({ maxLength: 40 }) }),
+  fc.record({ type: fc.constant(MessageType.RequestBytes), requestId: u32, body: fc.uint8Array({ maxLength: 40 }), payload: fc.array(fc.uint8Array({ maxLength: 60 }), { maxLength: 3 }) }),
   fc.record({ type: fc.constant(MessageType.Error), requestId: u32, code: text(12), message: text(40) }),
 ).map((message) => ({ message: message as Message }));
 
@@ -43,7 +44,11 @@ const conversationArb = fc.array(fc.oneof({ weight: 4, arbitrary: messageArb }, 
 
 function plain(message: Message): unknown {
   return Object.fromEntries(
-    Object.entries(message).map(([k, v]: [string, unknown]) => [k, v instanceof Uint8Array ? Buffer.from(v).toString('hex') : v]),
+    Object.entries(message).map(([k, v]: [string, unknown]) => [
+      k,
+      // A RequestBytes' payload comes as views of however the bytes were cut: compared joined.
+      v instanceof Uint8Array ? Buffer.from(v).toString('hex') : k === 'payload' ? Buffer.concat(v as Uint8Array[]).toString('hex') : v,
+    ]),
   );
 }
 

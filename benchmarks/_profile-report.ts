@@ -7,6 +7,7 @@
  */
 import fsp from 'node:fs/promises';
 import path from 'node:path';
+import { constants } from 'node:perf_hooks';
 
 interface CallFrame {
   functionName: string;
@@ -34,10 +35,22 @@ interface Trace {
   argv: string[];
   delay: { maxMs: number; p99Ms: number; meanMs: number };
   stalls: Stall[];
-  gcs: { startUs: number; ms: number; kind?: number }[];
+  gcs: { startUs: number; ms: number; kind?: number; flags?: number }[];
 }
 
-const GC_KINDS: Record<number, string> = { 1: 'minor', 2: 'major', 4: 'incremental', 8: 'weakcb' };
+const GC_KINDS: Record<number, string> = {
+  [constants.NODE_PERFORMANCE_GC_MINOR]: 'minor',
+  [constants.NODE_PERFORMANCE_GC_MAJOR]: 'major',
+  [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+  [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weakcb',
+};
+
+/** A GC's kind, and why when it was not V8's own choice (forced: `gc()`; memory: external-memory pressure). */
+function gcName(g: { kind?: number; flags?: number }): string {
+  const flags = g.flags ?? 0;
+  const why = flags & constants.NODE_PERFORMANCE_GC_FLAGS_FORCED ? ' forced' : flags & (constants.NODE_PERFORMANCE_GC_FLAGS_ALL_EXTERNAL_MEMORY | constants.NODE_PERFORMANCE_GC_FLAGS_ALL_AVAILABLE_GARBAGE) ? ' memory' : '';
+  return `${GC_KINDS[g.kind ?? 0] ?? g.kind}${why}`;
+}
 
 function frameName(f: CallFrame): string {
   const file = f.url === '' ? '' : ` ${f.url.replace(/^.*\/(dist|node_modules)\//, '$1/').replace(/^file:\/\//, '')}:${f.lineNumber + 1}`;
@@ -109,6 +122,12 @@ export async function profileReport(dir: string, stallsShown = 12): Promise<void
     console.log(`\n== ${role} pid ${trace.pid}: loop delay worst ${trace.delay.maxMs.toFixed(0)} ms, p99 ${trace.delay.p99Ms.toFixed(0)} ms, mean ${trace.delay.meanMs.toFixed(1)} ms; ${trace.stalls.length} turns over 50 ms`);
     const gcMs = trace.gcs.reduce((s, g) => s + g.ms, 0);
     console.log(`   GC pauses over 5 ms: ${trace.gcs.length}, ${gcMs.toFixed(0)} ms in all, longest ${Math.max(0, ...trace.gcs.map((g) => g.ms)).toFixed(0)} ms`);
+    const byKind = new Map<string, { n: number; ms: number; max: number }>();
+    for (const g of trace.gcs) {
+      const k = byKind.get(gcName(g)) ?? { n: 0, ms: 0, max: 0 };
+      byKind.set(gcName(g), { n: k.n + 1, ms: k.ms + g.ms, max: Math.max(k.max, g.ms) });
+    }
+    for (const [kind, k] of byKind) console.log(`     ${kind}: ${k.n}, ${k.ms.toFixed(0)} ms, longest ${k.max.toFixed(0)} ms`);
     if (profileFile === undefined) continue;
     const samples = new Samples(JSON.parse(await fsp.readFile(path.join(dir, profileFile), 'utf8')) as CpuProfile);
     const all = samples.between(-Infinity, Infinity);
@@ -130,7 +149,7 @@ export async function profileReport(dir: string, stallsShown = 12): Promise<void
       const inside = samples.between(s.startUs, s.endUs);
       const sampled = [...inside.values()].reduce((a, b) => a + b, 0);
       const gcs = trace.gcs.filter((g) => g.startUs >= s.startUs - 1000 && g.startUs <= s.endUs);
-      const gcText = gcs.length === 0 ? '' : `; GC ${gcs.map((g) => `${GC_KINDS[g.kind ?? 0] ?? g.kind} ${g.ms.toFixed(0)} ms`).join(', ')}`;
+      const gcText = gcs.length === 0 ? '' : `; GC ${gcs.map((g) => `${gcName(g)} ${g.ms.toFixed(0)} ms`).join(', ')}`;
       console.log(`   stall ${s.ms.toFixed(0)} ms (${sampled.toFixed(0)} ms sampled${gcText}):`);
       for (const line of top(inside, 4)) console.log(`       ${line}`);
     }

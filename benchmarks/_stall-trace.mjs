@@ -38,7 +38,7 @@ if (dir !== undefined && dir !== '' && isMainThread) {
   }, TICK_MS).unref();
   new PerformanceObserver((list) => {
     for (const e of list.getEntries()) {
-      if (e.duration > 5) gcs.push({ startUs: originUs + e.startTime * 1000, ms: e.duration, kind: e.detail?.kind });
+      if (e.duration > 5) gcs.push({ startUs: originUs + e.startTime * 1000, ms: e.duration, kind: e.detail?.kind, flags: e.detail?.flags });
     }
   }).observe({ entryTypes: ['gc'] });
   process.on('exit', () => {

@@ -1,21 +1,21 @@
 import { timingSafeEqual } from 'node:crypto';
 import { errorMessage } from '../errors.js';
 import { type HttpLimits, HttpServer, type RouteHandler, readJsonBody, send, sendJson, sendText } from '../http/server.js';
+import type { SchedulerLifecycle } from './lifecycle.js';
 import type { SchedulerMetrics } from './metrics.js';
 
-export interface SchedulerHttpSources {
+/** What the scheduler's HTTP server serves. */
+export interface SchedulerHttpParts {
   metrics: SchedulerMetrics;
-  /** The scheduler's JSON snapshot (undefined while it is being constructed). */
-  state: () => unknown;
+  /** Its JSON snapshot (GET /api/state), and the workers it retires on POST /api/retire-workers. */
+  scheduler: { state(): unknown; startRetiring(names: string[]): { id: string }[] };
+  /** GET /health answers 200 until the scheduler closes, then 503. */
+  life: Pick<SchedulerLifecycle, 'closed'>;
   /** More routes (the dashboard's). */
   extra?: Readonly<Record<string, RouteHandler>>;
   limits?: HttpLimits;
-  /** Whether the scheduler is serving (GET /health: 200, else 503). */
-  healthy?: () => boolean;
   /** Required of every route but /health (`Authorization: Bearer <token>`). */
   bearerToken?: string;
-  /** POST /api/retire-workers `{"workers": [ids or names]}`: starts retiring them; answers their ids. */
-  retireWorkers?: (names: string[]) => string[];
   /** The cluster's token: without a bearerToken, POST routes need `Authorization: Bearer <it>` (when there is one). */
   token?: string;
 }
@@ -25,24 +25,24 @@ export interface SchedulerHttpSources {
  * /health (for readiness and liveness probes: never behind the bearer token), and any extra
  * routes; 404 for the rest.
  */
-export function listenHttp(host: string, port: number, sources: SchedulerHttpSources): Promise<HttpServer> {
-  const { metrics } = sources;
+export function listenHttp(host: string, port: number, parts: SchedulerHttpParts): Promise<HttpServer> {
+  const { metrics } = parts;
   return HttpServer.listen(host, port, {
     '/metrics': async (_req, res) => send(res, 200, metrics.contentType, await metrics.render()),
-    '/api/state': (_req, res) => sendJson(res, 200, sources.state() ?? null),
-    ...sources.extra,
+    '/api/state': (_req, res) => sendJson(res, 200, parts.scheduler.state()),
+    ...parts.extra,
     '/health': (_req, res) => {
-      const ok = sources.healthy?.() ?? true;
+      const ok = !parts.life.closed;
       send(res, ok ? 200 : 503, 'text/plain; charset=utf-8', ok ? 'ok\n' : 'closing\n');
     },
   }, {
-    ...sources.limits,
-    bearerToken: sources.bearerToken,
+    ...parts.limits,
+    bearerToken: parts.bearerToken,
     open: ['/health'],
     post: {
       '/api/retire-workers': async (req, res) => {
         // An action: with no HTTP token set, the cluster's own token guards it.
-        if (sources.bearerToken === undefined && !authorized(req.headers.authorization, sources.token)) {
+        if (parts.bearerToken === undefined && !authorized(req.headers.authorization, parts.token)) {
           return sendText(res, 401, 'needs Authorization: Bearer <the cluster token>\n');
         }
         let names: string[];
@@ -54,9 +54,8 @@ export function listenHttp(host: string, port: number, sources: SchedulerHttpSou
         } catch (err) {
           return sendText(res, 400, `${errorMessage(err)}\n`);
         }
-        if (sources.retireWorkers === undefined) return sendText(res, 404, 'not found\n');
         try {
-          sendJson(res, 202, { retiring: sources.retireWorkers(names) });
+          sendJson(res, 202, { retiring: parts.scheduler.startRetiring(names).map((w) => w.id) });
         } catch (err) {
           sendText(res, 400, `${errorMessage(err)}\n`);
         }

@@ -1,4 +1,5 @@
-export { Scheduler, type SchedulerOptions } from './scheduler.js';
+export { Scheduler } from './scheduler.js';
+export type { SchedulerOptions } from './options.js';
 export { AlreadyRegisteredError, NotRegisteredError, WrongRoleError, LOST_INPUT_CODE } from './errors.js';
 export type { Logger } from './log.js';
 export type { SchedulerState, WorkerSnapshot } from './snapshot.js';

@@ -8,7 +8,8 @@ import { tempDir } from '../helpers/temp-dir.js';
 import { alive, MiB } from './helpers.js';
 
 const LIMIT = 64 * MiB;
-const DATA = 256 * MiB; // 2× the memory of 2 workers
+// 1.25× the memory of 2 workers: every worker holds more than its limit, so spills.
+const DATA = 160 * MiB;
 
 test('task-based shuffle: every worker serves spilled pieces to the other; the result verifies', async (t) => {
   const dir = await tempDir(t, 'spillway-e2e-');
@@ -19,13 +20,16 @@ test('task-based shuffle: every worker serves spilled pieces to the other; the r
     workload: 'shuffle',
     method: 'tasks',
     size: DATA,
+    // P² pieces: 24 partitions of 6.7 MiB make 576 pieces of 280 KiB, enough to spread
+    // over both workers' disks; the default's P (50) quadruples the tasks.
+    partitions: 24,
     nthreads: 1,
     localDirectory: dir,
     onStarted: (c) => (cluster = c),
   });
   assert.deepEqual(s.problems, []);
   assert.equal(s.completed && s.verified, true);
-  assert.equal(s.dataBytes > 2 * LIMIT, true);
+  assert.equal(s.dataBytes > 2 * LIMIT, true, 'more data than the cluster holds');
   for (const w of s.workers) {
     assert.ok(w.spilledBytes > 0, `${w.name} spilled`);
     assert.ok(w.servedFromDiskBytes > 0, `${w.name} served spilled data to its peer`);
@@ -62,7 +66,7 @@ test('p2p shuffle survives a worker SIGKILLed in the middle: the shuffle restart
     workers: 2,
     memoryLimit: LIMIT,
     workload: 'shuffle',
-    size: 192 * MiB,
+    size: DATA,
     nthreads: 1,
     localDirectory: dir,
     onStarted: (c) => (cluster = c),

@@ -6,7 +6,7 @@ import { generateThrowawayCertificates, writeTlsFiles } from '../cluster/certifi
 import { type TlsConfig, checkTlsConfig } from '../transfer/tls.js';
 import { FolderOwner } from '../folders/owner.js';
 import { reclaimStaleFolders, type ReclaimReport } from '../folders/reclaim.js';
-import { type LogLevel, checkLogLevel, environmentLogLevel } from '../log.js';
+import { type LogLevel, checkLogLevel, createLogger, environmentLogLevel } from '../log.js';
 import { formatBytes, parseBytes } from '../units.js';
 import { CliProcess, ClusterProcessError } from './processes.js';
 import { Supervisor } from './supervisor.js';
@@ -58,7 +58,7 @@ export interface LocalClusterOptions {
   retireTimeoutMs?: number;
   /** Start a worker again when it exits unexpectedly (docs/cluster.md#supervisor). Default true. */
   restart?: boolean;
-  /** Kill (and restart) a worker whose RSS passes this fraction of its memory limit; 0 = never. Default 0.95. */
+  /** Kill (and restart) a worker whose RSS passes its footprint at registration plus this fraction of twice its memory limit (docs/cluster.md#supervisor); 0 = never. Default 0.95. */
   terminate?: number;
 }
 
@@ -231,6 +231,8 @@ export class LocalCluster {
         restart: options.restart,
         startTimeoutMs: timeout,
         stderr,
+        // Kills, crash loops and restarts show on this process's stderr, as the workers' own logs do.
+        log: createLogger('spillway-supervisor', logLevel),
       }, (created) => {
         liveSupervisors.add(created);
         void created.done.then(() => liveSupervisors.delete(created));

@@ -4,7 +4,9 @@ import { type Logger, silentLogger } from '../log.js';
 import { tunedEnvironment } from '../runtime/malloc-environment.js';
 import { formatBytes, parseBytes } from '../units.js';
 import { type RestartReason, formatSupervisorRestarts } from '../worker/options.js';
+import { hostMemory } from '../worker/memory-limit.js';
 import { CliProcess, ClusterProcessError } from './processes.js';
+import { terminateThreshold } from './terminate-rule.js';
 
 export interface SupervisorOptions {
   /** Worker processes. */
@@ -21,8 +23,14 @@ export interface SupervisorOptions {
   tuneMalloc?: boolean;
   /** Each worker's memory limit (bytes or '4 GiB'), the base of `terminate`; default the `memoryLimit` each worker announces when ready. */
   memoryLimit?: number | string;
-  /** A worker whose RSS passes this fraction of its limit is killed (SIGKILL) and restarted; 0 turns it off. Default 0.95. */
+  /**
+   * A worker whose RSS passes its footprint at registration plus this fraction of twice its
+   * limit (at most this fraction of its share of the host's or container's memory) is killed
+   * (SIGKILL) and restarted; 0 turns it off. Default 0.95. See terminate-rule.ts.
+   */
   terminate?: number;
+  /** The memory the kernel lets this host's workers have together (bytes): default the container's limit, else the host's memory. */
+  hostMemory?: number;
   /** How often RSS is read (ms). Default 200. */
   memoryIntervalMs?: number;
   /** Restart workers that exit unexpectedly. Default true. */
@@ -75,8 +83,8 @@ class Slot implements SupervisedWorker {
   readonly restartsBy: Record<RestartReason, number> = { exit: 0, memory: 0 };
   memoryKills = 0;
   killedForMemory = false;
-  /** The current process's memory limit once it registered and is policed (see #police), else 0. */
-  policedLimit = 0;
+  /** The RSS above which the current process is killed, once it registered and is policed (see #police), else 0. */
+  killAbove = 0;
   /** Exited for good (on purpose, a usage error, or while stopping), with that exit code. */
   finalCode: number | undefined;
   timer: NodeJS.Timeout | undefined;
@@ -108,21 +116,24 @@ class Slot implements SupervisedWorker {
  * Starts N `spillway worker` processes and looks after them, as Dask's nanny does: a worker
  * that exits unexpectedly is started again (after a delay that doubles while it keeps
  * failing soon after starting, reported as a crash loop rather than spun), and one whose
- * RSS passes `terminate` × its limit is killed before the kernel's OOM killer picks a
- * process itself (from its registration on, and only if it registered below that). A worker that exits 0 (retired on purpose) or 2 (bad arguments, wrong
- * token) is not started again. Used by `spillway worker` and by LocalCluster.
+ * RSS passes its footprint at registration plus `terminate` × twice its limit (at most `terminate`
+ * × its share of the host's memory; terminate-rule.ts) is killed before the kernel's OOM
+ * killer picks a process itself. A worker that exits 0 (retired on purpose) or 2 (bad
+ * arguments, wrong token) is not started again. Used by `spillway worker` and by LocalCluster.
  *
  * Events: 'ready' (worker), 'exit' (worker, {code, signal}), 'restart' (worker),
  * 'memory-kill' (worker, rss), 'done' (when every worker has exited for good).
  */
 export class Supervisor extends EventEmitter {
-  readonly #options: Required<Omit<SupervisorOptions, 'onEvent' | 'env' | 'memoryLimit' | 'tuneMalloc'>> & Pick<SupervisorOptions, 'onEvent'> & { memoryLimit: number | undefined };
+  readonly #options: Required<Omit<SupervisorOptions, 'onEvent' | 'env' | 'memoryLimit' | 'tuneMalloc' | 'hostMemory'>> & Pick<SupervisorOptions, 'onEvent'> & { memoryLimit: number | undefined };
   /** The workers' environment: the one place the tuned allocator settings are applied. */
   readonly #env: NodeJS.ProcessEnv;
   readonly #slots: Slot[];
   readonly #log: Logger;
   readonly #memoryTimer: NodeJS.Timeout | undefined;
   readonly done: Promise<number>;
+  /** The kernel's ceiling for the workers together (see terminate-rule.ts), read once. */
+  readonly #hostMemory: Promise<number>;
   #finish!: (code: number) => void;
   #stopping = false;
 
@@ -132,6 +143,7 @@ export class Supervisor extends EventEmitter {
     const memoryLimit = options.memoryLimit === undefined ? undefined : parseBytes(options.memoryLimit, 'memoryLimit');
     const terminate = options.terminate ?? 0.95;
     if (!Number.isInteger(count) || count < 1) throw new InvalidArgumentError(`count must be a positive integer, got ${count}`);
+    if (options.hostMemory !== undefined && !(options.hostMemory > 0)) throw new InvalidArgumentError(`hostMemory must be a positive number of bytes, got ${options.hostMemory}`);
     if (memoryLimit !== undefined && !(memoryLimit > 0)) throw new InvalidArgumentError(`memoryLimit must be a positive number of bytes, got ${memoryLimit}`);
     const tuneMalloc = options.tuneMalloc ?? true;
     if (typeof tuneMalloc !== 'boolean') throw new InvalidArgumentError(`tuneMalloc must be a boolean, got ${String(tuneMalloc)}`);
@@ -153,6 +165,7 @@ export class Supervisor extends EventEmitter {
       log: options.log ?? silentLogger,
     };
     this.#log = this.#options.log;
+    this.#hostMemory = options.hostMemory !== undefined ? Promise.resolve(options.hostMemory) : hostMemory().then((m) => m.bytes);
     const env = { ...process.env, ...options.env };
     this.#env = tuneMalloc ? tunedEnvironment(env) : env;
     this.done = new Promise((resolve) => (this.#finish = resolve));
@@ -248,7 +261,7 @@ export class Supervisor extends EventEmitter {
     slot.process = child;
     slot.startedAt = Date.now();
     slot.killedForMemory = false;
-    slot.policedLimit = 0;
+    slot.killAbove = 0;
     child.onEvent = (event) => {
       this.#options.onEvent?.(slot.slot, event);
       if (event.event === 'ready') {
@@ -293,38 +306,40 @@ export class Supervisor extends EventEmitter {
   }
 
   /**
-   * Starts policing a registered worker's RSS, unless it is over the threshold already: a
-   * limit below what the runtime itself takes cannot be policed, and killing such a worker
-   * would only restart it forever. That is logged once, and the worker is left alone.
+   * Starts policing a registered worker's RSS against terminate-rule.ts, its footprint now
+   * excused. A worker over its threshold already (its share of the host's memory is below
+   * what the runtime itself takes) cannot be policed: killing it would only restart it
+   * forever. That is logged once, and the worker is left alone.
    */
   async #police(slot: Slot, child: CliProcess, limit: number | undefined): Promise<void> {
-    if (this.#options.terminate === 0 || limit === undefined || !(limit > 0)) return;
-    const memory = await child.memory();
+    const { terminate } = this.#options;
+    if (terminate === 0 || limit === undefined || !(limit > 0)) return;
+    const [memory, ceiling] = await Promise.all([child.memory(), this.#hostMemory]);
     if (slot.process !== child || memory === undefined) return;
-    if (memory.rss > limit * this.#options.terminate) {
-      this.#log.warn(
-        { slot: slot.slot, pid: child.pid, rss: memory.rss, limit, terminate: this.#options.terminate },
-        `worker not policed for memory: its RSS at registration, ${formatBytes(memory.rss)}, is already above ${this.#options.terminate} of its ${formatBytes(limit)} limit (raise --memory-limit)`,
-      );
+    const threshold = terminateThreshold({ footprint: memory.rss, limit, terminate, ceiling, workers: this.#slots.length });
+    const fields = { slot: slot.slot, pid: child.pid, rss: memory.rss, limit, terminate, threshold, hostMemory: ceiling, workers: this.#slots.length };
+    if (memory.rss >= threshold) {
+      this.#log.warn(fields, `worker not policed for memory: its RSS at registration, ${formatBytes(memory.rss)}, is already above ${terminate} of its share of this host's ${formatBytes(ceiling)}`);
       return;
     }
-    slot.policedLimit = limit;
+    this.#log.debug(fields, `worker policed for memory: killed above ${formatBytes(threshold)}`);
+    slot.killAbove = threshold;
   }
 
   async #checkMemory(): Promise<void> {
     await Promise.all(
       this.#slots.map(async (slot) => {
         const child = slot.process;
-        const limit = slot.policedLimit;
-        if (!child.running || limit === 0 || slot.killedForMemory) return;
+        const threshold = slot.killAbove;
+        if (!child.running || threshold === 0 || slot.killedForMemory) return;
         const memory = await child.memory();
-        if (memory === undefined || memory.rss <= limit * this.#options.terminate || slot.process !== child || !child.running || this.#stopping) return;
+        if (memory === undefined || memory.rss <= threshold || slot.process !== child || !child.running || this.#stopping) return;
         slot.killedForMemory = true;
         slot.memoryKills++;
         child.child.kill('SIGKILL');
         this.#log.warn(
-          { slot: slot.slot, pid: child.pid, rss: memory.rss, limit, terminate: this.#options.terminate, memoryKills: slot.memoryKills },
-          `worker killed: RSS ${formatBytes(memory.rss)} passed ${this.#options.terminate} of its ${formatBytes(limit)} limit`,
+          { slot: slot.slot, pid: child.pid, rss: memory.rss, threshold, terminate: this.#options.terminate, memoryKills: slot.memoryKills },
+          `worker killed: RSS ${formatBytes(memory.rss)} passed ${formatBytes(threshold)} (its footprint at registration plus ${this.#options.terminate} of twice its limit, or ${this.#options.terminate} of its share of the host's memory)`,
         );
         this.emit('memory-kill', slot, memory.rss);
       }),

@@ -66,6 +66,10 @@ export class ShuffleExtension implements EngineExtension {
       if (state.participants.length === 0) throw new InvalidArgumentError('no open worker to shuffle on');
       this.#shuffles.set(p.id, state);
     }
+    // A restart while no worker was open left the run without participants: nothing could be
+    // pushed to it, so it takes the workers open now.
+    if (state.participants.length === 0) state.participants = this.#openWorkers();
+    if (state.participants.length === 0) throw new InvalidArgumentError('no open worker to shuffle on');
     return { run: state.run, workers: state.participants.map((w) => w.data), done: state.done };
   }
 

@@ -57,9 +57,9 @@ interface State {
 test('a full spill disk: data that fits the memory limit finishes in memory', { timeout: 90_000 }, async (t) => {
   const disk = await smallDisk(t);
   if (disk === undefined) return;
-  // The process's own footprint comes on top of the data, so the supervisor's RSS policing
-  // (tested in supervisor.test.ts) would kill a worker holding this much; this test is about
-  // the store keeping data in memory when the disk is full.
+  // The data (153 MiB) is 0.96 of the limit, and the summing task holds all of it: past
+  // --terminate 0.95 of it, the supervisor would rightly kill the worker (supervisor.test.ts
+  // tests that). This test is about the store keeping data in memory when the disk is full.
   const cluster = await startCluster(t, { workers: 1, nthreads: 2, memoryLimit: '160 MiB', localDirectory: disk, terminate: 0 });
   const client = await Client.connect(cluster.address, { token: cluster.token });
   t.after(() => client.close());
@@ -74,7 +74,9 @@ test('a full spill disk: data that fits the memory limit finishes in memory', { 
 test('a full spill disk: data over the memory limit fails with SPW_ERR_DISK_FULL, shown on the scheduler', { timeout: 90_000 }, async (t) => {
   const disk = await smallDisk(t);
   if (disk === undefined) return;
-  const cluster = await startCluster(t, { workers: 1, nthreads: 2, memoryLimit: '96 MiB', localDirectory: disk });
+  // Policing off: a worker whose data passes 0.95 of its limit is killed by its supervisor
+  // (docs/cluster.md#full-spill-disk) before the store's own disk-full verdict at the limit.
+  const cluster = await startCluster(t, { workers: 1, nthreads: 2, memoryLimit: '96 MiB', localDirectory: disk, terminate: 0 });
   const client = await Client.connect(cluster.address, { token: cluster.token });
   t.after(() => client.close());
   // 200 MiB for 96 MiB of memory and 64 MiB of disk.

@@ -11,7 +11,7 @@ import { MiB, fixture, startCluster } from './helpers.js';
 const stateOf = async (cluster: { state(): Promise<unknown> }): Promise<SchedulerState> => (await cluster.state()) as SchedulerState;
 
 test('SIGTERM to a worker mid-shuffle (task-based): it hands its data over and the job verifies with no task recomputed', async (t) => {
-  const cluster = await startCluster(t, { workers: 3, memoryLimit: '64 MiB', nthreads: 1, terminate: 0 });
+  const cluster = await startCluster(t, { workers: 3, memoryLimit: '64 MiB', nthreads: 1 });
   const client = await Client.connect(cluster.address, { token: cluster.token });
   t.after(() => client.close());
   const plan = planWorkload('shuffle', { bytes: 96 * MiB, partitions: 12, seed: 11, method: 'tasks' });
@@ -35,7 +35,7 @@ test('SIGTERM to a worker mid-shuffle (task-based): it hands its data over and t
 });
 
 test('client.retireWorkers and POST /api/retire-workers retire workers; kept keys stay available without recomputing', async (t) => {
-  const cluster = await startCluster(t, { workers: 3, memoryLimit: '64 MiB', nthreads: 1, terminate: 0 });
+  const cluster = await startCluster(t, { workers: 3, memoryLimit: '64 MiB', nthreads: 1 });
   const client = await Client.connect(cluster.address, { token: cluster.token });
   t.after(() => client.close());
   const graph: Graph = {};
@@ -67,7 +67,7 @@ test('client.retireWorkers and POST /api/retire-workers retire workers; kept key
 });
 
 test('--retire-timeout: a worker whose task outlasts it exits anyway, and the task runs elsewhere (not held against it)', async (t) => {
-  const cluster = await startCluster(t, { workers: 2, memoryLimit: '64 MiB', nthreads: 1, terminate: 0, retireTimeoutMs: 1000, allowedFailures: 0 });
+  const cluster = await startCluster(t, { workers: 2, memoryLimit: '64 MiB', nthreads: 1, retireTimeoutMs: 1000, allowedFailures: 0 });
   const client = await Client.connect(cluster.address, { token: cluster.token });
   t.after(() => client.close());
   const computing = client.compute<string>({ slow: { fn: fixture('later'), args: [6000, 'done'] } }, ['slow']);

@@ -76,7 +76,7 @@ test('the dashboard during a real shuffle: a bar per worker summing to its RSS, 
   const workerTimeoutMs = 5 * heartbeatMs;
   // RSS policing off: a 128 MiB worker shuffling twice the cluster's memory passes 0.95 of
   // its limit with the runtime's own footprint on top, and the page is what is tested here.
-  const cluster = await LocalCluster.start({ workers: 3, memoryLimit: '128 MiB', nthreads: 1, heartbeatIntervalMs: heartbeatMs, terminate: 0 });
+  const cluster = await LocalCluster.start({ workers: 3, memoryLimit: '128 MiB', nthreads: 1, heartbeatIntervalMs: heartbeatMs });
   t.after(() => cluster.close());
   const client = await Client.connect(cluster.address, { token: cluster.token, localDirectory: cluster.directory });
   t.after(() => client.close());

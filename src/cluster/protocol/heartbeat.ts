@@ -1,0 +1,51 @@
+/** What a worker's heartbeat carries: its store's stats() in short, and its own. */
+export interface WorkerHeartbeat {
+  workerId: string;
+  /** Bytes held in memory by the store (memory + spilling + pinned). */
+  residentBytes: number;
+  memory: { count: number; bytes: number };
+  pinned: { count: number; bytes: number };
+  disk: { count: number; bytes: number };
+  detached: { count: number; bytes: number };
+  unmanaged: number;
+  rss: number;
+  paused: boolean;
+  /** The spill write error while writes keep failing (a full disk); absent or null when writes land. */
+  spillFailure?: string | null;
+  /**
+   * Longest gap (ms) between the ticks of a 10 ms event-loop delay monitor since the previous
+   * heartbeat: the longest block of the loop lies within 10 ms below it (an idle worker reads ~10).
+   */
+  eventLoopDelayMs: number;
+  /** 99th percentile of the same gaps over the same interval (ms). */
+  eventLoopDelayP99Ms?: number;
+  /** 99th percentile of the same gaps since the worker started (ms). */
+  eventLoopDelayRunP99Ms?: number;
+  /** Tasks running now and waiting in the worker's queue. */
+  executing: number;
+  queued: number;
+  /** Cumulative: bytes spilled and unspilled by the store, bytes served to peers from disk and from memory. */
+  spilledBytes: number;
+  unspilledBytes: number;
+  servedFromDiskBytes: number;
+  servedFromMemoryBytes: number;
+  /** Cumulative: bytes fetched from peers, by where they went here (decoded into memory, or written to disk as they came). */
+  receivedIntoMemoryBytes?: number;
+  receivedIntoDiskBytes?: number;
+  /** Cumulative: bytes of shuffle pieces pushed to peers and pushed here by peers (a worker's pieces for itself not counted). */
+  shuffleSentBytes?: number;
+  shuffleReceivedBytes?: number;
+  /** Cumulative: seconds the store spent writing to and reading from its tiers. */
+  spillWriteSeconds?: number;
+  spillReadSeconds?: number;
+  /** Bytes and values held by each tier below memory. */
+  tiers?: Array<{ name: string; count: number; bytes: number }>;
+  /** Cumulative: the store's errors (failed spills and reads...) by SpillwayError code. */
+  spillErrors?: Record<string, number>;
+  /** Bytes free for this worker on the file system of its spill folder; null until first measured. */
+  diskFreeBytes?: number | null;
+  /** The store's pause level in bytes (memory above it pauses the worker); absent when pausing is off. */
+  pauseBytes?: number;
+  /** Times a supervisor started this worker's slot again, by reason (`exit`, `memory`); absent when not supervised. */
+  supervisorRestarts?: Record<string, number>;
+}

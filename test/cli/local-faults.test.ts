@@ -2,10 +2,12 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import fsp from 'node:fs/promises';
+import path from 'node:path';
 import { test } from 'node:test';
 import { CliProcess } from '../../src/client/processes.js';
 import { runLocal } from '../../src/cli/local.js';
 import { tempDir } from '../helpers/temp-dir.js';
+import { waitFor } from '../helpers/wait.js';
 import { spawnCli } from './helpers.js';
 
 const MiB = 1024 * 1024;
@@ -28,10 +30,21 @@ test('SIGINT to `spillway local` leaves no scratch folder behind', async (t) => 
   const dir = await tempDir(t, 'spillway-test-local-');
   const child = spawnCli(['local', '--local-directory', dir, '--memory-limit', '64MiB', '--size', '400MiB', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = once(child, 'exit');
-  // Wait until the cluster is up and the client connected (its folder exists, or the run is on).
-  const deadline = Date.now() + 30_000;
-  while ((await fsp.readdir(dir)).length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-  await new Promise((r) => setTimeout(r, 3000));
+  // Mid-run: both workers have made their folders in the cluster's, and data has begun to
+  // land beside them (a spill folder).
+  // Two levels by hand: a worker's folder links into node_modules, which a walk must not follow.
+  const entries = async (): Promise<string[]> => {
+    const clusters = await fsp.readdir(dir);
+    return (await Promise.all(clusters.map((name) => fsp.readdir(path.join(dir, name)).catch(() => [])))).flat();
+  };
+  await waitFor(
+    async () => {
+      const names = await entries();
+      return names.filter((name) => name.startsWith('spillway-worker-')).length >= 2 && names.some((name) => /^spillway-(?!worker-|cluster-)/.test(name));
+    },
+    'two workers up and a spill folder',
+    60_000,
+  );
   child.kill('SIGINT');
   const [code] = (await exited) as [number | null];
   assert.equal(code, 130);

@@ -34,6 +34,7 @@ interface Trace {
   pid: number;
   argv: string[];
   delay: { maxMs: number; p99Ms: number; meanMs: number };
+  usage?: { userSeconds: number; systemSeconds: number; peak: { heapUsed: number; heapTotal: number; external: number; arrayBuffers: number } };
   stalls: Stall[];
   gcs: { startUs: number; ms: number; kind?: number; flags?: number }[];
 }
@@ -120,6 +121,11 @@ export async function profileReport(dir: string, stallsShown = 12): Promise<void
     if (role === undefined) continue;
     const profileFile = files.find((f) => f === `profile-${trace.pid}.cpuprofile`);
     console.log(`\n== ${role} pid ${trace.pid}: loop delay worst ${trace.delay.maxMs.toFixed(0)} ms, p99 ${trace.delay.p99Ms.toFixed(0)} ms, mean ${trace.delay.meanMs.toFixed(1)} ms; ${trace.stalls.length} turns over 50 ms`);
+    if (trace.usage !== undefined) {
+      const { userSeconds, systemSeconds, peak } = trace.usage;
+      const mib = (n: number): string => `${(n / 2 ** 20).toFixed(0)} MiB`;
+      console.log(`   CPU ${userSeconds.toFixed(1)} s user + ${systemSeconds.toFixed(1)} s system (all threads); peak JS heap ${mib(peak.heapUsed)} used of ${mib(peak.heapTotal)}, array buffers ${mib(peak.arrayBuffers)}`);
+    }
     const gcMs = trace.gcs.reduce((s, g) => s + g.ms, 0);
     console.log(`   GC pauses over 5 ms: ${trace.gcs.length}, ${gcMs.toFixed(0)} ms in all, longest ${Math.max(0, ...trace.gcs.map((g) => g.ms)).toFixed(0)} ms`);
     const byKind = new Map<string, { n: number; ms: number; max: number }>();

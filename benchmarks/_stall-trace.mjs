@@ -3,7 +3,8 @@
  * (`node --import`; NODE_OPTIONS may not carry `--cpu-prof`, so the profiler is started
  * through the inspector): samples each process's main thread every millisecond and
  * records every event-loop turn longer than STALL_MS (a 10 ms timer that fires late),
- * every GC pause over 5 ms and the loop-delay histogram. At exit it writes
+ * every GC pause over 5 ms, the loop-delay histogram, the process's CPU time (all
+ * threads) and its peak heap and external memory. At exit it writes
  * DIR/profile-<pid>.cpuprofile and DIR/stalls-<pid>.json. The times are CLOCK_MONOTONIC
  * microseconds, the clock of the profile's samples, so the report (_profile-report.ts)
  * finds which functions ran in each stall.
@@ -29,6 +30,11 @@ if (dir !== undefined && dir !== '' && isMainThread) {
   const gcs = [];
   const histogram = monitorEventLoopDelay({ resolution: 10 });
   histogram.enable();
+  const peak = { heapUsed: 0, heapTotal: 0, external: 0, arrayBuffers: 0 };
+  setInterval(() => {
+    const m = process.memoryUsage();
+    for (const k of Object.keys(peak)) peak[k] = Math.max(peak[k], m[k]);
+  }, 500).unref();
   let last = process.hrtime.bigint();
   setInterval(() => {
     const now = process.hrtime.bigint();
@@ -47,6 +53,8 @@ if (dir !== undefined && dir !== '' && isMainThread) {
       if (err === null) writeFileSync(`${dir}/profile-${process.pid}.cpuprofile`, JSON.stringify(result.profile));
     });
     const delay = { maxMs: histogram.max / 1e6, p99Ms: histogram.percentile(99) / 1e6, meanMs: histogram.mean / 1e6 };
-    writeFileSync(`${dir}/stalls-${process.pid}.json`, JSON.stringify({ pid: process.pid, argv: process.argv.slice(1), delay, stalls, gcs }));
+    const cpu = process.cpuUsage();
+    const usage = { userSeconds: cpu.user / 1e6, systemSeconds: cpu.system / 1e6, peak };
+    writeFileSync(`${dir}/stalls-${process.pid}.json`, JSON.stringify({ pid: process.pid, argv: process.argv.slice(1), delay, usage, stalls, gcs }));
   });
 }

@@ -1,11 +1,14 @@
 /**
  * `npm run bench -- cluster [--memory-limit 256MiB] [--factor 4] [--methods p2p,tasks] [--target 2]
- * [--workloads shuffle,map-reduce] [--profile DIR]`: the built-in workloads (the shuffle once
+ * [--workloads shuffle,map-reduce] [--partitions P] [--profile DIR] [--scheduler-memory P1,P2]`: the built-in workloads (the shuffle once
  * per method) on a local cluster of 2 worker processes, with data = factor × the cluster's
  * memory. `--target`: the compute time the shuffle must stay within, as a multiple of the
  * disk reference (docs/benchmarks.md). `--profile DIR`: the cluster's processes run with a
  * sampling profiler and a stall tracer (_stall-trace.mjs), and each worker's profile and the
  * functions caught in its event-loop stalls are printed at the end (_profile-report.ts).
+ * `--partitions`: instead of the `local` default. `--scheduler-memory`: first, the
+ * scheduler's heap per task for p2p shuffle graphs of those partition counts
+ * (_scheduler-memory.ts); `--workloads none` runs nothing else.
  * Workers run from dist/ (built first). Checks: the result verifies; each worker's peak RSS (kernel high-water mark) against
  * its memory limit; each worker's worst and p99 event-loop delay (from its heartbeats); for the
  * shuffle, bytes served to peers from disk vs from memory; and the wall time against
@@ -22,6 +25,7 @@ import { formatBytes } from '../src/units.js';
 import type { ShuffleMethod, WorkloadName } from '../src/workloads/index.js';
 import { WORKERS, builtRunLocal, clusterSize, flag } from './_cluster-common.js';
 import { profileReport } from './_profile-report.js';
+import { schedulerMemory } from './_scheduler-memory.js';
 
 const MiB = 1024 * 1024;
 
@@ -107,6 +111,15 @@ export default async function cluster(args: string[]): Promise<void> {
   const methods = flag(args, '--methods', 'p2p,tasks').split(',') as ShuffleMethod[];
   const workloads = flag(args, '--workloads', 'shuffle,map-reduce').split(',');
   const profile = flag(args, '--profile', '');
+  const partitions = flag(args, '--partitions', '') === '' ? undefined : Number(flag(args, '--partitions', ''));
+  const schedulerPartitions = flag(args, '--scheduler-memory', '').split(',').filter((p) => p !== '').map(Number);
+  for (const p of schedulerPartitions) {
+    const m = await schedulerMemory(p);
+    console.log(
+      `scheduler memory: p2p shuffle of ${m.partitions} partitions, ${m.tasks} tasks submitted in ${m.submitSeconds.toFixed(1)} s: heap +${formatBytes(m.heapBytes)}, ${(m.heapBytes / m.tasks).toFixed(0)} B per task (load average ${os.loadavg()[0].toFixed(1)})`,
+    );
+  }
+  if (workloads.includes('none')) return;
   const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'spillway-bench-cluster-'));
   try {
     console.log(`cluster: ${WORKERS} workers × ${formatBytes(memoryLimit)}, data ${formatBytes(size)} (${factor}× the cluster's memory), load average ${os.loadavg()[0].toFixed(1)}`);
@@ -127,7 +140,7 @@ export default async function cluster(args: string[]): Promise<void> {
       ...(workloads.includes('map-reduce') ? [{ workload: 'map-reduce' as const }] : []),
     ];
     for (const { workload, method } of runs) {
-      const summary = await runLocal({ workers: WORKERS, memoryLimit, workload, method, size, nthreads: 1, localDirectory: dir });
+      const summary = await runLocal({ workers: WORKERS, memoryLimit, workload, method, size, partitions, nthreads: 1, localDirectory: dir });
       console.log(`${workload}${method === undefined ? '' : ` (${method})`}: ${summary.partitions} partitions (${formatBytes(size / summary.partitions)} each), ${summary.tasks.total} tasks, compute ${summary.computeSeconds.toFixed(1)} s, verify ${summary.verifySeconds.toFixed(1)} s`);
       table.push(...rows(summary, referenceSeconds, target));
     }

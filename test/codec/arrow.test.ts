@@ -25,7 +25,7 @@ import {
 } from 'apache-arrow';
 import { CodecError, DiskTier, FormatError, InvalidArgumentError, SpillStore, TypeDecodeError, registerArrow } from '../../src/index.js';
 import { sizeof } from '../../src/codec/index.js';
-import { decodeVerified, encodeToBuffer } from '../../src/transfer/index.js';
+import { DataClient, DataServer, decodeVerified, encodeToBuffer } from '../../src/transfer/index.js';
 import { referenceChecksum } from './checksum-reference.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
@@ -167,6 +167,50 @@ describe('Apache Arrow values', () => {
     const back = (await store.get('t')) as Table;
     assert.equal(back.numRows, 50_000);
     assert.deepEqual(back.getChild('v')!.toArray(), table.getChild('v')!.toArray());
+  });
+
+  it('served to a peer from disk and received to disk, decoded by neither store, read back as the same table', async (t) => {
+    const source = await SpillStore.open({ memoryLimit: '64 MiB', monitorIntervalMs: 0, directory: await tempDir(t) });
+    const target = await SpillStore.open({ memoryLimit: '64 MiB', monitorIntervalMs: 0, directory: await tempDir(t) });
+    const server = await DataServer.listen(source);
+    t.after(async () => {
+      await server.close();
+      await Promise.all([source.close(), target.close()]);
+    });
+    const value = new Table({
+      id: arrow.makeVector(BigInt64Array.from({ length: 20_000 }, (_, i) => BigInt(i) * 4_000_000_000n)),
+      name: vectorFromArray(
+        Array.from({ length: 20_000 }, (_, i) => (i % 11 === 0 ? null : ['AIR', 'MAIL', 'SHIP'][i % 3])),
+        new Dictionary(new Utf8(), new Int32()),
+      ),
+      tags: vectorFromArray(
+        Array.from({ length: 20_000 }, (_, i) => (i % 7 === 0 ? null : [i, i + 1])),
+        new List(new Field('item', new Int32(), true)),
+      ),
+    });
+    source.set('t', value);
+    source.set('plain', { a: 1 });
+    await source.evict(Infinity);
+    assert.equal(source.where('t'), 'disk');
+    const sourceBefore = source.stats().counters;
+
+    const result = await new DataClient({ diskThresholdBytes: 65_536 }).fetch(server.address, ['t', 'plain'], target);
+    assert.deepEqual(result.fetched.sort(), ['plain', 't']);
+    assert.equal(result.toDisk, 1, 'the table went straight to disk');
+
+    const sourceAfter = source.stats().counters;
+    assert.equal(sourceAfter.decodeSeconds, sourceBefore.decodeSeconds, 'the holder decoded nothing');
+    assert.equal(sourceAfter.diskReads, sourceBefore.diskReads, 'the holder loaded nothing into memory');
+    assert.ok(server.stats().servedFromDiskBytes > 65_536, 'served from the holder’s disk');
+    assert.equal(target.where('t'), 'disk');
+    assert.equal(target.stats().counters.decodeSeconds, 0, 'the receiver decoded nothing');
+
+    const back = (await target.get('t')) as Table;
+    assert.ok(back instanceof Table);
+    assert.equal(String(back.schema.fields.map((f) => f.type)), String(value.schema.fields.map((f) => f.type)));
+    assert.equal(back.numRows, value.numRows);
+    assert.deepEqual(rows(back), rows(value), 'the same rows, nulls, 64-bit values and lists');
+    assert.deepEqual(await target.get('plain'), { a: 1 });
   });
 
   it('a corrupted IPC stream is a TypeDecodeError (a FormatError), never a wrong table', async () => {

@@ -6,7 +6,7 @@
  *
  * Units keep every sum exact in JavaScript numbers: money in cents, discount and tax in
  * hundredths, dates as days since 1970-01-01 (Int32). Q1 and Q3 (q1.ts, q3.ts) and the
- * Parquet export for an independent engine (parquet.ts) read them so.
+ * reference for an independent engine (test/helpers/tpch-duckdb.ts) read them so.
  */
 import * as arrow from 'apache-arrow';
 import { registerArrow } from '../../codec/arrow.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { afterEach, describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import { ChecksumError, FormatError } from '../../src/index.js';
 import { encodeToBuffer } from '../../src/transfer/index.js';
 import {
@@ -14,7 +14,8 @@ import {
   TransferError,
 } from '../../src/transfer/index.js';
 import { serialize, serializeDataDone, serializeResponse, serializeValue } from '../../src/transfer/serializer.js';
-import { Fixture, fakeServer, pattern, requestIdOf } from './helpers.js';
+import { fakeServer, pattern, requestIdOf, newStore } from './helpers.js';
+import { onCleanup } from '../helpers/cleanup.js';
 
 /** Sends `bytes` to the server and collects what it answers until it closes. */
 function converse(port: number, bytes: Buffer): Promise<Message[]> {
@@ -36,37 +37,34 @@ function errorCodeOf(messages: Message[]): string | undefined {
 }
 
 describe('bad input', () => {
-  const fx = new Fixture();
-  afterEach(() => fx.cleanup());
-
   describe('at the server', () => {
-    it('closes a connection declaring an oversized frame, without allocating it, and serves others', async () => {
-      const store = await fx.store();
+    it('closes a connection declaring an oversized frame, without allocating it, and serves others', async (t) => {
+      const store = await newStore(t);
       store.set('k', pattern(100));
       // A 1 GiB frame limit: the declared size is allowed, so only incremental buffering keeps memory flat.
       const server = await DataServer.listen(store, { maxFrameBytes: 1 << 30, handshakeTimeoutMs: 300 });
-      fx.defer(() => server.close());
+      onCleanup(t, () => server.close());
       const before = process.memoryUsage().arrayBuffers;
       const header = Buffer.from([MessageType.GetData, 0, 0, 0, 0x40]); // declares 1 GiB
       const socket = net.connect(server.address.port, '127.0.0.1', () => socket.write(Buffer.concat([hello, header])));
       socket.on('error', () => undefined);
-      fx.defer(() => socket.destroy());
+      onCleanup(t, () => socket.destroy());
       await new Promise((r) => setTimeout(r, 50));
       assert.ok(process.memoryUsage().arrayBuffers - before < 8 << 20, 'the declared size was not allocated');
       const tooBig = Buffer.from([MessageType.GetData, 0xff, 0xff, 0xff, 0xff]);
       const small = await DataServer.listen(store);
-      fx.defer(() => small.close());
+      onCleanup(t, () => small.close());
       assert.equal(errorCodeOf(await converse(small.address.port, Buffer.concat([hello, tooBig]))), 'SPW_ERR_FRAME_TOO_LARGE');
-      const target = await fx.store();
+      const target = await newStore(t);
       await new DataClient().fetch(server.address, ['k'], target);
       assert.deepEqual(await target.get('k'), pattern(100));
     });
 
-    it('refuses, on its header, a frame the handshake does not expect: a peer that has not authenticated cannot make it buffer a body', async () => {
-      const store = await fx.store();
+    it('refuses, on its header, a frame the handshake does not expect: a peer that has not authenticated cannot make it buffer a body', async (t) => {
+      const store = await newStore(t);
       store.set('k', pattern(100));
       const server = await DataServer.listen(store, { token: 'secret', handshakeTimeoutMs: 5000 });
-      fx.defer(() => server.close());
+      onCleanup(t, () => server.close());
       // No Hello: a GetData header declaring 16 MiB (the default frame limit), then 8 MiB of its body.
       const header = Buffer.from([MessageType.GetData, 0, 0, 0, 0]);
       header.writeUInt32LE(16 << 20, 1);
@@ -77,15 +75,15 @@ describe('bad input', () => {
       // Nor a second Hello once it has answered one (the token handshake expects Auth).
       const twice = await converse(server.address.port, Buffer.concat([hello, hello]));
       assert.equal(errorCodeOf(twice), 'SPW_ERR_PROTOCOL');
-      const target = await fx.store();
+      const target = await newStore(t);
       await new DataClient({ token: 'secret' }).fetch(server.address, ['k'], target);
       assert.deepEqual(await target.get('k'), pattern(100));
     });
 
-    it('answers an unknown type, a request before the handshake, and a bad version with typed errors', async () => {
-      const store = await fx.store();
+    it('answers an unknown type, a request before the handshake, and a bad version with typed errors', async (t) => {
+      const store = await newStore(t);
       const server = await DataServer.listen(store);
-      fx.defer(() => server.close());
+      onCleanup(t, () => server.close());
       assert.equal(errorCodeOf(await converse(server.address.port, Buffer.concat([hello, Buffer.from([0x55, 0, 0, 0, 0])]))), 'SPW_ERR_PROTOCOL');
       const early = serialize({ type: MessageType.GetData, requestId: 1, maxBytes: 1, keys: ['k'] });
       assert.equal(errorCodeOf(await converse(server.address.port, early)), 'SPW_ERR_PROTOCOL');
@@ -98,9 +96,9 @@ describe('bad input', () => {
   describe('at the client', () => {
     const good = pattern(3000);
 
-    async function fetchFrom(script: (socket: net.Socket, request: Buffer) => void, options = {}) {
-      const address = await fakeServer(fx, script);
-      const target = await fx.store();
+    async function fetchFrom(t: TestContext, script: (socket: net.Socket, request: Buffer) => void, options = {}) {
+      const address = await fakeServer(t, script);
+      const target = await newStore(t);
       const fetching = new DataClient({ busyRetries: 0, idleTimeoutMs: 2000, ...options }).fetch(address, ['a', 'b'], target);
       return { fetching, target };
     }
@@ -109,11 +107,11 @@ describe('bad input', () => {
       ['memory', {}],
       ['disk', { diskThresholdBytes: 0 }],
     ] as const) {
-      it(`a corrupt value fails with ChecksumError and the store is left unchanged (${name})`, async () => {
+      it(`a corrupt value fails with ChecksumError and the store is left unchanged (${name})`, async (t) => {
         const encoded = await encodeToBuffer(good);
         const corrupt = Buffer.from(encoded);
         corrupt[encoded.length - 100] ^= 1;
-        const { fetching, target } = await fetchFrom((socket, request) => {
+        const { fetching, target } = await fetchFrom(t, (socket, request) => {
           const id = requestIdOf(request);
           socket.write(Buffer.concat([serializeValue(id, 0, encoded.length), encoded]));
           socket.write(Buffer.concat([serializeValue(id, 1, corrupt.length), corrupt, serializeDataDone(id, 2)]));
@@ -125,17 +123,17 @@ describe('bad input', () => {
       });
     }
 
-    it('a truncated stream fails with TransferError and stores nothing', async () => {
+    it('a truncated stream fails with TransferError and stores nothing', async (t) => {
       const encoded = await encodeToBuffer(good);
-      const { fetching, target } = await fetchFrom((socket, request) => {
+      const { fetching, target } = await fetchFrom(t, (socket, request) => {
         socket.end(Buffer.concat([serializeValue(requestIdOf(request), 0, encoded.length), encoded.subarray(0, 1000)]));
       });
       await assert.rejects(fetching, TransferError);
       assert.equal(target.has('a'), false);
     });
 
-    it('a declared value above maxValueBytes fails before anything is allocated', async () => {
-      const { fetching, target } = await fetchFrom(
+    it('a declared value above maxValueBytes fails before anything is allocated', async (t) => {
+      const { fetching, target } = await fetchFrom(t, 
         (socket, request) => socket.write(serializeValue(requestIdOf(request), 0, 2 ** 40)),
         { maxValueBytes: 1 << 20 },
       );
@@ -143,7 +141,7 @@ describe('bad input', () => {
       assert.equal(target.has('a'), false);
     });
 
-    it('an unknown message type, an out-of-order answer and a lying length are typed errors', async () => {
+    it('an unknown message type, an out-of-order answer and a lying length are typed errors', async (t) => {
       const encoded = await encodeToBuffer(good);
       const cases: Array<[(socket: net.Socket, request: Buffer) => void, new (...args: never[]) => Error]> = [
         [(s) => s.write(Buffer.from([0x66, 0, 0, 0, 0])), ProtocolError],
@@ -153,23 +151,22 @@ describe('bad input', () => {
         [(s, r) => s.write(serializeDataDone(requestIdOf(r), 5)), ProtocolError],
       ];
       for (const [script, type] of cases) {
-        const { fetching, target } = await fetchFrom(script);
+        const { fetching, target } = await fetchFrom(t, script);
         await assert.rejects(fetching, type);
         assert.equal(target.has('a'), false);
       }
     });
 
-    it('a DataDone that answers none of the keys is a ProtocolError, not the same request again forever', { timeout: 10_000 }, async () => {
+    it('a DataDone that answers none of the keys is a ProtocolError, not the same request again forever', { timeout: 10_000 }, async (t) => {
       let requests = 0;
-      const address = await fakeServer(
-        fx,
+      const address = await fakeServer(t,
         (socket, request) => {
           requests++;
           socket.write(serializeDataDone(requestIdOf(request), 0));
         },
         { everyRequest: true },
       );
-      const target = await fx.store();
+      const target = await newStore(t);
       await assert.rejects(new DataClient({ idleTimeoutMs: 2000 }).fetch(address, ['a', 'b'], target), ProtocolError);
       assert.equal(requests, 1);
       assert.equal(target.has('a'), false);
@@ -180,8 +177,8 @@ describe('bad input', () => {
       ['an empty body', Buffer.alloc(0)],
       ['a FrameRef extension outside a value', Buffer.from([0xd5, 0x53, 0x92, 0x00])],
     ] as const) {
-      it(`a Response body that is not msgpack is a ProtocolError (${name})`, { timeout: 10_000 }, async () => {
-        const address = await fakeServer(fx, (socket, request) => socket.write(serializeResponse(requestIdOf(request), body)));
+      it(`a Response body that is not msgpack is a ProtocolError (${name})`, { timeout: 10_000 }, async (t) => {
+        const address = await fakeServer(t, (socket, request) => socket.write(serializeResponse(requestIdOf(request), body)));
         await assert.rejects(new DataClient({ idleTimeoutMs: 2000 }).request(address, { op: 'ping' }), ProtocolError);
       });
     }

@@ -1,34 +1,32 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { afterEach, describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import { BusyError, DataClient, DataServer, MessageType } from '../../src/transfer/index.js';
 import { serialize, serializeBusy } from '../../src/transfer/serializer.js';
-import { Fixture, fakeServer, pattern, requestIdOf } from './helpers.js';
+import { fakeServer, pattern, requestIdOf, newStore } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import { onCleanup } from '../helpers/cleanup.js';
 
 const MiB = 1024 * 1024;
 
 /** A client that asks for a large value and never reads: it holds one request slot. */
-function stuckClient(fx: Fixture, port: number, key: string): net.Socket {
+function stuckClient(t: TestContext, port: number, key: string): net.Socket {
   const socket = net.connect(port, '127.0.0.1');
   socket.on('error', () => undefined);
   socket.write(serialize({ type: MessageType.Hello, version: 1, nonce: new Uint8Array(32) }));
   socket.write(serialize({ type: MessageType.GetData, requestId: 1, maxBytes: 1e9, keys: [key] }));
   socket.pause();
-  fx.defer(() => socket.destroy());
+  onCleanup(t, () => socket.destroy());
   return socket;
 }
 
 describe('busy server', () => {
-  const fx = new Fixture();
-  afterEach(() => fx.cleanup());
-
-  it('over the limit the server answers busy at once; the client gives up with BusyError after bounded retries', async () => {
-    const store = await fx.store();
+  it('over the limit the server answers busy at once; the client gives up with BusyError after bounded retries', async (t) => {
+    const store = await newStore(t);
     store.set('v', pattern(1000));
     const server = await DataServer.listen(store, { maxConcurrentRequests: 0, busyRetryAfterMs: 1 });
-    fx.defer(() => server.close());
-    const target = await fx.store();
+    onCleanup(t, () => server.close());
+    const target = await newStore(t);
     const start = performance.now();
     await assert.rejects(
       new DataClient({ busyRetries: 3, busyBackoffMs: 5 }).fetch(server.address, ['v'], target),
@@ -39,9 +37,9 @@ describe('busy server', () => {
     assert.equal(target.has('v'), false);
   });
 
-  it("a peer's retry hint is honoured up to maxBusyBackoffMs, not beyond (a hint of ~23 days does not park the fetch)", { timeout: 10_000 }, async () => {
-    const address = await fakeServer(fx, (socket, request) => socket.write(serializeBusy(requestIdOf(request), 2_000_000_000)), { everyRequest: true });
-    const target = await fx.store();
+  it("a peer's retry hint is honoured up to maxBusyBackoffMs, not beyond (a hint of ~23 days does not park the fetch)", { timeout: 10_000 }, async (t) => {
+    const address = await fakeServer(t, (socket, request) => socket.write(serializeBusy(requestIdOf(request), 2_000_000_000)), { everyRequest: true });
+    const target = await newStore(t);
     const start = performance.now();
     await assert.rejects(
       new DataClient({ busyRetries: 2, maxBusyBackoffMs: 100, idleTimeoutMs: 2000 }).fetch(address, ['a'], target),
@@ -51,15 +49,15 @@ describe('busy server', () => {
     assert.ok(performance.now() - start < 5000);
   });
 
-  it('a saturated server says busy while a slow transfer holds its slot, then serves the retry', async () => {
-    const store = await fx.store();
+  it('a saturated server says busy while a slow transfer holds its slot, then serves the retry', async (t) => {
+    const store = await newStore(t);
     store.set('big', pattern(64 * MiB));
     store.set('small', pattern(1000));
     const server = await DataServer.listen(store, { maxConcurrentRequests: 1 });
-    fx.defer(() => server.close());
-    const stuck = stuckClient(fx, server.address.port, 'big');
+    onCleanup(t, () => server.close());
+    const stuck = stuckClient(t, server.address.port, 'big');
     await waitFor(() => server.stats().activeRequests === 1);
-    const target = await fx.store();
+    const target = await newStore(t);
     const start = performance.now();
     await assert.rejects(new DataClient({ busyRetries: 0 }).fetch(server.address, ['small'], target), BusyError);
     assert.ok(performance.now() - start < 500, 'busy is answered quickly');

@@ -1,23 +1,20 @@
 import assert from 'node:assert/strict';
-import { afterEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { encodeToBuffer } from '../../src/transfer/index.js';
 import { DataClient } from '../../src/transfer/index.js';
 import { serializeDataDone, serializeValue } from '../../src/transfer/serializer.js';
-import { Fixture, fakeServer, pattern, requestIdOf, watchIncoming } from './helpers.js';
+import { fakeServer, pattern, requestIdOf, watchIncoming, newStore } from './helpers.js';
 
 describe('receiving to disk: the queue bound (diskQueueBytes)', () => {
-  const fx = new Fixture();
-  afterEach(() => fx.cleanup());
-
-  it('holds for the second of two values that cross it in one socket chunk: the first one draining does not lift its pause', async () => {
+  it('holds for the second of two values that cross it in one socket chunk: the first one draining does not lift its pause', async (t) => {
     const a = await encodeToBuffer(pattern(40 * 1024, 1));
     const b = await encodeToBuffer(pattern(8 * 1024 * 1024, 2));
-    const address = await fakeServer(fx, (socket, request) => {
+    const address = await fakeServer(t, (socket, request) => {
       const id = requestIdOf(request);
       // One write: a, and the start of b, arrive in the same socket chunk.
       socket.write(Buffer.concat([serializeValue(id, 0, a.length), a, serializeValue(id, 1, b.length), b, serializeDataDone(id, 2)]));
     });
-    const target = await fx.store();
+    const target = await newStore(t);
     let firstBatchOfB = -1;
     const store = watchIncoming(target, async (key, received) => {
       if (key !== 'b') return;

@@ -1,25 +1,23 @@
 import assert from 'node:assert/strict';
-import { afterEach, describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import { DataClient, DataServer } from '../../src/transfer/index.js';
 import { ClientConnection } from '../../src/transfer/client-connection.js';
-import { Fixture, pattern } from './helpers.js';
+import { pattern, newStore } from './helpers.js';
+import { onCleanup } from '../helpers/cleanup.js';
 
 const MiB = 1024 * 1024;
 
 describe('fetch between stores', () => {
-  const fx = new Fixture();
-  afterEach(() => fx.cleanup());
-
-  async function pair(serverOptions = {}) {
-    const source = await fx.store();
-    const target = await fx.store();
+  async function pair(t: TestContext, serverOptions = {}) {
+    const source = await newStore(t);
+    const target = await newStore(t);
     const server = await DataServer.listen(source, serverOptions);
-    fx.defer(() => server.close());
+    onCleanup(t, () => server.close());
     return { source, target, server };
   }
 
-  it('moves values in memory and spilled, of 0 B, 1 B and several MiB, bit for bit', async () => {
-    const { source, target, server } = await pair();
+  it('moves values in memory and spilled, of 0 B, 1 B and several MiB, bit for bit', async (t) => {
+    const { source, target, server } = await pair(t);
     const values: Record<string, unknown> = {
       empty: Buffer.alloc(0),
       emptyTyped: new Float64Array(0),
@@ -50,8 +48,8 @@ describe('fetch between stores', () => {
     assert.equal(stats.valuesServed, keys.length);
   });
 
-  it('decodes typed arrays as aligned views over the received buffer', async () => {
-    const { source, target, server } = await pair();
+  it('decodes typed arrays as aligned views over the received buffer', async (t) => {
+    const { source, target, server } = await pair(t);
     source.set('f', { x: new Float64Array([1.5, 2.5]), y: new Uint16Array([1, 2, 3]) });
     await new DataClient().fetch(server.address, ['f'], target);
     const got = (await target.get('f')) as { x: Float64Array; y: Uint16Array };
@@ -60,8 +58,8 @@ describe('fetch between stores', () => {
     assert.deepEqual([...got.x], [1.5, 2.5]);
   });
 
-  it('fetches many keys at once, split into batches by size', async () => {
-    const { source, target, server } = await pair();
+  it('fetches many keys at once, split into batches by size', async (t) => {
+    const { source, target, server } = await pair(t);
     const keys = Array.from({ length: 400 }, (_, i) => `k${i}`);
     for (const [i, k] of keys.entries()) source.set(k, pattern(10_000 + i, i));
     const client = new DataClient({ batchBytes: 200_000 });
@@ -72,8 +70,8 @@ describe('fetch between stores', () => {
     for (const [i, k] of keys.entries()) assert.deepEqual(await target.get(k), pattern(10_000 + i, i));
   });
 
-  it('skips keys the receiving store already holds', async () => {
-    const { source, target, server } = await pair();
+  it('skips keys the receiving store already holds', async (t) => {
+    const { source, target, server } = await pair(t);
     source.set('a', 1);
     target.set('a', 2);
     const result = await new DataClient().fetch(server.address, ['a'], target);
@@ -82,8 +80,8 @@ describe('fetch between stores', () => {
     assert.equal(server.stats().connectionsTotal, 0);
   });
 
-  it('receives values above the threshold straight to disk without decoding', async () => {
-    const { source, target, server } = await pair();
+  it('receives values above the threshold straight to disk without decoding', async (t) => {
+    const { source, target, server } = await pair(t);
     source.set('big', pattern(3 * MiB));
     source.set('small', pattern(1000));
     const result = await new DataClient({ diskThresholdBytes: MiB }).fetch(server.address, ['big', 'small'], target);
@@ -94,25 +92,25 @@ describe('fetch between stores', () => {
     assert.deepEqual(await target.get('big'), pattern(3 * MiB));
   });
 
-  it('moves a value with a frame table over 64 KiB (9,000 frames) to memory and straight to disk', async () => {
-    const { source, target, server } = await pair();
+  it('moves a value with a frame table over 64 KiB (9,000 frames) to memory and straight to disk', async (t) => {
+    const { source, target, server } = await pair(t);
     const value = Array.from({ length: 9000 }, (_, i) => Uint8Array.of(i & 0xff, 1, 2));
     source.set('many', value);
     await new DataClient().fetch(server.address, ['many'], target);
     assert.deepEqual(await target.get('many'), value);
-    const onDisk = await fx.store();
+    const onDisk = await newStore(t);
     await new DataClient({ diskThresholdBytes: 0 }).fetch(server.address, ['many'], onDisk);
     assert.equal(onDisk.where('many'), 'disk');
     assert.deepEqual(await onDisk.get('many'), value);
   });
 
-  it('receives to disk when the receiving store is above its target', async () => {
-    const { source, server } = await pair();
-    const target = await fx.store({ memoryLimit: 10 * MiB, target: 0.1 });
+  it('receives to disk when the receiving store is above its target', async (t) => {
+    const { source, server } = await pair(t);
+    const target = await newStore(t, { memoryLimit: 10 * MiB, target: 0.1 });
     target.set('ballast', pattern(2 * MiB));
     // A pinned value cannot be spilled, so the store stays above its target.
     const lease = await target.acquire(['ballast']);
-    fx.defer(() => lease.release());
+    onCleanup(t, () => lease.release());
     assert.ok(target.isAboveTarget());
     source.set('v', pattern(4096));
     const result = await new DataClient().fetch(server.address, ['v'], target);
@@ -121,23 +119,23 @@ describe('fetch between stores', () => {
     assert.deepEqual(await target.get('v'), pattern(4096));
   });
 
-  it('accepts "host:port" addresses and answers generic requests', async () => {
-    const source = await fx.store();
+  it('accepts "host:port" addresses and answers generic requests', async (t) => {
+    const source = await newStore(t);
     const server = await DataServer.listen(source, { onRequest: (body) => ({ echo: body }) });
-    fx.defer(() => server.close());
+    onCleanup(t, () => server.close());
     const client = new DataClient();
     const reply = await client.request(`127.0.0.1:${server.address.port}`, { op: 'ping', n: 1 });
     assert.deepEqual(reply, { echo: { op: 'ping', n: 1 } });
   });
 
-  it('hands a request\'s raw payload to onRequest as it arrived, bytes exact, beside its body', async () => {
-    const source = await fx.store();
+  it('hands a request\'s raw payload to onRequest as it arrived, bytes exact, beside its body', async (t) => {
+    const source = await newStore(t);
     const server = await DataServer.listen(source, {
       onRequest: (body, payload) => ({ body, bytes: payload === undefined ? null : Buffer.concat(payload).toString('base64'), views: payload?.length ?? 0 }),
     });
-    fx.defer(() => server.close());
+    onCleanup(t, () => server.close());
     const connection = await ClientConnection.open({ host: '127.0.0.1', port: server.address.port }, { connectTimeoutMs: 5000, idleTimeoutMs: 5000 });
-    fx.defer(() => connection.close());
+    onCleanup(t, () => connection.close());
     const payload = pattern(3 * 1024 * 1024 + 5);
     const reply = (await connection.request({ op: 'push', n: 2 }, payload)) as { body: unknown; bytes: string; views: number };
     assert.deepEqual(reply.body, { op: 'push', n: 2 });

@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { afterEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { SpillwayError } from '../../src/index.js';
 import { encodeToBuffer } from '../../src/transfer/index.js';
 import { DataClient, DataServer, MessageType, Parser } from '../../src/transfer/index.js';
 import { serialize, serializeDataDone, serializeValue } from '../../src/transfer/serializer.js';
-import { Fixture, fakeServer, pattern, requestIdOf } from './helpers.js';
+import { fakeServer, pattern, requestIdOf, newStore } from './helpers.js';
+import { onCleanup, cleanupScope } from '../helpers/cleanup.js';
 
 const nonce = new Uint8Array(32).fill(1);
 
@@ -32,9 +33,6 @@ function isTyped(err: unknown): boolean {
 }
 
 describe('fuzz', () => {
-  const fx = new Fixture();
-  afterEach(() => fx.cleanup());
-
   it('the parser either parses or throws a typed error, for random and mutated streams', () => {
     const base = clientStream(['alpha', 'beta']);
     fc.assert(
@@ -51,11 +49,11 @@ describe('fuzz', () => {
     );
   });
 
-  it('a live server survives random and mutated input and keeps serving others', async () => {
-    const store = await fx.store();
+  it('a live server survives random and mutated input and keeps serving others', async (t) => {
+    const store = await newStore(t);
     store.set('alpha', pattern(3000));
     const server = await DataServer.listen(store, { maxFrameBytes: 4096, handshakeTimeoutMs: 500 });
-    fx.defer(() => server.close());
+    onCleanup(t, () => server.close());
     const base = clientStream(['alpha', 'beta']);
     await fc.assert(
       fc.asyncProperty(fc.oneof(fc.uint8Array({ maxLength: 200 }).map((a) => Buffer.from(a)), mutated(base)), async (bytes) => {
@@ -68,7 +66,7 @@ describe('fuzz', () => {
       }),
       { numRuns: 80 },
     );
-    const target = await fx.store();
+    const target = await newStore(t);
     const result = await new DataClient().fetch(server.address, ['alpha'], target);
     assert.deepEqual(result.fetched, ['alpha']);
     assert.deepEqual(await target.get('alpha'), pattern(3000));
@@ -82,7 +80,7 @@ describe('fuzz', () => {
       Buffer.concat([serializeValue(requestId, 0, encoded.length), encoded, serializeDataDone(requestId, 1)]);
     await fc.assert(
       fc.asyncProperty(mutated(answer(1)), async (bytes) => {
-        const run = new Fixture();
+        const run = cleanupScope();
         try {
           const address = await fakeServer(run, (socket, request) => {
             // Keep the requestId right half the time so mutations reach deeper.
@@ -90,7 +88,7 @@ describe('fuzz', () => {
             if (out.length >= 9 && out[0] === MessageType.Value) out.writeUInt32LE(requestIdOf(request), 5);
             socket.end(out);
           });
-          const target = await run.store();
+          const target = await newStore(run);
           try {
             await new DataClient({ idleTimeoutMs: 2000, busyRetries: 0 }).fetch(address, ['k'], target);
             if (target.has('k')) assert.deepEqual(await target.get('k'), value);
@@ -99,7 +97,7 @@ describe('fuzz', () => {
             assert.equal(target.has('k'), false, 'nothing partial is stored');
           }
         } finally {
-          await run.cleanup();
+          await run.end();
         }
       }),
       { numRuns: 60 },

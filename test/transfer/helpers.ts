@@ -1,38 +1,18 @@
-import fs from 'node:fs/promises';
 import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
 import { SpillStore } from '../../src/index.js';
 import type { SpillStoreOptions } from '../../src/store/options.js';
 import { newNonce, ZERO_PROOF } from '../../src/transfer/auth.js';
 import { PROTOCOL_VERSION } from '../../src/transfer/messages.js';
 import { serializeHelloOk, serializeReady } from '../../src/transfer/serializer.js';
+import { type CleanupOwner, onCleanup } from '../helpers/cleanup.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
-/** Temp dirs, stores, servers and sockets made by a test, undone by cleanup(). */
-export class Fixture {
-  private readonly undo: Array<() => Promise<unknown> | unknown> = [];
-
-  async tempDir(): Promise<string> {
-    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'spw-transfer-test-'));
-    this.defer(() => fs.rm(dir, { recursive: true, force: true }));
-    return dir;
-  }
-
-  async store(options: SpillStoreOptions = {}): Promise<SpillStore> {
-    const directory = await this.tempDir();
-    const store = await SpillStore.open({ memoryLimit: '256 MiB', monitorIntervalMs: 0, directory, ...options });
-    this.defer(() => store.close());
-    return store;
-  }
-
-  defer(fn: () => Promise<unknown> | unknown): void {
-    this.undo.push(fn);
-  }
-
-  async cleanup(): Promise<void> {
-    for (const fn of this.undo.reverse()) await fn();
-    this.undo.length = 0;
-  }
+/** A store in a fresh folder (256 MiB, no RSS monitor), closed when the test or scope ends. */
+export async function newStore(owner: CleanupOwner, options: SpillStoreOptions = {}): Promise<SpillStore> {
+  const directory = await tempDir(owner, 'spw-transfer-test-');
+  const store = await SpillStore.open({ memoryLimit: '256 MiB', monitorIntervalMs: 0, directory, ...options });
+  onCleanup(owner, () => store.close());
+  return store;
 }
 
 /** Bytes of a deterministic pattern (cheap to check). */
@@ -52,7 +32,7 @@ export function pattern(bytes: number, seed = 1): Buffer {
  * request (with `everyRequest`, after each of them: for clients that ask again).
  */
 export async function fakeServer(
-  fixture: Fixture,
+  owner: CleanupOwner,
   script: (socket: net.Socket, request: Buffer) => void,
   { everyRequest = false } = {},
 ): Promise<{ host: string; port: number }> {
@@ -79,7 +59,8 @@ export async function fakeServer(
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  fixture.defer(
+  onCleanup(
+    owner,
     () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();

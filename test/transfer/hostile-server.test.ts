@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { afterEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { SpillwayError } from '../../src/index.js';
 import { encodeToBuffer } from '../../src/transfer/index.js';
@@ -13,7 +13,8 @@ import {
   serializeValue,
 } from '../../src/transfer/serializer.js';
 import { xxh64 } from '../../src/codec/index.js';
-import { Fixture, fakeServer, pattern, requestIdOf } from './helpers.js';
+import { fakeServer, pattern, requestIdOf, newStore } from './helpers.js';
+import { cleanupScope } from '../helpers/cleanup.js';
 
 /**
  * A hostile or confused server, frame by frame (fuzz.test.ts flips bytes of one good answer):
@@ -66,9 +67,6 @@ function isTyped(err: unknown): boolean {
 }
 
 describe('a hostile server', () => {
-  const fx = new Fixture();
-  afterEach(() => fx.cleanup());
-
   it('frame-level fuzz: the fetch stores exactly the values or throws a typed error and stores nothing', { timeout: 60_000 }, async () => {
     const values = [pattern(700, 1), { n: 1, s: 'two', f: new Float64Array([1, 2, 3]) }, [1, 'x', null]];
     const encoded = await Promise.all(values.map((v) => encodeToBuffer(v)));
@@ -94,7 +92,7 @@ describe('a hostile server', () => {
       });
     await fc.assert(
       fc.asyncProperty(scriptArb, fc.boolean(), fc.boolean(), async (steps, toDisk, endAfter) => {
-        const run = new Fixture();
+        const run = cleanupScope();
         try {
           const address = await fakeServer(
             run,
@@ -125,7 +123,7 @@ describe('a hostile server', () => {
             },
             { everyRequest: true },
           );
-          const target = await run.store();
+          const target = await newStore(run);
           const client = new DataClient({ idleTimeoutMs: 300, busyRetries: 1, busyBackoffMs: 1, maxBusyBackoffMs: 5, diskThresholdBytes: toDisk ? 0 : undefined });
           try {
             const result = await client.fetch(address, KEYS, target);
@@ -144,7 +142,7 @@ describe('a hostile server', () => {
             assert.equal(target.stats().disk.count, 0);
           }
         } finally {
-          await run.cleanup();
+          await run.end();
         }
       }),
       { numRuns: 80, seed: 31337 },

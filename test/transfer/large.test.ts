@@ -1,18 +1,16 @@
 import assert from 'node:assert/strict';
-import { afterEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { DataClient, DataServer } from '../../src/transfer/index.js';
-import { Fixture } from './helpers.js';
+import { newStore } from './helpers.js';
+import { onCleanup } from '../helpers/cleanup.js';
 
 const GiB = 1024 * 1024 * 1024;
 
 describe('a 1 GiB value', () => {
-  const fx = new Fixture();
-  afterEach(() => fx.cleanup());
-
   // Receiving to disk is covered with smaller values elsewhere; here the receiver decodes into
   // memory, which checks one 1 GiB buffer end to end without a second 1 GiB disk write.
-  it('moves spilled server store → client memory, streamed from the file, bit for bit', async () => {
-    const source = await fx.store({ memoryLimit: '2 GiB' });
+  it('moves spilled server store → client memory, streamed from the file, bit for bit', async (t) => {
+    const source = await newStore(t, { memoryLimit: '2 GiB' });
     const value = Buffer.allocUnsafeSlow(GiB);
     // Distinct content per MiB so a misplaced chunk would change the crc.
     for (let i = 0; i < GiB; i += 1 << 20) value.fill(i >>> 20, i, i + (1 << 20));
@@ -20,8 +18,8 @@ describe('a 1 GiB value', () => {
     await source.evict(Infinity);
     assert.equal(source.where('huge'), 'disk');
     const server = await DataServer.listen(source);
-    fx.defer(() => server.close());
-    const target = await fx.store({ memoryLimit: '8 GiB', target: 0.9 });
+    onCleanup(t, () => server.close());
+    const target = await newStore(t, { memoryLimit: '8 GiB', target: 0.9 });
     const client = new DataClient({ diskThresholdBytes: 2 * GiB, maxBytesInFlight: 2 * GiB, batchBytes: 2 * GiB });
     const result = await client.fetch(server.address, ['huge'], target);
     assert.equal(result.toMemory, 1);

@@ -2,19 +2,20 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { afterEach, describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { DataClient, DataServer, TransferError } from '../../src/transfer/index.js';
-import { Fixture, pattern, watchIncoming } from './helpers.js';
+import { pattern, watchIncoming, newStore } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import { onCleanup } from '../helpers/cleanup.js';
 
 const MiB = 1024 * 1024;
 const child = path.join(path.dirname(fileURLToPath(import.meta.url)), 'child-peer.ts');
 
 /** Starts a child peer; resolves with its first stdout line (JSON). */
-async function spawnPeer(fx: Fixture, args: string[]): Promise<{ proc: ChildProcess; info: { port?: number; directory: string } }> {
+async function spawnPeer(t: TestContext, args: string[]): Promise<{ proc: ChildProcess; info: { port?: number; directory: string } }> {
   const proc = spawn(process.execPath, ['--import', 'tsx', child, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-  fx.defer(async () => {
+  onCleanup(t, async () => {
     if (proc.exitCode === null && proc.signalCode === null) {
       proc.kill('SIGKILL');
       await new Promise((r) => proc.once('exit', r));
@@ -30,17 +31,14 @@ async function spawnPeer(fx: Fixture, args: string[]): Promise<{ proc: ChildProc
   });
   const info = JSON.parse(line) as { port?: number; directory: string };
   // A SIGKILLed child cannot clean up after itself.
-  fx.defer(() => fs.rm(info.directory, { recursive: true, force: true }));
+  onCleanup(t, () => fs.rm(info.directory, { recursive: true, force: true }));
   return { proc, info };
 }
 
 describe('peer killed mid-transfer', () => {
-  const fx = new Fixture();
-  afterEach(() => fx.cleanup());
-
-  it('a server killed mid-value: the client fails with TransferError and its store is unchanged', async () => {
-    const { proc, info } = await spawnPeer(fx, ['serve', '256']);
-    const target = await fx.store();
+  it('a server killed mid-value: the client fails with TransferError and its store is unchanged', async (t) => {
+    const { proc, info } = await spawnPeer(t, ['serve', '256']);
+    const target = await newStore(t);
     let killed = false;
     const watched = watchIncoming(target, (_key, received) => {
       if (!killed && received > 8 * MiB) {
@@ -57,20 +55,20 @@ describe('peer killed mid-transfer', () => {
     assert.equal(target.stats().keys, 0);
   });
 
-  it('a client killed mid-value: the server releases the key and goes on serving', async () => {
-    const source = await fx.store();
+  it('a client killed mid-value: the server releases the key and goes on serving', async (t) => {
+    const source = await newStore(t);
     source.set('big', pattern(256 * MiB));
     await source.evict(Infinity);
     const server = await DataServer.listen(source);
-    fx.defer(() => server.close());
-    const { proc } = await spawnPeer(fx, ['fetch', String(server.address.port), 'big']);
+    onCleanup(t, () => server.close());
+    const { proc } = await spawnPeer(t, ['fetch', String(server.address.port), 'big']);
     await waitFor(() => server.stats().bytesInFlight > 0);
     proc.kill('SIGKILL');
     await waitFor(() => server.stats().activeRequests === 0 && server.stats().bytesInFlight === 0);
     assert.equal(server.stats().aborted, 1);
     assert.equal(source.delete('big'), true);
     source.set('next', pattern(1000));
-    const target = await fx.store();
+    const target = await newStore(t);
     await new DataClient().fetch(server.address, ['next'], target);
     assert.deepEqual(await target.get('next'), pattern(1000));
   });

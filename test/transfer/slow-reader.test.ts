@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { afterEach, describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
 import { DataClient, DataServer, MessageType } from '../../src/transfer/index.js';
 import { serialize } from '../../src/transfer/serializer.js';
-import { Fixture, pattern } from './helpers.js';
+import { pattern, newStore } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import { onCleanup } from '../helpers/cleanup.js';
 
 const MiB = 1024 * 1024;
 
@@ -12,7 +13,7 @@ const MiB = 1024 * 1024;
  * A client that asks for a large value and never reads it, but keeps the connection
  * "active" by trickling the bytes of a frame it never finishes (slowloris).
  */
-function trickler(fx: Fixture, port: number, key: string, everyMs: number): { socket: net.Socket; closed: Promise<void> } {
+function trickler(t: TestContext, port: number, key: string, everyMs: number): { socket: net.Socket; closed: Promise<void> } {
   const socket = net.connect(port, '127.0.0.1');
   socket.on('error', () => undefined);
   socket.write(serialize({ type: MessageType.Hello, version: 1, nonce: new Uint8Array(32) }));
@@ -23,7 +24,7 @@ function trickler(fx: Fixture, port: number, key: string, everyMs: number): { so
   const timer = setInterval(() => socket.write(Buffer.from([0])), everyMs);
   const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
   void closed.then(() => clearInterval(timer));
-  fx.defer(() => {
+  onCleanup(t, () => {
     clearInterval(timer);
     socket.destroy();
   });
@@ -31,19 +32,16 @@ function trickler(fx: Fixture, port: number, key: string, everyMs: number): { so
 }
 
 describe('slow readers', () => {
-  const fx = new Fixture();
-  afterEach(() => fx.cleanup());
-
-  it('a peer that stops reading is closed after idleTimeoutMs even while it trickles bytes in; the transfers it held back go on', { timeout: 20_000 }, async () => {
-    const store = await fx.store({ memoryLimit: '512 MiB' });
+  it('a peer that stops reading is closed after idleTimeoutMs even while it trickles bytes in; the transfers it held back go on', { timeout: 20_000 }, async (t) => {
+    const store = await newStore(t, { memoryLimit: '512 MiB' });
     store.set('big', pattern(48 * MiB));
     store.set('small', pattern(1000));
     // The big value takes the whole in-flight budget while it is being sent.
     const server = await DataServer.listen(store, { maxBytesInFlight: 4 * MiB, idleTimeoutMs: 1000 });
-    fx.defer(() => server.close());
-    const { closed } = trickler(fx, server.address.port, 'big', 200);
+    onCleanup(t, () => server.close());
+    const { closed } = trickler(t, server.address.port, 'big', 200);
     await waitFor(() => server.stats().bytesInFlight > 0);
-    const target = await fx.store();
+    const target = await newStore(t);
     const start = performance.now();
     const fetched = new DataClient({ idleTimeoutMs: 15_000 }).fetch(server.address, ['small'], target);
     const outcome = await Promise.race([

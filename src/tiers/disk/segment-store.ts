@@ -2,8 +2,9 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { ClosedError } from '../../errors.js';
 import { Compactor, type CompactionTarget } from './compaction.js';
-import { DIRECT_MIN_BYTES, DirectWrites, alignUp } from './direct-io.js';
-import { ignoreMissing, writeFully } from './file-io.js';
+import { DirectWrites } from './direct-io.js';
+import { ignoreMissing } from './file-io.js';
+import { GroupCommit } from './group-commit.js';
 import { NO_SEGMENT, type Placements } from './placements.js';
 import { pruneMembers } from './segment-members.js';
 import { Segment, type Landing, type PinnedPlacement, type SegmentFile } from './segment.js';
@@ -34,13 +35,6 @@ export interface SegmentStoreOptions {
   directWrites: boolean;
 }
 
-/**
- * Group writes in flight per segment. Each group has its own reserved range, so two
- * pwritev calls never overlap; with two, a batch's write does not wait for the one before
- * it to land, which would leave the main thread idle while spilling small values.
- */
-const FLUSHES_IN_FLIGHT = 2;
-
 /** A segment's list of values is pruned of dead records once it holds this many and they outnumber the live ones. */
 const PRUNE_FROM = 1024;
 
@@ -51,6 +45,7 @@ export class SegmentStore implements CompactionTarget {
   private readonly unlinks = new Set<Promise<void>>();
   private readonly compactor: Compactor;
   readonly direct: DirectWrites;
+  readonly #commit: GroupCommit;
   private nextLane = 0;
   private seq = 0;
   private closed = false;
@@ -69,6 +64,7 @@ export class SegmentStore implements CompactionTarget {
     // two segments take writes in parallel (docs/tiers.md, write lanes).
     this.active = new Array<Segment | undefined>(options.directories.length * options.lanes).fill(undefined);
     this.direct = new DirectWrites(options.directWrites);
+    this.#commit = new GroupCommit(options.flushBytes, this.direct, this.counters, this);
     this.compactor = new Compactor(this, placements, options.segmentBytes);
   }
 
@@ -100,7 +96,7 @@ export class SegmentStore implements CompactionTarget {
       let to = from + 1;
       let length = first;
       while (to < slots.length && length + placements.stored(slots[to]) <= room) length += placements.stored(slots[to++]);
-      runs.push({ from, to, landing: this.enqueue(seg, pieces, from, to, length) });
+      runs.push({ from, to, landing: this.#commit.enqueue(seg, pieces, from, to, length) });
       from = to;
     }
     const settled = await Promise.allSettled(runs.map((r) => r.landing));
@@ -133,7 +129,7 @@ export class SegmentStore implements CompactionTarget {
    */
   async putPacked(ids: readonly number[], slots: readonly number[], lengths: readonly number[], pieces: readonly Uint8Array[], byteLength: number): Promise<void> {
     if (this.closed) throw new ClosedError('segment store');
-    const { segment, offset } = await this.enqueue(this.activeFor(byteLength), [pieces], 0, 1, byteLength, true);
+    const { segment, offset } = await this.#commit.enqueue(this.activeFor(byteLength), [pieces], 0, 1, byteLength, true);
     try {
       if (this.closed) throw new ClosedError('segment store');
       let at = offset;
@@ -245,7 +241,7 @@ export class SegmentStore implements CompactionTarget {
 
   /** Reserves space in the next directory's active segment and queues the bytes for it. */
   append(pieces: readonly Uint8Array[], length: number): Promise<Landing> {
-    return this.enqueue(this.activeFor(length), [pieces], 0, 1, length);
+    return this.#commit.enqueue(this.activeFor(length), [pieces], 0, 1, length);
   }
 
   /** The next lane's active segment, sealed and replaced if `length` would overflow it. */
@@ -257,31 +253,6 @@ export class SegmentStore implements CompactionTarget {
       seg = undefined;
     }
     return seg ?? this.create(lane);
-  }
-
-  /**
-   * Reserves `length` bytes at the end of `segment` and queues the pieces of values
-   * `from` to `to` (exclusive) for its next flush.
-   */
-  private enqueue(segment: Segment, pieces: readonly (readonly Uint8Array[])[], from: number, to: number, length: number, packed = false): Promise<Landing> {
-    const offset = segment.size;
-    if (!packed) segment.queuePacked = false;
-    if (segment.queue.length === 0) segment.queueStart = offset;
-    segment.size += length;
-    segment.pending++;
-    for (let i = from; i < to; i++) segment.queueRuns.push(pieces[i]);
-    return new Promise<void>((resolve, reject) => {
-      segment.queue.push({ resolve, reject });
-      segment.queueBytes += length;
-      this.schedule(segment);
-    }).then(
-      () => ({ segment, offset }),
-      (err: unknown) => {
-        segment.pending--;
-        this.check(segment);
-        throw err;
-      },
-    );
   }
 
   /** A new segment for `lane` (lane i writes into directory i modulo the number of directories). */
@@ -302,58 +273,6 @@ export class SegmentStore implements CompactionTarget {
     seg.sealed = true;
     if (this.active[seg.lane] === seg) this.active[seg.lane] = undefined;
     this.check(seg);
-  }
-
-  /** Flushes now if the group is big, else on the next loop turn so concurrent appends join it. */
-  private schedule(seg: Segment): void {
-    if (seg.flushing >= FLUSHES_IN_FLIGHT || seg.scheduled) return;
-    if (seg.queueBytes >= this.options.flushBytes) {
-      void this.flush(seg);
-      return;
-    }
-    seg.scheduled = true;
-    setImmediate(() => {
-      seg.scheduled = false;
-      void this.flush(seg);
-    });
-  }
-
-  private async flush(seg: Segment): Promise<void> {
-    if (seg.flushing >= FLUSHES_IN_FLIGHT || seg.queue.length === 0) return;
-    seg.flushing++;
-    const group = seg.queue;
-    const runs = seg.queueRuns;
-    const packed = seg.queuePacked;
-    const start = seg.queueStart;
-    const end = start + seg.queueBytes;
-    seg.queue = [];
-    seg.queueRuns = [];
-    seg.queuePacked = true;
-    seg.queueBytes = 0;
-    // A direct group's last block is padded, and the padding reserved (nothing was reserved
-    // after `end` yet: every reservation since queueStart is in this group).
-    const direct = this.direct.on && end - alignUp(start) >= DIRECT_MIN_BYTES;
-    const reservedEnd = direct ? alignUp(end) : end;
-    if (direct) seg.size = reservedEnd;
-    try {
-      const handle = await seg.handle;
-      const pieces = runs.length === 1 ? runs[0] : runs.flat();
-      if (!direct || !(await this.direct.writeGroup(seg, handle, pieces, start, end))) {
-        await writeFully(handle, pieces, start, packed ? end - start : undefined);
-      } else {
-        this.counters.directFlushes++;
-      }
-      this.counters.flushes++;
-      seg.landed(start, reservedEnd);
-      for (const a of group) a.resolve();
-    } catch (err) {
-      // Nothing is placed in a failed range and nothing writes there again: final too.
-      seg.landed(start, reservedEnd);
-      for (const a of group) a.reject(err);
-    } finally {
-      seg.flushing--;
-      if (seg.queue.length > 0) this.schedule(seg);
-    }
   }
 
   /** Deletes a segment nobody needs, or queues a compaction if it is mostly dead. */

@@ -44,5 +44,6 @@ export function channelOutbox(channels: ControlChannels): Outbox {
     acquireReplicas: (worker, keys) => send(worker.id, Methods.acquireReplicas, { keys }),
     retire: (worker) => send(worker.id, Methods.retire, {}),
     retired: (worker) => send(worker.id, Methods.retired, {}),
+    notify: (worker, method, params) => send(worker.id, method, params),
   };
 }

@@ -54,7 +54,7 @@ export class Engine {
   constructor(outbox: Outbox, options: EngineOptions = {}) {
     this.#out = outbox;
     this.#allowedFailures = options.allowedFailures ?? 3;
-    this.#retirements = new Retirements(this.tasks, this.workers, outbox);
+    this.#retirements = new Retirements(this.tasks, this.workers, outbox, (worker) => this.#extension?.holds?.(worker) === true);
     const { tasks, workers, clients, counters, placement } = this;
     this.#moves = new Transitions({ tasks, workers, clients, counters, placement, retirements: this.#retirements, out: outbox });
   }
@@ -76,6 +76,16 @@ export class Engine {
       this.#moves.dropData(record);
       this.#moves.lose(record);
     }
+    this.#moves.done();
+  }
+
+  /** An extension's notification to a worker. */
+  notifyWorker(worker: WorkerRecord, method: string, params: unknown): void {
+    this.#out.notify?.(worker, method, params);
+  }
+
+  /** After an extension changed its mind outside an engine event: place tasks, step retirements. */
+  reconsider(): void {
     this.#moves.done();
   }
 
@@ -115,6 +125,7 @@ export class Engine {
   markClosing(worker: WorkerRecord, reschedule: readonly string[] = []): void {
     if (!worker.closing) {
       worker.closing = true;
+      this.#extension?.workerClosing?.(worker);
       for (const record of this.placement.takeQueue(worker.id)) this.placement.enqueue(record);
     }
     for (const key of reschedule) {
@@ -244,6 +255,7 @@ export class Engine {
         }
       }
       this.#moves.settle([record.key, ...record.deps]);
+      this.#extension?.finished?.(record);
     }
     this.#moves.done();
   }

@@ -15,4 +15,10 @@ export interface EngineExtension {
   retryError?(record: TaskRecord, error: TaskErrorInfo): boolean;
   /** A worker was removed; called after the engine's own bookkeeping, before tasks are placed. */
   workerRemoved?(worker: WorkerRecord): void;
+  /** A worker started retiring; called before what waited for it is placed elsewhere. */
+  workerClosing?(worker: WorkerRecord): void;
+  /** A task's result was stored; called before tasks are placed. */
+  finished?(record: TaskRecord): void;
+  /** True: this retiring worker still has something to hand over; it is not told `retired` yet. */
+  holds?(worker: WorkerRecord): boolean;
 }

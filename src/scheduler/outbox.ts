@@ -13,4 +13,6 @@ export interface Outbox {
   retire(worker: WorkerRecord): void;
   /** Retirement done: exit. */
   retired(worker: WorkerRecord): void;
+  /** An extension's notification to a worker (the shuffle's retirement messages). */
+  notify?(worker: WorkerRecord, method: string, params: unknown): void;
 }

@@ -30,6 +30,8 @@ export class Retirements {
     private readonly tasks: TaskTable,
     private readonly workers: Map<string, WorkerRecord>,
     private readonly out: RetirementOutbox,
+    /** True while a closing worker has something else to hand over (a shuffle's pieces). */
+    private readonly holds: (worker: WorkerRecord) => boolean = () => false,
   ) {}
 
   /** Copies still in flight for a closing worker. */
@@ -107,7 +109,7 @@ export class Retirements {
       }
       for (const [target, keys] of batches) this.out.acquireReplicas(target, keys);
     }
-    if (left === 0 && worker.processing.size === 0) {
+    if (left === 0 && worker.processing.size === 0 && !this.holds(worker)) {
       this.#told.add(worker.id);
       this.#moving.delete(worker.id);
       this.out.retired(worker);

@@ -63,7 +63,7 @@ export class Scheduler {
       channels,
       departures,
       modules,
-      shuffles: new ShuffleExtension(engine),
+      shuffles: new ShuffleExtension(engine, log),
       metrics: this.#metrics,
       tasks: this.tasks,
       life: this.#life,

@@ -34,6 +34,7 @@ const WORKER_METHODS = new Set<string>([
   Methods.workerClosing,
   ShuffleMethods.get,
   ShuffleMethods.transferred,
+  ShuffleMethods.handedOver,
   Methods.addKeys,
 ]);
 const CLIENT_METHODS = new Set<string>([Methods.submit, Methods.release, Methods.progress, Methods.uploadModule, Methods.retireWorkers]);
@@ -151,6 +152,7 @@ export class ControlSessions {
     on(Methods.retireWorkers, (params) => this.#parts.scheduler.retireWorkers(stringArray(object(params, 'retire-workers params').workers, 'retire-workers: workers')));
     on(ShuffleMethods.get, (params) => this.#parts.shuffles.get(params));
     on(ShuffleMethods.transferred, (params) => this.#parts.shuffles.transferred(params));
+    on(ShuffleMethods.handedOver, (params) => this.#parts.shuffles.handedOver(worker(), params));
     on(Methods.whoHas, (params) => this.#parts.engine.whoHas(stringArray(object(params, 'who-has params').keys, 'who-has: keys')));
     on(Methods.submit, async (params) => {
       const id = clientId();

@@ -27,7 +27,46 @@ export const ShuffleMethods = {
   get: 'shuffle-get',
   /** Notification `{ key, id, run }`, sent just before the transfer's task-finished: the run its pieces went to. */
   transferred: 'shuffle-transferred',
+  /** Notification ShuffleHandedOverParams: a retiring worker's outputs of a slot are on its heir (or could not be). */
+  handedOver: 'shuffle-handed-over',
 } as const;
+
+/** Control-plane notifications, scheduler → worker, of a retirement (docs/architecture.md#the-p2p-shuffle). */
+export const ShuffleWorkerMethods = {
+  /** ShuffleSlotParams: this worker inherits a slot; its unpacks wait until the pieces have come. */
+  expect: 'shuffle-expect',
+  /** ShuffleHandoverParams: this retiring worker sends the pieces it holds for a slot to its heir. */
+  handover: 'shuffle-handover',
+} as const;
+
+/** One participant's place in a run: it owns the outputs j with `ownerIndex(j, participants) === slot`. */
+export interface ShuffleSlotParams {
+  id: string;
+  run: number;
+  slot: number;
+  participants: number;
+  partitions: number;
+}
+
+export interface ShuffleHandoverParams extends ShuffleSlotParams {
+  /** The heir's data address. */
+  to: { host: string; port: number };
+}
+
+export interface ShuffleHandedOverParams {
+  id: string;
+  run: number;
+  slot: number;
+  ok: boolean;
+  error?: string;
+}
+
+/** The outputs a slot owns. */
+export function outputsOfSlot(slot: number, participants: number, partitions: number): number[] {
+  const out: number[] = [];
+  for (let j = slot; j < partitions; j += participants) out.push(j);
+  return out;
+}
 
 /** What every task of one shuffle carries. */
 export interface ShuffleMeta {

@@ -40,6 +40,16 @@ interface OutputBuffer {
   chunks: string[];
 }
 
+/** A slot this worker inherits: its unpacks wait for `done`. */
+interface Expectation {
+  readonly id: string;
+  readonly run: number;
+  readonly slot: number;
+  readonly outputs: ReadonlySet<number>;
+  readonly done: Promise<void>;
+  readonly settle: () => void;
+}
+
 /** One run of one shuffle as this worker holds it. */
 interface RunState {
   readonly id: string;
@@ -59,6 +69,8 @@ export class ShuffleReceiver {
   readonly #store: SpillStore;
   readonly #options: Required<ReceiverOptions>;
   readonly #runs = new Map<string, RunState>();
+  /** Slots this worker inherits from a retiring one, whose pieces are on their way. */
+  readonly #expected: Expectation[] = [];
   #bufferedBytes = 0;
   /** When the store last failed to spill for lack of room. */
   #lastDiskFull = 0;
@@ -92,12 +104,77 @@ export class ShuffleReceiver {
    */
   async accept(push: PushParams): Promise<void> {
     await this.#room();
-    const state = this.#stateFor(push.id, push.run);
-    const frameId = `${push.input}:${push.seq}`;
+    this.#takeIn(this.#stateFor(push.id, push.run), `${push.input}:${push.seq}`, push.data);
+    await this.#afterTakeIn(push.id);
+  }
+
+  /**
+   * Takes in one frame of the pieces a retiring worker held for `slot` (docs/architecture.md,
+   * "Retiring a participant"): the same records, under their own frame ids.
+   */
+  async adopt(id: string, run: number, slot: number, seq: number, data: readonly Uint8Array[]): Promise<void> {
+    await this.#room();
+    this.#takeIn(this.#stateFor(id, run), `adopt:${slot}:${seq}`, data);
+    await this.#afterTakeIn(id);
+  }
+
+  /** This worker inherits `slot` of shuffle `id`: its unpacks of `outputs` wait until adopted() (or the run moves on). */
+  expect(id: string, run: number, slot: number, outputs: readonly number[]): void {
+    this.#settle(id, (e) => e.slot === slot);
+    let settle!: () => void;
+    const done = new Promise<void>((resolve) => (settle = resolve));
+    this.#expected.push({ id, run, slot, outputs: new Set(outputs), done, settle });
+  }
+
+  /** The pieces of `slot` have all come: its unpacks may take them. */
+  adopted(id: string, run: number, slot: number): void {
+    this.#settle(id, (e) => e.run === run && e.slot === slot);
+  }
+
+  /** Resolves once no adoption of output `output` of shuffle `id` is under way here, or after `timeoutMs`. */
+  async whenAdopted(id: string, output: number, timeoutMs: number): Promise<void> {
+    const pending = this.#expected.filter((e) => e.id === id && e.outputs.has(output)).map((e) => e.done);
+    if (pending.length === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(pending), new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+    clearTimeout(timer);
+  }
+
+  /**
+   * Takes the outputs `outputs` of run `run` of shuffle `id` out, for handing to an heir:
+   * the store keys of their chunks (buffers flushed first). The caller deletes the keys.
+   */
+  handOut(id: string, run: number, outputs: readonly number[]): { output: number; keys: string[] }[] {
+    const state = this.#runs.get(id);
+    if (state?.run !== run) return [];
+    const out: { output: number; keys: string[] }[] = [];
+    for (const output of outputs) {
+      const buffer = state.outputs.get(output);
+      if (buffer === undefined) continue;
+      if (buffer.bytes > 0) this.#flush(state, output, buffer);
+      state.outputs.delete(output);
+      out.push({ output, keys: buffer.chunks });
+    }
+    return out;
+  }
+
+  #settle(id: string, which: (e: Expectation) => boolean): void {
+    for (const e of this.#expected.filter((x) => x.id === id && which(x))) {
+      e.settle();
+      this.#expected.splice(this.#expected.indexOf(e), 1);
+    }
+  }
+
+  async #afterTakeIn(id: string): Promise<void> {
+    const state = this.#runs.get(id);
+    if (state !== undefined && this.#bufferedBytes > this.#options.bufferBytes) await this.#flushAll(state);
+  }
+
+  #takeIn(state: RunState, frameId: string, data: readonly Uint8Array[]): void {
     if (state.seen.has(frameId)) return; // a retried push already taken in
     state.seen.add(frameId);
     // Records stay views of the push until their output's buffer is flushed: one copy, into the chunk.
-    for (const record of parseRecordViews(push.data)) {
+    for (const record of parseRecordViews(data)) {
       let buffer = state.outputs.get(record.output);
       if (buffer === undefined) {
         buffer = { records: [], bytes: 0, chunks: [] };
@@ -108,7 +185,6 @@ export class ShuffleReceiver {
       this.#bufferedBytes += record.bytes;
       if (buffer.bytes >= this.#options.chunkBytes) this.#flush(state, record.output, buffer);
     }
-    if (this.#bufferedBytes > this.#options.bufferBytes) await this.#flushAll(state);
   }
 
   /**
@@ -146,6 +222,8 @@ export class ShuffleReceiver {
   forget(id: string): void {
     const state = this.#runs.get(id);
     if (state === undefined) return;
+    // The adoptions awaited for this run or older ones will not come.
+    this.#settle(id, (e) => e.run <= state.run);
     this.#runs.delete(id);
     for (const buffer of state.outputs.values()) {
       this.#bufferedBytes -= buffer.bytes;

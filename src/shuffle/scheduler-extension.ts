@@ -10,12 +10,17 @@
  */
 import type { TaskErrorInfo } from '../cluster/protocol.js';
 import { InvalidArgumentError } from '../errors.js';
+import { type Logger, silentLogger } from '../log.js';
 import type { Engine } from '../scheduler/engine.js';
 import type { EngineExtension } from '../scheduler/extension.js';
 import { type TaskRecord, isPending } from '../scheduler/state.js';
 import type { WorkerRecord } from '../scheduler/workers.js';
 import {
   MAX_SHUFFLE_OUTPUTS,
+  type ShuffleHandedOverParams,
+  type ShuffleHandoverParams,
+  type ShuffleSlotParams,
+  ShuffleWorkerMethods,
   ShuffleFunctions,
   barrierKey,
   type ShuffleRunInfo,
@@ -24,10 +29,20 @@ import {
   shuffleMetaOf,
 } from './protocol.js';
 
+/** A retiring participant's slot on its way to an heir (`sent`: the retiring worker was told to send it). */
+interface SlotMove {
+  readonly from: WorkerRecord;
+  readonly to: WorkerRecord;
+  sent: boolean;
+}
+
 interface ShuffleState {
   readonly id: string;
+  readonly partitions: number;
   run: number;
   participants: WorkerRecord[];
+  /** Slots of retiring participants moving to heirs, in this run. */
+  readonly moves: Map<number, SlotMove>;
   /** Outputs assembled before this run began: not sent again. */
   done: number[];
   /** The run each transfer reported its pieces went to (shuffle-transferred), until its result is accepted. */
@@ -41,10 +56,12 @@ const RETRIES_PER_RUN = 3;
 
 export class ShuffleExtension implements EngineExtension {
   readonly #engine: Engine;
+  readonly #log: Logger;
   readonly #shuffles = new Map<string, ShuffleState>();
 
-  constructor(engine: Engine) {
+  constructor(engine: Engine, log: Logger = silentLogger) {
     this.#engine = engine;
+    this.#log = log;
     engine.extension = this;
   }
 
@@ -62,7 +79,7 @@ export class ShuffleExtension implements EngineExtension {
     this.#prune();
     let state = this.#shuffles.get(p.id);
     if (state === undefined) {
-      state = { id: p.id, run: 1, participants: this.#openWorkers(), done: [], transferRuns: new Map(), retries: 0 };
+      state = { id: p.id, partitions: p.partitions as number, run: 1, participants: this.#openWorkers(), moves: new Map(), done: [], transferRuns: new Map(), retries: 0 };
       if (state.participants.length === 0) throw new InvalidArgumentError('no open worker to shuffle on');
       this.#shuffles.set(p.id, state);
     }
@@ -85,7 +102,8 @@ export class ShuffleExtension implements EngineExtension {
     if (found?.name !== ShuffleFunctions.unpack) return undefined;
     const state = this.#shuffles.get(found.meta.id);
     if (state === undefined) return undefined;
-    const owner = state.participants[ownerIndex((found.meta as UnpackMeta).output, state.participants.length)];
+    const slot = ownerIndex((found.meta as UnpackMeta).output, state.participants.length);
+    const owner = state.moves.get(slot)?.to ?? state.participants[slot];
     return this.#engine.workers.get(owner.id) === owner ? owner.id : undefined;
   }
 
@@ -108,24 +126,107 @@ export class ShuffleExtension implements EngineExtension {
     return true;
   }
 
+  /**
+   * A participant retires: each of its slots with outputs still to assemble gets an heir, an
+   * open worker, told to expect the pieces (its unpacks of the slot wait for them); once the
+   * barrier is done (every piece is where it belongs) the retiring worker is told to send
+   * them. The run goes on: nothing is split or pushed again.
+   */
+  workerClosing(worker: WorkerRecord): void {
+    for (const state of this.#shuffles.values()) {
+      if (!state.participants.includes(worker) || this.#pendingUnpacks(state).length === 0) continue;
+      state.participants.forEach((participant, slot) => {
+        if (participant !== worker || state.moves.has(slot)) return;
+        const heir = this.#heir(state, worker);
+        if (heir === undefined) return; // nowhere to go: the run restarts when it leaves
+        state.moves.set(slot, { from: worker, to: heir, sent: false });
+        const params: ShuffleSlotParams = { id: state.id, run: state.run, slot, participants: state.participants.length, partitions: state.partitions };
+        this.#engine.notifyWorker(heir, ShuffleWorkerMethods.expect, params);
+      });
+      if (this.#engine.tasks.get(barrierKey(state.id))?.state === 'memory') this.#sendMoves(state);
+    }
+  }
+
+  /** A task finished: a shuffle's barrier means every piece is stored, so retiring participants may hand theirs over. */
+  finished(record: TaskRecord): void {
+    const found = shuffleMetaOf(record.spec);
+    if (found?.name !== ShuffleFunctions.barrier) return;
+    const state = this.#shuffles.get(found.meta.id);
+    if (state !== undefined) this.#sendMoves(state);
+  }
+
+  /** True while a retiring worker still has slots to hand over: it is not told `retired` before. */
+  holds(worker: WorkerRecord): boolean {
+    for (const state of this.#shuffles.values()) for (const move of state.moves.values()) if (move.from === worker) return true;
+    return false;
+  }
+
+  /** `shuffle-handed-over` from a retiring worker: its slot is its heir's now (or, failed, the run restarts when it leaves). */
+  handedOver(worker: WorkerRecord, params: unknown): void {
+    const p = params as Partial<ShuffleHandedOverParams> | null;
+    if (typeof p?.id !== 'string' || !Number.isInteger(p.run) || !Number.isInteger(p.slot) || typeof p.ok !== 'boolean') {
+      throw new InvalidArgumentError('shuffle-handed-over needs { id, run, slot, ok }');
+    }
+    const state = this.#shuffles.get(p.id);
+    const move = state?.moves.get(p.slot as number);
+    if (state === undefined || move === undefined || move.from !== worker || state.run !== p.run) return;
+    state.moves.delete(p.slot as number);
+    if (p.ok && this.#engine.workers.get(move.to.id) === move.to) {
+      state.participants[p.slot as number] = move.to;
+      this.#log.info({ shuffle: state.id, run: state.run, slot: p.slot, from: worker.name, to: move.to.name }, "a retiring worker's shuffle outputs moved to another worker");
+    } else {
+      this.#log.warn({ shuffle: state.id, run: state.run, slot: p.slot, from: worker.name, to: move.to.name, error: p.error }, "a retiring worker could not hand its shuffle outputs over; the shuffle restarts when it leaves");
+    }
+    this.#engine.reconsider();
+  }
+
   workerRemoved(worker: WorkerRecord): void {
     for (const state of [...this.#shuffles.values()]) {
+      for (const [slot, move] of state.moves) if (move.from === worker || move.to === worker) state.moves.delete(slot);
       if (!state.participants.includes(worker)) continue;
       const barrier = this.#engine.tasks.get(barrierKey(state.id));
       if (barrier === undefined) {
         this.#shuffles.delete(state.id);
         continue;
       }
-      const unpacks = [...barrier.dependents].map((key) => this.#engine.tasks.get(key)).filter((r): r is TaskRecord => r !== undefined);
-      const pending = unpacks.filter((r) => isPending(r.state) || (r.state === 'released' && this.#engine.tasks.needed(r)));
-      if (pending.length === 0) continue;
-      this.#restart(state, barrier, unpacks);
+      if (this.#pendingUnpacks(state).length === 0) continue;
+      this.#restart(state, barrier, this.#unpacks(barrier));
     }
+  }
+
+  #unpacks(barrier: TaskRecord): TaskRecord[] {
+    return [...barrier.dependents].map((key) => this.#engine.tasks.get(key)).filter((r): r is TaskRecord => r !== undefined);
+  }
+
+  /** Outputs still to assemble (none without a barrier: the shuffle is over). */
+  #pendingUnpacks(state: ShuffleState): TaskRecord[] {
+    const barrier = this.#engine.tasks.get(barrierKey(state.id));
+    if (barrier === undefined) return [];
+    return this.#unpacks(barrier).filter((r) => isPending(r.state) || (r.state === 'released' && this.#engine.tasks.needed(r)));
+  }
+
+  /** Tells retiring participants to send their slots to their heirs. */
+  #sendMoves(state: ShuffleState): void {
+    for (const [slot, move] of state.moves) {
+      if (move.sent) continue;
+      move.sent = true;
+      const params: ShuffleHandoverParams = { id: state.id, run: state.run, slot, participants: state.participants.length, partitions: state.partitions, to: move.to.data };
+      this.#engine.notifyWorker(move.from, ShuffleWorkerMethods.handover, params);
+    }
+  }
+
+  /** The open worker owning the fewest slots (counting those on their way), then holding the fewest bytes. */
+  #heir(state: ShuffleState, leaving: WorkerRecord): WorkerRecord | undefined {
+    const owned = (w: WorkerRecord): number => state.participants.filter((p) => p === w).length + [...state.moves.values()].filter((m) => m.to === w).length;
+    const open = this.#openWorkers().filter((w) => w !== leaving);
+    open.sort((a, b) => owned(a) - owned(b) || a.nbytes - b.nbytes);
+    return open[0];
   }
 
   #restart(state: ShuffleState, barrier: TaskRecord, unpacks: TaskRecord[]): void {
     state.run++;
     state.participants = this.#openWorkers();
+    state.moves.clear();
     state.retries = 0;
     state.done = unpacks.filter((r) => r.state === 'memory').map((r) => (shuffleMetaOf(r.spec)?.meta as UnpackMeta).output);
     // Pieces of the finished transfers went to the old run: every one of them runs again.

@@ -16,19 +16,27 @@ import type { ExecutionResult, Executor } from '../worker/executor.js';
 import { makeRoom } from '../worker/room.js';
 import { ShuffleDiskFullError, ShufflePushError } from './errors.js';
 import {
+  type ShuffleHandedOverParams,
+  type ShuffleHandoverParams,
+  type ShuffleSlotParams,
   ShuffleFunctions,
   ShuffleMethods,
+  outputsOfSlot,
   type ShuffleRunInfo,
   type ShuffleTransferredParams,
   type TransferMeta,
   type UnpackMeta,
 } from './protocol.js';
 import { PeerPool } from './peer-pool.js';
+import { parseRecords } from './records.js';
 import { type PushParams, ShuffleReceiver } from './receiver.js';
 import type { AssembleRequest, SplitRequest, SplitResult } from './thread-tasks.js';
 
 /** The body of a data-plane request that pushes pieces. */
 export const PUSH_OP = 'shuffle-push';
+
+/** The body of a data-plane request that hands a retiring worker's pieces to its heir. */
+export const ADOPT_OP = 'shuffle-adopt';
 
 /** Largest push frame: well under the data plane's 16 MiB frame limit. */
 export const FRAME_BYTES = 4 * 1024 * 1024;
@@ -77,6 +85,7 @@ export class ShuffleService {
 
   /** The data plane's generic requests: pushes of pieces (their records as the request's raw payload). */
   async onRequest(body: unknown, payload?: readonly Uint8Array[]): Promise<unknown> {
+    if ((body as { op?: unknown } | null)?.op === ADOPT_OP) return await this.#onAdopt(body, payload);
     const push = parsePush(body, payload);
     await this.receiver.accept(push);
     this.bytes.received += push.data.reduce((sum, part) => sum + part.byteLength, 0);
@@ -103,6 +112,58 @@ export class ShuffleService {
 
   close(): void {
     this.#peers.close();
+  }
+
+  /** The scheduler made this worker the heir of a retiring participant's slot: its unpacks of that slot wait for the pieces. */
+  expect(params: ShuffleSlotParams): void {
+    if (!isSlot(params)) return;
+    this.receiver.expect(params.id, params.run, params.slot, outputsOfSlot(params.slot, params.participants, params.partitions));
+  }
+
+  /**
+   * This worker retires: sends the pieces it holds for `slot` (chunks in the store, maybe on
+   * disk: raw bytes, never decoded) to the heir, framed along record boundaries, then tells
+   * the heir and the scheduler that the slot has moved.
+   */
+  async handover(params: ShuffleHandoverParams): Promise<void> {
+    if (!isSlot(params) || typeof params.to?.host !== 'string' || !Number.isInteger(params.to.port)) return;
+    const { id, run, slot, to } = params;
+    const store = this.#options.store;
+    const report = (ok: boolean, error?: string): void => this.#options.channel().notify(ShuffleMethods.handedOver, { id, run, slot, ok, error } satisfies ShuffleHandedOverParams);
+    try {
+      let seq = 0;
+      for (const { keys } of this.receiver.handOut(id, run, outputsOfSlot(slot, params.participants, params.partitions))) {
+        for (const key of keys) {
+          const lease = await store.acquire([key]);
+          try {
+            for (const frame of recordFrames(lease.get(key) as Uint8Array, FRAME_BYTES)) {
+              await this.#peers.request(to, { op: ADOPT_OP, id, run, slot, seq: seq++ }, frame);
+              this.bytes.sent += frame.byteLength;
+            }
+          } finally {
+            lease.release();
+          }
+          store.delete(key);
+        }
+      }
+      await this.#peers.request(to, { op: ADOPT_OP, id, run, slot, done: true });
+      report(true);
+    } catch (err) {
+      report(false, errorMessage(err));
+    }
+  }
+
+  async #onAdopt(body: unknown, payload: readonly Uint8Array[] | undefined): Promise<null> {
+    const b = body as Partial<ShuffleSlotParams & { seq: number; done: boolean }>;
+    if (typeof b.id !== 'string' || !Number.isInteger(b.run) || !Number.isInteger(b.slot)) throw new InvalidArgumentError('a shuffle adoption needs { op, id, run, slot, seq | done }');
+    if (b.done === true) {
+      this.receiver.adopted(b.id, b.run as number, b.slot as number);
+      return null;
+    }
+    if (!Number.isInteger(b.seq) || payload === undefined) throw new InvalidArgumentError('a shuffle adoption frame needs { seq } and its records as the raw payload');
+    await this.receiver.adopt(b.id, b.run as number, b.slot as number, b.seq as number, payload);
+    this.bytes.received += payload.reduce((sum, part) => sum + part.byteLength, 0);
+    return null;
   }
 
   async #currentRun(meta: { id: string; partitions: number }): Promise<ShuffleRunInfo> {
@@ -183,6 +244,8 @@ export class ShuffleService {
 
   /** Assembles output j from the chunks this worker holds (in a thread: decoding and the user's combine). */
   async #unpack(meta: UnpackMeta): Promise<ExecutionResult> {
+    // Pieces on their way from a retiring worker whose slot this one inherited come first.
+    await this.receiver.whenAdopted(meta.id, meta.output, this.#retryMs);
     // Nothing held (this worker joined after the pieces were sent, or lost them): the thread reports what is missing.
     const taken = this.receiver.take(meta.id, meta.output) ?? { run: 0, keys: [] };
     const store = this.#options.store;
@@ -198,6 +261,25 @@ export class ShuffleService {
       for (const key of taken.keys) store.delete(key);
     }
   }
+}
+
+function isSlot(p: Partial<ShuffleSlotParams> | null | undefined): p is ShuffleSlotParams {
+  return typeof p?.id === 'string' && [p.run, p.slot, p.participants, p.partitions].every((n) => Number.isInteger(n) && (n as number) >= 0) && (p.participants as number) > 0;
+}
+
+/** A chunk's records in frames of at most `frameBytes` (a record larger than that alone in its frame). */
+function* recordFrames(chunk: Uint8Array, frameBytes: number): Generator<Uint8Array> {
+  let start = 0;
+  let end = 0;
+  for (const { record } of parseRecords(chunk)) {
+    const at = record.byteOffset - chunk.byteOffset;
+    if (end > start && at + record.byteLength - start > frameBytes) {
+      yield chunk.subarray(start, end);
+      start = at;
+    }
+    end = at + record.byteLength;
+  }
+  if (end > start) yield chunk.subarray(start, end);
 }
 
 function parsePush(body: unknown, payload: readonly Uint8Array[] | undefined): PushParams {

@@ -1,5 +1,6 @@
 import { Methods, type RegisterWorkerParams, type RegisterWorkerResult } from '../cluster/protocol.js';
 import type { Channel, ChannelOptions } from '../control/channel.js';
+import { ShuffleWorkerMethods } from '../shuffle/protocol.js';
 import { connectWithRetry } from '../control/connect.js';
 import { AddressError } from '../control/errors.js';
 import { ProtocolError, RemoteError } from '../transfer/errors.js';
@@ -17,6 +18,8 @@ const SCHEDULER_NOTIFICATIONS = [
   Methods.acquireReplicas,
   Methods.retire,
   Methods.retired,
+  ShuffleWorkerMethods.expect,
+  ShuffleWorkerMethods.handover,
 ];
 
 /** A registered connection to the scheduler; `replay` delivers what arrived with the registration answer. */

@@ -9,6 +9,8 @@ import {
   type WorkerRemovedParams,
 } from '../cluster/protocol.js';
 import { InvalidArgumentError } from '../errors.js';
+import { type ShuffleHandoverParams, type ShuffleSlotParams, ShuffleWorkerMethods } from '../shuffle/protocol.js';
+import type { ShuffleService } from '../shuffle/worker-service.js';
 import type { SpillStore } from '../store/spill-store.js';
 import type { Fetcher } from './fetcher.js';
 import type { WorkerLifecycle } from './lifecycle.js';
@@ -28,6 +30,8 @@ export interface SchedulerMessagesParts {
   readonly reports: TaskReports;
   readonly retirement: Retirement;
   readonly life: WorkerLifecycle;
+  /** The shuffle service: a retiring worker hands its pieces over, its heir expects them. */
+  readonly shuffle: Pick<ShuffleService, 'expect' | 'handover'>;
   /** How long a retirement the scheduler asks for may take. */
   readonly retireTimeoutMs: number;
 }
@@ -50,6 +54,8 @@ export class SchedulerMessages {
     else if (method === Methods.acquireReplicas) void retirement.acquireReplicas(params as AcquireReplicasParams);
     else if (method === Methods.retire) void retirement.retireOnRequest(this.#parts.retireTimeoutMs);
     else if (method === Methods.retired) retirement.retired();
+    else if (method === ShuffleWorkerMethods.expect) this.#parts.shuffle.expect(params as ShuffleSlotParams);
+    else if (method === ShuffleWorkerMethods.handover) void this.#parts.shuffle.handover(params as ShuffleHandoverParams);
     else this.#onReleaseKeys(params as ReleaseKeysParams);
   }
 

@@ -122,7 +122,7 @@ export class Worker extends EventEmitter {
     const runnerParts = { store, server, tasks, reports, life, fetcher, executor, shuffle: this.#shuffle, modules, monitoring: this.#monitoring, events: this };
     const pump = (this.#pump = new TaskPump(runnerParts, options.nthreads, options));
     this.#retirement = new Retirement({ store, tasks, fetcher, link, reports, life, log, worker: this });
-    this.#messages = new SchedulerMessages({ store, tasks, pump, fetcher, modules, reports, retirement: this.#retirement, life, retireTimeoutMs: options.retireTimeoutMs });
+    this.#messages = new SchedulerMessages({ store, tasks, pump, fetcher, modules, reports, retirement: this.#retirement, life, shuffle: this.#shuffle, retireTimeoutMs: options.retireTimeoutMs });
     store.on('resume', () => pump.pump());
     this.#fullDisk = new FullDiskWatch(store, options.spillFailureTimeoutMs ?? 10_000, (failure) => this.#failForFullDisk(failure));
     // Logged once per episode of errors, with pause and resume.

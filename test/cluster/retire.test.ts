@@ -34,6 +34,44 @@ test('SIGTERM to a worker mid-shuffle (task-based): it hands its data over and t
   assert.equal(cluster.supervisor.workers[1].restarts, 0);
 });
 
+test('SIGTERM to a worker mid-shuffle (p2p): it hands its pieces and results over and the job verifies with no task recomputed', async (t) => {
+  const cluster = await startCluster(t, { workers: 3, memoryLimit: '64 MiB', nthreads: 1 });
+  const client = await Client.connect(cluster.address, { token: cluster.token });
+  t.after(() => client.close());
+  const plan = planWorkload('shuffle', { bytes: 64 * MiB, partitions: 9, seed: 12, method: 'p2p' });
+  const total = Object.keys(plan.graph).length;
+  const computing = client.compute(plan.graph, plan.wanted);
+  computing.catch(() => undefined);
+  await waitFor(async () => (await stateOf(cluster)).counters.tasksFinished >= total / 3, 'a third of the tasks done', 120_000);
+  await cluster.killWorker(1, 'SIGTERM');
+  const check = await plan.verify(await computing);
+  assert.deepEqual(check.problems, []);
+  assert.equal(check.verified, true);
+  const { counters } = await stateOf(cluster);
+  assert.equal(counters.tasksRecomputed, 0, 'no task was computed again: the shuffle did not restart');
+  assert.equal(counters.workersRetired, 1);
+  assert.equal(counters.workersLost, 0);
+  assert.equal(cluster.supervisor.workers[1].running, false);
+});
+
+test('SIGTERM mid-shuffle (p2p) past --retire-timeout: the worker exits anyway, the shuffle restarts and verifies', async (t) => {
+  const cluster = await startCluster(t, { workers: 2, memoryLimit: '64 MiB', nthreads: 1, retireTimeoutMs: 0 });
+  const client = await Client.connect(cluster.address, { token: cluster.token });
+  t.after(() => client.close());
+  const plan = planWorkload('shuffle', { bytes: 32 * MiB, partitions: 6, seed: 13, method: 'p2p' });
+  const total = Object.keys(plan.graph).length;
+  const computing = client.compute(plan.graph, plan.wanted);
+  computing.catch(() => undefined);
+  await waitFor(async () => (await stateOf(cluster)).counters.tasksFinished >= total / 3, 'a third of the tasks done', 120_000);
+  await cluster.killWorker(1, 'SIGTERM');
+  const check = await plan.verify(await computing);
+  assert.deepEqual(check.problems, []);
+  assert.equal(check.verified, true);
+  const { counters } = await stateOf(cluster);
+  assert.ok(counters.tasksRecomputed > 0, 'what it held was computed again');
+  assert.equal(cluster.supervisor.workers[1].running, false);
+});
+
 test('client.retireWorkers and POST /api/retire-workers retire workers; kept keys stay available without recomputing', async (t) => {
   const cluster = await startCluster(t, { workers: 3, memoryLimit: '64 MiB', nthreads: 1 });
   const client = await Client.connect(cluster.address, { token: cluster.token });

@@ -4,8 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { access, mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
-import os from 'node:os';
+import { access, rm, writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { pathToFileURL } from 'node:url';
@@ -15,16 +14,11 @@ import { Scheduler } from '../../src/scheduler/index.js';
 import { ModuleBundleError, ModuleRefusedError, UnknownModuleError } from '../../src/shipping/errors.js';
 import { Worker } from '../../src/worker/index.js';
 import { firstJsonLine, root } from '../cli/helpers.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { alive } from './helpers.js';
 
 const TOKEN = 'shipping-test';
 const distMain = path.join(root, 'dist/cli/main.js');
-
-async function tempDir(t: TestContext, prefix: string): Promise<string> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), prefix));
-  t.after(() => rm(dir, { recursive: true, force: true }));
-  return dir;
-}
 
 /** A worker from dist/ under plain node (no supervisor: the task's pid is its own), its working directory an empty folder of its own. */
 async function startDistWorker(t: TestContext, scheduler: Scheduler): Promise<{ child: ChildProcess; pid: number; cwd: string }> {

@@ -1,9 +1,7 @@
 /** The only worker (unsupervised) is killed by its task and nothing replaces it: the client gets NoWorkersError after noWorkersTimeoutMs (issue 33, item 4). */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
+import { tempDir } from '../helpers/temp-dir.js';
 import { Client } from '../../src/client/client.js';
 import { CliProcess } from '../../src/client/processes.js';
 import { NoWorkersError } from '../../src/errors.js';
@@ -15,8 +13,7 @@ test('a computation with no worker left fails with SPW_ERR_NO_WORKERS after noWo
   const token = 'no-workers-test-token';
   const scheduler = await Scheduler.start({ token, heartbeatIntervalMs: 200, noWorkersTimeoutMs: 1500 });
   t.after(() => scheduler.close());
-  const directory = await mkdtemp(path.join(os.tmpdir(), 'spillway-no-workers-'));
-  t.after(() => rm(directory, { recursive: true, force: true }));
+  const directory = await tempDir(t, 'spillway-no-workers-');
   const { host, port } = scheduler.address;
   const worker = new CliProcess(
     'worker',

@@ -5,9 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import fsp from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
+import { tempDir } from '../helpers/temp-dir.js';
 import { assertBuilt, packageJson, root, runScript } from './built.js';
 
 const NATIVE = new Set(['lz4-napi', '@node-rs/xxhash']);
@@ -40,8 +40,7 @@ interface Outcome {
 test('without lz4-napi and @node-rs/xxhash: import works, checksums fall back, lz4 fails with NativeModuleError', async (t) => {
   assertBuilt();
   assert.ok(packageJson.sideEffects === false);
-  const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'spw-no-native-'));
-  t.after(() => fsp.rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'spw-no-native-');
   await installWithoutNatives(dir);
   const script = `
     import { createRequire } from 'node:module';

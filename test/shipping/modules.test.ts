@@ -1,10 +1,10 @@
 /** Code shipping's parts without a cluster: the scheduler's registry, the client's graph rewriting. */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
+import { tempDir } from '../helpers/temp-dir.js';
 import type { ForgetModuleParams, ShipModuleParams, UploadModuleParams } from '../../src/cluster/protocol.js';
 import { GraphError, InvalidArgumentError } from '../../src/errors.js';
 import { shuffle } from '../../src/shuffle/protocol.js';
@@ -49,8 +49,7 @@ test('the registry keeps modules within its byte limit, least recently used drop
 });
 
 test('the client bundles the modules a graph names, shuffle split and combine included, and rewrites the graph to their addresses', async (t) => {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'spillway-ship-unit-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'spillway-ship-unit-');
   const url = pathToFileURL(path.join(dir, 'jobs.ts')).href;
   await writeFile(path.join(dir, 'jobs.ts'), 'export const load = (n: number): number[] => [n];\nexport function split(x: number[], p: number): number[][] { return Array.from({ length: p }, () => x); }\n');
   const uploads: UploadModuleParams[] = [];

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir, rm, truncate } from 'node:fs/promises';
-import os from 'node:os';
+import { readdir, truncate } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -8,6 +7,8 @@ import { Methods, ref } from '../../src/cluster/protocol.js';
 import { garbageCollector } from '../../src/runtime/garbage-collection.js';
 import { Worker } from '../../src/worker/index.js';
 import { FakeScheduler, TASKS, fn } from './helpers.js';
+import { cleanupScope } from '../helpers/cleanup.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { waitFor } from '../helpers/wait.js';
 import { OWNER_FILE } from '../../src/folders/owner.js';
 
@@ -17,9 +18,10 @@ let scheduler: FakeScheduler;
 let a: Worker;
 let b: Worker;
 let dir: string;
+const file = cleanupScope();
 
 before(async () => {
-  dir = await mkdtemp(path.join(os.tmpdir(), 'spillway-bad-input-'));
+  dir = await tempDir(file, 'spillway-bad-input-');
   scheduler = await FakeScheduler.start({ token: 't' });
   const options = { scheduler: scheduler.address, token: 't', memoryLimit: '128 MiB', nthreads: 1, monitorIntervalMs: false as const };
   a = await Worker.start({ ...options, name: 'a', localDirectory: dir });
@@ -28,7 +30,7 @@ before(async () => {
 after(async () => {
   await Promise.all([a.close(), b.close()]);
   await scheduler.close();
-  await rm(dir, { recursive: true, force: true });
+  await file.end();
 });
 
 test('a compute-task whose args are not an array is answered with a typed task-erred', async () => {

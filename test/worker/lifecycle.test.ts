@@ -1,17 +1,18 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
+import { readdir } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
 import { Worker } from '../../src/worker/index.js';
+import { cleanupScope } from '../helpers/cleanup.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { FakeScheduler, fn } from './helpers.js';
 
 describe('worker: event loop and lifecycle', () => {
+  const suite = cleanupScope();
   let dir: string;
   before(async () => {
-    dir = await mkdtemp(path.join(os.tmpdir(), 'spw-worker-test-'));
+    dir = await tempDir(suite, 'spw-worker-test-');
   });
-  after(() => rm(dir, { recursive: true, force: true }));
+  after(suite.end);
 
   test('a task blocking its thread for 2 s does not delay heartbeats', async () => {
     // 250 ms: the bound (2 intervals) must hold while other test files share this 2-core machine.

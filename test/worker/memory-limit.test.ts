@@ -1,15 +1,14 @@
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
+import { tempDir } from '../helpers/temp-dir.js';
 import { checkMemoryLimitSpec, hostMemory, resolveMemoryLimit } from '../../src/worker/memory-limit.js';
 
 const GiB = 2 ** 30;
 
-async function fakeCgroups(t: { after: (fn: () => Promise<void>) => void }, files: Record<string, string>): Promise<string> {
-  const root = await mkdtemp(path.join(os.tmpdir(), 'spillway-cgroup-'));
-  t.after(() => rm(root, { recursive: true, force: true }));
+async function fakeCgroups(t: TestContext, files: Record<string, string>): Promise<string> {
+  const root = await tempDir(t, 'spillway-cgroup-');
   for (const [file, text] of Object.entries(files)) {
     await mkdir(path.dirname(path.join(root, file)), { recursive: true });
     await writeFile(path.join(root, file), text);

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
+import { readdir } from 'node:fs/promises';
 import { test } from 'node:test';
 import { type ComputeTaskParams, Methods, type MissingDataParams, type TaskErredParams, type TaskFinishedParams } from '../../src/cluster/protocol.js';
 import type { Channel } from '../../src/control/channel.js';
 import { ControlServer } from '../../src/control/server.js';
 import { Worker } from '../../src/worker/index.js';
+import { onCleanup } from '../helpers/cleanup.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { FakeScheduler, fn } from './helpers.js';
 import { ProtocolError } from '../../src/transfer/errors.js';
 
@@ -86,18 +86,15 @@ test('a registration answer without a sane heartbeat interval fails start() with
 
 test('a worker whose close fails when it loses its scheduler still emits close, with no unhandled rejection', { timeout: 10_000 }, async (t) => {
   const scheduler = await FakeScheduler.start();
-  const localDirectory = await mkdtemp(path.join(os.tmpdir(), 'spillway-test-worker-'));
+  const localDirectory = await tempDir(t, 'spillway-test-worker-');
   const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '64 MiB', nthreads: 1, monitorIntervalMs: false, localDirectory, reconnect: false });
   const rejections: unknown[] = [];
   const onRejection = (reason: unknown): void => void rejections.push(reason);
   process.on('unhandledRejection', onRejection);
   t.after(() => process.off('unhandledRejection', onRejection));
   const realClose = worker.store.close.bind(worker.store);
-  // The store closes before its parent folder is removed (hooks run in registration order).
-  t.after(async () => {
-    await realClose();
-    await rm(localDirectory, { recursive: true, force: true });
-  });
+  // The store closes before its parent folder is removed.
+  onCleanup(t, realClose);
   worker.store.close = () => Promise.reject(new Error('the disk went away'));
   const closed = new Promise<unknown>((resolve) => worker.once('close', resolve));
   await scheduler.close();

@@ -10,6 +10,7 @@ import { once } from 'node:events';
 import net from 'node:net';
 import { type TestContext, test } from 'node:test';
 import { Client } from '../../src/client/client.js';
+import { waitFor } from '../helpers/wait.js';
 import { Channel } from '../../src/control/index.js';
 import { Scheduler } from '../../src/scheduler/index.js';
 
@@ -58,14 +59,6 @@ async function idleSockets(t: TestContext, address: Address, count: number): Pro
   return { closed: () => closed };
 }
 
-async function until(check: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 test('300 idle HTTP connections under a 256-descriptor limit: the control port still registers clients, and the idle ones are dropped', { timeout: 60_000 }, async (t) => {
   const { address, http } = await limitedScheduler(t, { token, httpPort: 0, http: { headersTimeoutMs: 1_000, requestTimeoutMs: 2_000 } });
   const idle = await idleSockets(t, http, 300);
@@ -73,7 +66,7 @@ test('300 idle HTTP connections under a 256-descriptor limit: the control port s
   const client = await Client.connect(address, { token });
   await client.close();
   // Silent and partial-header connections get 408 and are closed after headersTimeoutMs.
-  await until(() => idle.closed() === 300, 20_000, 'every idle HTTP connection to be closed by the scheduler');
+  await waitFor(() => idle.closed() === 300, 'every idle HTTP connection to be closed by the scheduler', 20_000);
   const response = await fetch(`http://${http.host}:${http.port}/api/state`);
   assert.equal(response.status, 200);
   assert.equal(((await response.json()) as { workers: unknown[] }).workers.length, 0);
@@ -87,7 +80,7 @@ test('an authenticated control connection that never registers is closed after r
   const started = Date.now();
   let open = true;
   channel.once('close', () => (open = false));
-  await until(() => !open, 10_000, 'the scheduler to close the silent channel');
+  await waitFor(() => !open, 'the scheduler to close the silent channel', 10_000);
   assert.ok(Date.now() - started >= 400, 'not before the deadline');
   // A client that registers in time is kept.
   const client = await Client.connect(scheduler.address, { token });

@@ -11,6 +11,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { generateThrowawayCertificates, writeTlsFiles } from '../../src/cluster/certificates.js';
 import { tempDir } from '../helpers/temp-dir.js';
+import { waitFor } from '../helpers/wait.js';
 import { Lines, Topology, hasCommand, netnsUnavailable } from './netns.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -40,7 +41,9 @@ test('a cluster across network namespaces', { skip: unavailable, timeout: 240_00
     cli(host.ns, ['worker', '--scheduler', `${scheduler.address}:${port}`, '--host', '0.0.0.0', '--port', String(DATA), '--memory-limit', '64Mi', '--nthreads', '1', '--connect-timeout', '90s', ...extra], env);
   const capture = async (file: string): Promise<{ stop: () => Promise<Buffer> }> => {
     const tcpdump = new Lines(topology.spawn(topology.switchNs, 'tcpdump', ['-i', 'br0', '-U', '-s', '0', '-w', file, 'tcp']));
-    await waitUntil(() => /listening on/.test(tcpdump.stderr), 10_000, `tcpdump to start:\n${tcpdump.stderr}`);
+    await waitFor(() => /listening on/.test(tcpdump.stderr), 'tcpdump to start', 10_000).catch((err: Error) => {
+      throw new Error(`${err.message}:\n${tcpdump.stderr}`);
+    });
     return {
       stop: async () => {
         tcpdump.child.kill('SIGINT');
@@ -71,7 +74,7 @@ test('a cluster across network namespaces', { skip: unavailable, timeout: 240_00
     await Promise.all([plainWorker.exited, plainScheduler.exited]);
   });
 
-  await waitUntil(() => Date.now() - workersStarted >= 20_000, 30_000, '20 s');
+  await waitFor(() => Date.now() - workersStarted >= 20_000, '20 s', 30_000);
   const schedulerStarted = Date.now();
   const tlsScheduler = cli(scheduler.ns, ['scheduler', '--host', '0.0.0.0', '--port', String(CONTROL), '--http-port', String(HTTP), '--heartbeat-interval', '250'], tlsEnv);
   await tlsScheduler.waitFor('listening', 30_000);
@@ -116,11 +119,3 @@ test('a cluster across network namespaces', { skip: unavailable, timeout: 240_00
 });
 
 if (unavailable !== undefined) test(`multi-host tests skipped: ${unavailable}`, { skip: unavailable }, () => undefined);
-
-async function waitUntil(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}

@@ -35,7 +35,8 @@ export default async function tpch(args: string[]): Promise<void> {
         const reference = runs[0].seconds <= runs[1].seconds ? runs[0] : runs[1];
         const same = query === 'q1' ? { ...compareRows(summary.rows ?? [], reference.rows), ties: 0 } : await duckdb.checkQ3((summary.rows ?? []) as Q3Row[], reference.rows as Q3Row[]);
         if (same.ties > 0) console.log(`${query}: ${same.ties} row(s) an order tied with DuckDB's (same revenue, date and priority), checked with DuckDB`);
-        const peak = Math.max(...summary.workers.map((w) => w.peakRss / w.memoryLimit));
+        const highest = summary.workers.reduce((a, b) => (b.peakRss / b.memoryLimit > a.peakRss / a.memoryLimit ? b : a));
+        const peak = highest.peakRss / highest.memoryLimit;
         const delay = Math.max(...summary.workers.map((w) => w.maxEventLoopDelayMs));
         const spilled = summary.workers.reduce((n, w) => n + w.spilledBytes, 0);
         if (!summary.verified) console.log(`${query}: not verified: ${summary.problems.slice(0, 3).join('; ')}`);
@@ -47,7 +48,7 @@ export default async function tpch(args: string[]): Promise<void> {
           `${reference.seconds.toFixed(2)} s`,
           `${(summary.computeSeconds / reference.seconds).toFixed(1)}×`,
           same.verified && summary.verified ? (same.ties > 0 ? `yes (${same.ties} tied)` : 'yes') : 'NO',
-          `${peak.toFixed(2)} ${peak <= 1 ? 'PASS' : 'FAIL'}`,
+          `${formatBytes(highest.peakRss)} / ${formatBytes(highest.memoryLimit)} = ${peak.toFixed(3)} ${peak <= 1 ? 'PASS' : 'FAIL'}`,
           `${delay.toFixed(0)} ms`,
           formatBytes(spilled),
         ]);

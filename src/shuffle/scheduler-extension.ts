@@ -157,7 +157,12 @@ export class ShuffleExtension implements EngineExtension {
 
   /** True while a retiring worker still has slots to hand over: it is not told `retired` before. */
   holds(worker: WorkerRecord): boolean {
-    for (const state of this.#shuffles.values()) for (const move of state.moves.values()) if (move.from === worker) return true;
+    for (const state of this.#shuffles.values()) {
+      // A shuffle over (or failed) meanwhile needs nothing handed over.
+      if (![...state.moves.values()].some((move) => move.from === worker)) continue;
+      if (this.#pendingUnpacks(state).length > 0) return true;
+      state.moves.clear();
+    }
     return false;
   }
 

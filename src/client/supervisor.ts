@@ -29,8 +29,8 @@ export interface SupervisorOptions {
    * (SIGKILL) and restarted; 0 turns it off. Default 0.95. See terminate-rule.ts.
    */
   terminate?: number;
-  /** The memory the kernel lets this host's workers have together (bytes): default the container's limit, else the host's memory. */
-  hostMemory?: number;
+  /** The memory the kernel lets this host's workers have together (bytes, or a string such as `'8 GiB'`): default the container's limit, else the host's memory. */
+  hostMemory?: number | string;
   /** How often RSS is read (ms). Default 200. */
   memoryIntervalMs?: number;
   /** Restart workers that exit unexpectedly. Default true. */
@@ -143,7 +143,8 @@ export class Supervisor extends EventEmitter {
     const memoryLimit = options.memoryLimit === undefined ? undefined : parseBytes(options.memoryLimit, 'memoryLimit');
     const terminate = options.terminate ?? 0.95;
     if (!Number.isInteger(count) || count < 1) throw new InvalidArgumentError(`count must be a positive integer, got ${count}`);
-    if (options.hostMemory !== undefined && !(options.hostMemory > 0)) throw new InvalidArgumentError(`hostMemory must be a positive number of bytes, got ${options.hostMemory}`);
+    const givenHostMemory = options.hostMemory === undefined ? undefined : parseBytes(options.hostMemory, 'hostMemory');
+    if (givenHostMemory !== undefined && !(givenHostMemory > 0)) throw new InvalidArgumentError(`hostMemory must be a positive number of bytes, got ${givenHostMemory}`);
     if (memoryLimit !== undefined && !(memoryLimit > 0)) throw new InvalidArgumentError(`memoryLimit must be a positive number of bytes, got ${memoryLimit}`);
     const tuneMalloc = options.tuneMalloc ?? true;
     if (typeof tuneMalloc !== 'boolean') throw new InvalidArgumentError(`tuneMalloc must be a boolean, got ${String(tuneMalloc)}`);
@@ -165,7 +166,7 @@ export class Supervisor extends EventEmitter {
       log: options.log ?? silentLogger,
     };
     this.#log = this.#options.log;
-    this.#hostMemory = options.hostMemory !== undefined ? Promise.resolve(options.hostMemory) : hostMemory().then((m) => m.bytes);
+    this.#hostMemory = givenHostMemory !== undefined ? Promise.resolve(givenHostMemory) : hostMemory().then((m) => m.bytes);
     const env = { ...process.env, ...options.env };
     this.#env = tuneMalloc ? tunedEnvironment(env) : env;
     this.done = new Promise((resolve) => (this.#finish = resolve));

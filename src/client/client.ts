@@ -10,19 +10,12 @@ import {
   Methods,
   type ProgressParams,
   type RegisterClientParams,
-  type RetireWorkersResult,
-  type SubmitParams,
-  type SubmitResult,
-  type UploadModuleParams,
-  type UploadModuleResult,
   type WhoHasResult,
 } from '../cluster/protocol.js';
 import { type ShippedModule, ModuleShipper } from './modules.js';
-import { ModuleRefusedError, UnknownModuleError } from '../shipping/errors.js';
 import { ClosedError, GraphError, InvalidArgumentError } from '../errors.js';
 import { SpillStore } from '../store/spill-store.js';
 import { DataClient, parseAddress } from '../transfer/client.js';
-import { RemoteError } from '../transfer/errors.js';
 import { SchedulerLostError } from './errors.js';
 import { type ResultSource, fetchResult } from './results.js';
 import { taskFailure } from './failures.js';
@@ -31,16 +24,11 @@ import { pollProgress } from './progress.js';
 import { Delayed, type FuturesOf, type ResultsOf, type Task, type TaskArg, type TaskArgs, graphOf, resolveGraph } from './tasks.js';
 import type { ClientOptions, ComputeOptions, ComputeProgress } from './options.js';
 import { checkDefinedFunctions, validateGraph } from './validate.js';
-
-/** How long retireWorkers waits for the workers to leave (their own retire timeout bounds it first). */
-const RETIRE_TIMEOUT_MS = 10 * 60_000;
+import { KeyHolds } from './key-holds.js';
+import { type Waiter, KeyWaiters } from './key-waiters.js';
+import { SchedulerCalls } from './scheduler-calls.js';
 
 export type { ClientOptions, ComputeOptions, ComputeProgress } from './options.js';
-
-interface Waiter {
-  ready(params: KeyReadyParams): void;
-  erred(params: KeyErredParams): void;
-}
 
 interface Computation {
   fail(err: Error): void;
@@ -57,43 +45,27 @@ export class Client {
   readonly #results: ResultSource;
   readonly #address: string;
   readonly #clientId: string;
-  readonly #waiters = new Map<string, Set<Waiter>>();
   readonly #computations = new Set<Computation>();
   readonly #functionChecks = new Map<string, Promise<string | undefined>>();
   readonly #modules: ModuleShipper;
-  /** Wanted keys of the computations in progress (how many use each). */
-  readonly #inUse = new Map<string, number>();
-  /** Keys a computation kept (`keep: true`) and `release` has not released yet. */
-  readonly #kept = new Set<string>();
-  /** Keys an accepted submit made wanted on the scheduler and no release has released yet. */
-  readonly #submitted = new Set<string>();
-  /**
-   * Keys `release` was asked for while a computation still waited for them: released when the
-   * last one ends. The value orders the release among compute calls (see #calls).
-   */
-  readonly #releaseWhenDone = new Map<string, number>();
-  /** Counts compute and release calls: a release only overrides a `keep` asked for before it. */
-  #calls = 0;
+  readonly #scheduler: SchedulerCalls;
+  readonly #holds = new KeyHolds();
+  readonly #waiters = new KeyWaiters();
   #lost: Error | undefined;
   /** The futures of this client, by key. */
   readonly #futures: FutureRegistry;
-  /**
-   * Submits and releases reach the scheduler one after another, in the order they were
-   * asked for: a graph naming a future goes after the submit that made it, a release after
-   * the graphs asked for before it.
-   */
-  #order: Promise<unknown> = Promise.resolve();
 
   private constructor(channel: Channel, store: SpillStore, data: DataClient, address: string, clientId: string, options: ClientOptions) {
     this.#channel = channel;
+    this.#scheduler = new SchedulerCalls(channel);
     this.#store = store;
     this.#results = { store, data, timeoutMs: options.resultTimeoutMs ?? 120_000, whoHas: (keys) => this.whoHas(keys), lost: () => this.#lost };
     this.#address = address;
     this.#clientId = clientId;
-    this.#modules = new ModuleShipper((params) => this.#uploadModule(params), { auto: options.shipModules ?? true });
+    this.#modules = new ModuleShipper((params) => this.#scheduler.uploadModule(params), { auto: options.shipModules ?? true });
     this.#futures = new FutureRegistry({
       fetch: (params, wanted) => this.#fetchResult(params, wanted),
-      unclaimed: (keys) => this.#releaseNow(keys.filter((key) => !this.#inUse.has(key) && !this.#kept.has(key))),
+      unclaimed: (keys) => this.#releaseNow(this.#holds.unused(keys)),
       lost: () => this.#lost,
     });
     channel.handle(Methods.keyReady, (p) => this.#dispatch(p as KeyReadyParams, 'ready'));
@@ -204,12 +176,12 @@ export class Client {
     }
     this.#futures.check(futures);
     const unique = [...new Set(keys)];
-    const accepted = this.#inOrder(async () => {
+    const accepted = this.#scheduler.inOrder(async () => {
       await Promise.all([...futures].map((future) => this.#futures.accepted(future)));
       const checked = await this.#check(graph, unique);
       if (unique.length === 0) return;
-      await this.#submit({ graph: checked, wanted: unique });
-      for (const key of unique) this.#submitted.add(key);
+      await this.#scheduler.submit({ graph: checked, wanted: unique }, this.#modules);
+      for (const key of unique) this.#holds.submitted.add(key);
     });
     const made = keys.map((key) => this.#futures.create(key, accepted));
     return what instanceof Delayed ? made[0] : made;
@@ -217,7 +189,7 @@ export class Client {
 
   async #compute(graph: Graph, wanted: readonly string[], options: ComputeOptions, futures: Set<Future<unknown>>): Promise<unknown[]> {
     if (this.#lost !== undefined) throw this.#lost;
-    const calledAt = ++this.#calls;
+    const calledAt = this.#holds.call();
     const interval = options.progressIntervalMs ?? 500;
     if (typeof interval !== 'number' || !(interval >= 1 && interval <= 2 ** 31 - 1)) {
       throw new InvalidArgumentError(`progressIntervalMs must be a number of milliseconds from 1 to 2^31-1, got ${String(interval)}`);
@@ -225,10 +197,10 @@ export class Client {
     this.#futures.check(futures);
     const keys = Array.isArray(wanted) ? [...new Set(wanted)] : [];
     // Its place among submits and releases is taken now, before anything is awaited.
-    const accepted = this.#inOrder(async () => {
+    const accepted = this.#scheduler.inOrder(async () => {
       await Promise.all([...futures].map((future) => this.#futures.accepted(future)));
       const checked = await this.#check(graph, wanted);
-      if (keys.length > 0) await this.#submit({ graph: checked, wanted: keys });
+      if (keys.length > 0) await this.#scheduler.submit({ graph: checked, wanted: keys }, this.#modules);
     });
     if (keys.length === 0) {
       await accepted;
@@ -256,7 +228,7 @@ export class Client {
       const waiter: Waiter = {
         // A key can be announced again (recomputed after a worker died): fetch it once.
         ready: (params) => {
-          if (!this.#unwait(key, waiter)) return;
+          if (!this.#waiters.unwait(key, waiter)) return;
           this.#fetchResult(params).then((value) => {
             values.set(key, value);
             report();
@@ -266,42 +238,31 @@ export class Client {
         erred: (params) => computation.fail(taskFailure(key, params)),
       };
       waiters.set(key, waiter);
-      this.#wait(key, waiter);
+      this.#waiters.wait(key, waiter);
     }
     this.#computations.add(computation);
     // The scheduler knows one "wanted" per client and key: count the computations using each key.
-    for (const key of keys) this.#inUse.set(key, (this.#inUse.get(key) ?? 0) + 1);
+    this.#holds.use(keys);
     let held = true;
     /** Keys `release` asked for meanwhile: released even by a computation that keeps its results. */
     const asked = new Set<string>();
     const unhold = (): string[] => {
       if (!held) return [];
       held = false;
-      for (const key of keys) {
-        const n = (this.#inUse.get(key) ?? 1) - 1;
-        // Released since this computation was asked for: its `keep` is overridden. A release
-        // asked before it (deferred by an earlier computation) is overridden by its `keep`.
-        const released = (this.#releaseWhenDone.get(key) ?? 0) > calledAt;
-        if (n > 0) this.#inUse.set(key, n);
-        else {
-          this.#inUse.delete(key);
-          if (this.#releaseWhenDone.delete(key)) asked.add(key);
-        }
-        if (options.keep === true && !released) this.#kept.add(key);
-      }
+      this.#holds.end(keys, calledAt, options.keep === true, asked);
       // Another computation, an earlier `keep` or a future still needs the rest.
-      return keys.filter((key) => !this.#inUse.has(key) && !this.#kept.has(key) && !this.#futures.holds(key));
+      return this.#holds.unused(keys).filter((key) => !this.#futures.holds(key));
     };
     const toRelease = (releasable: string[]): string[] => (options.keep === true ? releasable.filter((key) => asked.has(key)) : releasable);
     let poller: { stop(): void } | undefined;
     try {
       // Waiters first: a key already computed may be announced before submit answers.
       await Promise.race([accepted, failed]);
-      for (const key of keys) this.#submitted.add(key);
+      for (const key of keys) this.#holds.submitted.add(key);
       if (options.onProgress !== undefined) {
         poller = pollProgress(
           interval,
-          () => this.#progress(),
+          () => this.#scheduler.progress(),
           (counts) => {
             tasks = counts;
             report();
@@ -313,19 +274,19 @@ export class Client {
       if (poller !== undefined) {
         // The last word: every task of this computation done. A throw here rejects compute.
         poller.stop();
-        tasks = (await this.#progress()) ?? tasks;
+        tasks = (await this.#scheduler.progress()) ?? tasks;
         options.onProgress?.(progress());
       }
     } catch (err) {
       // A refused graph made nothing wanted, but a key another computation submitted and
       // left to this one (it was still in use here) must still be released.
-      const releasable = unhold().filter((key) => !(err instanceof GraphError) || this.#submitted.has(key));
+      const releasable = unhold().filter((key) => !(err instanceof GraphError) || this.#holds.submitted.has(key));
       if (this.#lost === undefined && toRelease(releasable).length > 0) await this.release(toRelease(releasable)).catch(() => undefined);
       throw err;
     } finally {
       poller?.stop();
       this.#computations.delete(computation);
-      for (const [key, waiter] of waiters) this.#unwait(key, waiter);
+      for (const [key, waiter] of waiters) this.#waiters.unwait(key, waiter);
     }
     const releasable = toRelease(unhold());
     if (releasable.length > 0) await this.release(releasable);
@@ -340,8 +301,7 @@ export class Client {
   async retireWorkers(workers: readonly string[]): Promise<string[]> {
     if (this.#lost !== undefined) throw this.#lost;
     if (!Array.isArray(workers) || !workers.every((w) => typeof w === 'string')) throw new InvalidArgumentError('retireWorkers takes an array of worker ids or names');
-    const answer = await this.#channel.request<RetireWorkersResult>(Methods.retireWorkers, { workers: [...workers] }, RETIRE_TIMEOUT_MS);
-    return answer.retired;
+    return await this.#scheduler.retireWorkers(workers);
   }
 
   /**
@@ -351,29 +311,14 @@ export class Client {
    */
   async release(keys: readonly string[]): Promise<void> {
     if (this.#lost !== undefined) throw this.#lost;
-    const now: string[] = [];
-    for (const key of keys) {
-      this.#kept.delete(key);
-      if (this.#inUse.has(key)) {
-        this.#releaseWhenDone.set(key, ++this.#calls);
-        continue;
-      }
-      if (!this.#futures.holds(key)) now.push(key);
-    }
+    const now = this.#holds.release(keys).filter((key) => !this.#futures.holds(key));
     await this.#releaseNow(now);
   }
 
   async #releaseNow(keys: string[]): Promise<void> {
     if (keys.length === 0) return;
-    for (const key of keys) this.#submitted.delete(key);
-    await this.#inOrder(() => this.#channel.request(Methods.release, { keys }));
-  }
-
-  /** Runs `step` after every submit and release asked for before it. */
-  #inOrder<T>(step: () => Promise<T>): Promise<T> {
-    const run = this.#order.then(step);
-    this.#order = run.catch(() => undefined);
-    return run;
+    for (const key of keys) this.#holds.submitted.delete(key);
+    await this.#scheduler.inOrder(() => this.#scheduler.release(keys));
   }
 
   /**
@@ -399,7 +344,7 @@ export class Client {
 
   /** Current holders of keys, from the scheduler. */
   whoHas(keys: readonly string[]): Promise<WhoHasResult> {
-    return this.#channel.request<WhoHasResult>(Methods.whoHas, { keys: [...keys] }, 30_000);
+    return this.#scheduler.whoHas(keys);
   }
 
   /** Closes the connection (the scheduler releases this client's keys) and the local store. */
@@ -409,71 +354,14 @@ export class Client {
     await this.#store.close();
   }
 
-  /** The scheduler's count of this client's tasks; undefined if it could not answer. */
-  async #progress(): Promise<ProgressParams | undefined> {
-    try {
-      return await this.#channel.request<ProgressParams>(Methods.progress, {}, 30_000);
-    } catch {
-      return undefined; // a lost scheduler fails the computation on its own path
-    }
-  }
-
-  async #uploadModule(params: UploadModuleParams): Promise<UploadModuleResult> {
-    try {
-      return await this.#channel.request<UploadModuleResult>(Methods.uploadModule, params);
-    } catch (err) {
-      if (err instanceof RemoteError && err.remoteCode === 'SPW_ERR_MODULE_REFUSED') {
-        throw new ModuleRefusedError(params.url, err.message.replace(/^peer error SPW_ERR_MODULE_REFUSED: /, ''));
-      }
-      throw err;
-    }
-  }
-
-  async #submit(params: SubmitParams, retried = false): Promise<SubmitResult> {
-    try {
-      return await this.#channel.request<SubmitResult>(Methods.submit, params);
-    } catch (err) {
-      // The scheduler dropped a module this client uploaded (beyond its cache limit): once more, uploading again.
-      if (err instanceof RemoteError && err.remoteCode === 'SPW_ERR_MODULE_UNKNOWN' && !retried) {
-        await this.#modules.uploadAgain(params.graph);
-        return this.#submit(params, true);
-      }
-      if (err instanceof RemoteError && err.remoteCode === 'SPW_ERR_MODULE_UNKNOWN') {
-        throw new UnknownModuleError(err.message.replace(/^peer error SPW_ERR_MODULE_UNKNOWN: /, ''));
-      }
-      if (err instanceof RemoteError && err.remoteCode === 'SPW_ERR_GRAPH') {
-        throw new GraphError(err.message.replace(/^peer error SPW_ERR_GRAPH: /, ''));
-      }
-      throw err;
-    }
-  }
-
   #fetchResult(params: KeyReadyParams, wanted?: () => boolean): Promise<unknown> {
     return fetchResult(this.#results, params, wanted);
-  }
-
-  #wait(key: string, waiter: Waiter): void {
-    let set = this.#waiters.get(key);
-    if (set === undefined) this.#waiters.set(key, (set = new Set()));
-    set.add(waiter);
-  }
-
-  #unwait(key: string, waiter: Waiter): boolean {
-    const set = this.#waiters.get(key);
-    const had = set?.delete(waiter) ?? false;
-    if (set?.size === 0) this.#waiters.delete(key);
-    return had;
   }
 
   #dispatch(params: KeyReadyParams | KeyErredParams, kind: 'ready' | 'erred'): void {
     if (kind === 'ready') this.#futures.ready(params as KeyReadyParams);
     else this.#futures.erred(params.key, taskFailure(params.key, params as KeyErredParams));
-    const set = this.#waiters.get(params.key);
-    if (set === undefined) return;
-    for (const waiter of [...set]) {
-      if (kind === 'ready') waiter.ready(params as KeyReadyParams);
-      else waiter.erred(params as KeyErredParams);
-    }
+    this.#waiters.dispatch(params, kind);
   }
 
   #onLost(err: Error): void {

@@ -2,7 +2,7 @@ import { describeKey } from '../errors.js';
 import { formatBytes } from '../units.js';
 import type { ComputeTaskParams, DataAddress, TaskErrorInfo } from '../cluster/protocol.js';
 import type { Counters } from './counters.js';
-import type { ClientRecord } from './engine.js';
+import type { ClientRecord } from './client-events.js';
 import { MEMORY_HINT_CODE } from './errors.js';
 import type { Outbox } from './outbox.js';
 import type { Placement } from './placement.js';

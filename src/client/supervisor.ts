@@ -340,7 +340,7 @@ export class Supervisor extends EventEmitter {
         child.child.kill('SIGKILL');
         this.#log.warn(
           { slot: slot.slot, pid: child.pid, rss: memory.rss, threshold, terminate: this.#options.terminate, memoryKills: slot.memoryKills },
-          `worker killed: RSS ${formatBytes(memory.rss)} passed ${formatBytes(threshold)} (its footprint at registration plus ${this.#options.terminate} of twice its limit, or ${this.#options.terminate} of its share of the host's memory)`,
+          `worker killed: RSS ${formatBytes(memory.rss)} passed ${formatBytes(threshold)} (its footprint at registration plus ${this.#options.terminate} of twice its limit or of 256 MiB, or ${this.#options.terminate} of its share of the host's memory)`,
         );
         this.emit('memory-kill', slot, memory.rss);
       }),

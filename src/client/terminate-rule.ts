@@ -6,9 +6,10 @@
  *   up to as much again before the worker's queue stops giving them more. The runtime's own
  *   footprint (V8, the loaded modules, the task threads) is not the user's to choose and cannot
  *   be spilled, so it is measured when the worker registers and excused: the worker is killed
- *   once its RSS passes that footprint plus `terminate` × twice its limit. A task allocating
- *   twice the limit passes it; a worker whose transfers and threads overshoot its limit a
- *   little (a 64 MiB worker in a shuffle) does not.
+ *   once its RSS passes that footprint plus `terminate` × twice its limit (at least
+ *   `terminate` × MIN_ALLOWANCE_BYTES). A task allocating twice the limit passes it; a worker
+ *   whose transfers and threads overshoot its limit a little (a 64 MiB worker in a shuffle)
+ *   does not.
  * - **The kernel's ceiling.** The kill must come before the kernel's OOM killer, which acts at
  *   the container's (cgroup) limit, else the host's memory, shared by the host's workers:
  *   the worker is killed once its RSS passes `terminate` × its share of that ceiling. With
@@ -28,8 +29,15 @@ export interface TerminateRule {
   workers: number;
 }
 
+/**
+ * The least allowance on top of the footprint, whatever the limit: what the runtime adds after
+ * registration (task threads starting and loading the task modules, socket and transfer buffers, heap growth) does not shrink
+ * with the limit, so a worker with a limit of a few MiB is policed at this scale, for runaways.
+ */
+export const MIN_ALLOWANCE_BYTES = 256 * 1024 * 1024;
+
 export function terminateThreshold(rule: TerminateRule): number {
-  const budget = rule.footprint + rule.terminate * 2 * rule.limit;
+  const budget = rule.footprint + rule.terminate * Math.max(2 * rule.limit, MIN_ALLOWANCE_BYTES);
   const kernel = (rule.terminate * rule.ceiling) / rule.workers;
   return Math.min(budget, kernel);
 }

@@ -2,13 +2,21 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { terminateThreshold } from '../../src/client/terminate-rule.js';
+import { MIN_ALLOWANCE_BYTES, terminateThreshold } from '../../src/client/terminate-rule.js';
 
 const MiB = 2 ** 20;
 const GiB = 2 ** 30;
 
 test('a small worker on a big host: its footprint comes on top of terminate × twice its limit', () => {
   assert.equal(terminateThreshold({ footprint: 100 * MiB, limit: 128 * MiB, terminate: 0.95, ceiling: 16 * GiB, workers: 3 }), 100 * MiB + 0.95 * 256 * MiB);
+});
+
+test("a worker of a few MiB is allowed the runtime's least allowance, not twice its limit", () => {
+  assert.equal(MIN_ALLOWANCE_BYTES, 256 * MiB);
+  assert.equal(terminateThreshold({ footprint: 120 * MiB, limit: 8 * MiB, terminate: 0.95, ceiling: 16 * GiB, workers: 1 }), 120 * MiB + 0.95 * 256 * MiB);
+  assert.equal(terminateThreshold({ footprint: 120 * MiB, limit: 64 * MiB, terminate: 0.95, ceiling: 16 * GiB, workers: 1 }), 120 * MiB + 0.95 * 256 * MiB);
+  // From 128 MiB up, twice the limit is the larger.
+  assert.equal(terminateThreshold({ footprint: 120 * MiB, limit: 256 * MiB, terminate: 0.95, ceiling: 16 * GiB, workers: 1 }), 120 * MiB + 0.95 * 512 * MiB);
 });
 
 test('--memory-limit auto (the limit is the host\'s share): terminate × the limit, footprint included', () => {

@@ -75,6 +75,7 @@ export { Client, type ClientOptions, type ComputeOptions, type ComputeProgress }
 export type { ShippedModule } from './client/modules.js';
 export { LocalCluster, type LocalClusterOptions, type LocalWorkerInfo } from './client/local-cluster.js';
 export { Supervisor, type SupervisorOptions, type SupervisedWorker } from './client/supervisor.js';
+export type { RestartReason } from './worker/options.js';
 export {
   ref,
   literal,

@@ -74,7 +74,10 @@ test('client.retireWorkers and POST /api/retire-workers retire workers; kept key
   assert.equal(counters.tasksRecomputed, 0);
   assert.equal(counters.workersRetired, 2);
   assert.equal(counters.workersLost, 0);
-  assert.ok(counters.keysHandedOver >= 6);
+  // Each kept key is held once: whatever local-0 and local-1 held went to a peer (local-0's
+  // perhaps to local-1, then on again). How they were spread over the three is the scheduler's choice.
+  const heldByRetired = before.workers.filter((w) => w.name !== 'local-2').reduce((sum, w) => sum + w.keys, 0);
+  assert.ok(counters.keysHandedOver >= heldByRetired, `${counters.keysHandedOver} keys handed over, local-0 and local-1 held ${heldByRetired}`);
 });
 
 test('--retire-timeout: a worker whose task outlasts it exits anyway, and the task runs elsewhere (not held against it); a p2p shuffle restarts and verifies', async (t) => {

@@ -7,9 +7,8 @@
  *   footprint (V8, the loaded modules, the task threads) is not the user's to choose and cannot
  *   be spilled, so it is measured when the worker registers and excused: the worker is killed
  *   once its RSS passes that footprint plus `terminate` × twice its limit (at least
- *   `terminate` × MIN_ALLOWANCE_BYTES). A task allocating twice the limit passes it; a worker
- *   whose transfers and threads overshoot its limit a little (a 64 MiB worker in a shuffle)
- *   does not.
+ *   `terminate` × MIN_ALLOWANCE_BYTES). A task allocating twice the limit passes it; a small
+ *   worker whose transfers and threads overshoot its limit a little does not.
  * - **The kernel's ceiling.** The kill must come before the kernel's OOM killer, which acts at
  *   the container's (cgroup) limit, else the host's memory, shared by the host's workers:
  *   the worker is killed once its RSS passes `terminate` × its share of that ceiling. With

@@ -54,18 +54,16 @@ export class SpillStore extends EventEmitter {
     this.#spiller = new Spiller(state);
     this.#loader = new Loader(state);
     this.#pressure = new Pressure(state, (bytes) => this.#spiller.evict(bytes));
-    state.onGrowth = () => {
-      this.#pressure.checkPause();
-      if (state.acct.residentBytes > state.opts.targetBytes) this.#spiller.pump();
-      else {
-        this.#spiller.noteUnderTarget();
-        this.#pressure.checkResume();
-      }
-    };
-    state.onShrink = () => {
+    const onShrink = (): void => {
       this.#spiller.noteUnderTarget();
       this.#pressure.checkResume();
     };
+    state.onGrowth = () => {
+      this.#pressure.checkPause();
+      if (state.acct.residentBytes > state.opts.targetBytes) this.#spiller.pump();
+      else onShrink();
+    };
+    state.onShrink = onShrink;
   }
 
   /** Opens a store: prepares its tiers (a fresh spill folder) and starts the memory monitor. */

@@ -83,6 +83,8 @@ class Slot implements SupervisedWorker {
   readonly restartsBy: Record<RestartReason, number> = { exit: 0, memory: 0 };
   memoryKills = 0;
   killedForMemory = false;
+  /** A read of this slot's RSS is in flight: the next tick skips the slot, so one kill is never counted twice. */
+  checkingMemory = false;
   /** The RSS above which the current process is killed, once it registered and is policed (see #police), else 0. */
   killAbove = 0;
   /** Exited for good (on purpose, a usage error, or while stopping), with that exit code. */
@@ -332,9 +334,10 @@ export class Supervisor extends EventEmitter {
       this.#slots.map(async (slot) => {
         const child = slot.process;
         const threshold = slot.killAbove;
-        if (!child.running || threshold === 0 || slot.killedForMemory) return;
-        const memory = await child.memory();
-        if (memory === undefined || memory.rss <= threshold || slot.process !== child || !child.running || this.#stopping) return;
+        if (!child.running || threshold === 0 || slot.killedForMemory || slot.checkingMemory) return;
+        slot.checkingMemory = true;
+        const memory = await child.memory().finally(() => (slot.checkingMemory = false));
+        if (memory === undefined || memory.rss <= threshold || slot.process !== child || !child.running || slot.killedForMemory || this.#stopping) return;
         slot.killedForMemory = true;
         slot.memoryKills++;
         child.child.kill('SIGKILL');

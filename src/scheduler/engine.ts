@@ -59,6 +59,7 @@ export class Engine {
   set extension(extension: EngineExtension | undefined) {
     this.#extension = extension;
     this.placement.restrictedTo = (record) => extension?.restrictedTo?.(record);
+    this.tasks.onForget = (record) => extension?.forgotten?.(record);
   }
 
   /** Drops the data of keys in memory as if their last holder were lost: still needed, they are computed again. */

@@ -21,4 +21,6 @@ export interface EngineExtension {
   finished?(record: TaskRecord): void;
   /** True: this retiring worker still has something to hand over; it is not told `retired` yet. */
   holds?(worker: WorkerRecord): boolean;
+  /** The scheduler forgot a task (nobody needs it or refers to it any more). */
+  forgotten?(record: TaskRecord): void;
 }

@@ -68,6 +68,8 @@ export class TaskTable {
   readonly #counts = new Map<TaskState, number>(TASK_STATES.map((s) => [s, 0]));
   /** Called when a ready task leaves the ready state (its queue slot becomes stale). */
   onLeaveReady: (record: TaskRecord) => void = () => undefined;
+  /** Called when a task is forgotten. */
+  onForget: (record: TaskRecord) => void = () => undefined;
 
   get size(): number {
     return this.#tasks.size;
@@ -153,6 +155,7 @@ export class TaskTable {
     for (const dep of record.deps) this.#tasks.get(dep)?.dependents.delete(record.key);
     this.#tasks.delete(record.key);
     this.#counts.set(record.state, this.count(record.state) - 1);
+    this.onForget(record);
   }
 
   #require(key: string): TaskRecord {

@@ -38,3 +38,10 @@ export class ShufflePushError extends SpillwayError {
     super('SPW_ERR_SHUFFLE_PUSH', message, options);
   }
 }
+
+/** A shuffle-get for a shuffle whose graph the scheduler no longer holds (released, failed or cancelled): its transfer stops. */
+export class ShuffleOverError extends SpillwayError {
+  constructor(message: string) {
+    super('SPW_ERR_SHUFFLE_OVER', message);
+  }
+}

@@ -37,7 +37,15 @@ export const ShuffleWorkerMethods = {
   expect: 'shuffle-expect',
   /** ShuffleHandoverParams: this retiring worker sends the pieces it holds for a slot to its heir. */
   handover: 'shuffle-handover',
+  /** ShuffleForgetParams: the shuffle is over (its graph released, failed or cancelled): drop what is held of it. */
+  forget: 'shuffle-forget',
 } as const;
+
+/** The scheduler forgot shuffle `id`: its runs up to `run` are over on every worker. */
+export interface ShuffleForgetParams {
+  id: string;
+  run: number;
+}
 
 /** One participant's place in a run: it owns the outputs j with `ownerIndex(j, participants) === slot`. */
 export interface ShuffleSlotParams {

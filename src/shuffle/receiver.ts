@@ -13,6 +13,9 @@ import { Slicer } from '../loop.js';
 /** Longest stretch of flushing between loop turns. */
 const FLUSH_SLICE_MS = 2;
 
+/** Shuffles over whose last run is remembered (to refuse a late push of it), newest kept. */
+const FORGOTTEN_IDS = 4096;
+
 export interface ReceiverOptions {
   /** Bytes of pieces held outside the store before every buffer is flushed into it. */
   bufferBytes: number;
@@ -71,6 +74,8 @@ export class ShuffleReceiver {
   readonly #runs = new Map<string, RunState>();
   /** Slots this worker inherits from a retiring one, whose pieces are on their way. */
   readonly #expected: Expectation[] = [];
+  /** Shuffles the scheduler said are over → the newest run it named: a late push of it is refused, not held. */
+  readonly #forgotten = new Map<string, number>();
   #bufferedBytes = 0;
   /** When the store last failed to spill for lack of room. */
   #lastDiskFull = 0;
@@ -97,6 +102,11 @@ export class ShuffleReceiver {
     return this.#runs.get(id)?.run;
   }
 
+  /** Shuffles this worker holds anything of: a run (pieces, or the frame ids taken in) or an awaited adoption. */
+  get heldShuffles(): number {
+    return new Set([...this.#runs.keys(), ...this.#expected.map((e) => e.id)]).size;
+  }
+
   /**
    * Takes one pushed frame in. Waits while the store is paused (the sender waits for the
    * answer: that is the shuffle's backpressure); refuses an older run than the one held,
@@ -120,6 +130,7 @@ export class ShuffleReceiver {
 
   /** This worker inherits `slot` of shuffle `id`: its unpacks of `outputs` wait until adopted() (or the run moves on). */
   expect(id: string, run: number, slot: number, outputs: readonly number[]): void {
+    if ((this.#forgotten.get(id) ?? -1) >= run) return;
     this.#settle(id, (e) => e.slot === slot);
     let settle!: () => void;
     const done = new Promise<void>((resolve) => (settle = resolve));
@@ -218,13 +229,33 @@ export class ShuffleReceiver {
     return { run: state.run, keys: buffer.chunks };
   }
 
-  /** Drops everything held of shuffle `id`. */
-  forget(id: string): void {
+  /**
+   * Shuffle `id` is over up to run `run` (the scheduler forgot it, or this worker left it):
+   * drops that run's pieces and frame ids, settles the adoptions awaited of it, and refuses
+   * a push of it that still comes.
+   */
+  forget(id: string, run: number): void {
+    this.#settle(id, (e) => e.run <= run);
+    const newest = Math.max(run, this.#forgotten.get(id) ?? run);
+    this.#forgotten.delete(id); // re-inserted: the newest forgotten are kept
+    this.#forgotten.set(id, newest);
+    if (this.#forgotten.size > FORGOTTEN_IDS) this.#forgotten.delete(this.#forgotten.keys().next().value as string);
     const state = this.#runs.get(id);
-    if (state === undefined) return;
-    // The adoptions awaited for this run or older ones will not come.
-    this.#settle(id, (e) => e.run <= state.run);
-    this.#runs.delete(id);
+    if (state !== undefined && state.run <= run) this.#drop(state);
+  }
+
+  /** Forgets every shuffle held here (this worker left them all: it lost the scheduler, or closes). */
+  forgetAll(): void {
+    const newest = new Map<string, number>();
+    for (const e of this.#expected) newest.set(e.id, Math.max(e.run, newest.get(e.id) ?? e.run));
+    for (const state of this.#runs.values()) newest.set(state.id, Math.max(state.run, newest.get(state.id) ?? state.run));
+    for (const [id, run] of newest) this.forget(id, run);
+  }
+
+  /** Drops a run: its buffers, its chunks in the store, and the adoptions awaited of it or older ones (they will not come). */
+  #drop(state: RunState): void {
+    this.#settle(state.id, (e) => e.run <= state.run);
+    this.#runs.delete(state.id);
     for (const buffer of state.outputs.values()) {
       this.#bufferedBytes -= buffer.bytes;
       for (const key of buffer.chunks) this.#store.delete(key);
@@ -237,7 +268,9 @@ export class ShuffleReceiver {
       throw new ShuffleStaleRunError(`shuffle ${JSON.stringify(id)} is on run ${state.run} here; this push is of run ${run}`);
     }
     if (state !== undefined && run === state.run) return state;
-    this.forget(id);
+    const over = this.#forgotten.get(id);
+    if (over !== undefined && run <= over) throw new ShuffleStaleRunError(`shuffle ${JSON.stringify(id)} is over here up to run ${over}; this push is of run ${run}`);
+    if (state !== undefined) this.#drop(state);
     const fresh: RunState = { id, run, outputs: new Map(), seen: new Set(), nextChunk: 0 };
     this.#runs.set(id, fresh);
     return fresh;

@@ -10,6 +10,7 @@
  */
 import type { TaskErrorInfo } from '../cluster/protocol.js';
 import { InvalidArgumentError } from '../errors.js';
+import { ShuffleOverError } from './errors.js';
 import { type Logger, silentLogger } from '../log.js';
 import type { Engine } from '../scheduler/engine.js';
 import type { EngineExtension } from '../scheduler/extension.js';
@@ -17,6 +18,7 @@ import { type TaskRecord, isPending } from '../scheduler/state.js';
 import type { WorkerRecord } from '../scheduler/workers.js';
 import {
   MAX_SHUFFLE_OUTPUTS,
+  type ShuffleForgetParams,
   type ShuffleHandedOverParams,
   type ShuffleHandoverParams,
   type ShuffleSlotParams,
@@ -49,6 +51,8 @@ interface ShuffleState {
   readonly transferRuns: Map<string, number>;
   /** Outputs that found their pieces incomplete and were run again, in this run. */
   retries: number;
+  /** Every worker that took part in a run or inherited a slot: told `shuffle-forget` when the shuffle is over. */
+  readonly involved: Set<WorkerRecord>;
 }
 
 /** An output's assembly is retried this many times per run before its error stands. */
@@ -58,6 +62,8 @@ export class ShuffleExtension implements EngineExtension {
   readonly #engine: Engine;
   readonly #log: Logger;
   readonly #shuffles = new Map<string, ShuffleState>();
+  /** Runs are numbered across shuffles: a run number never names two runs, even of one id used again. */
+  #lastRun = 0;
 
   constructor(engine: Engine, log: Logger = silentLogger) {
     this.#engine = engine;
@@ -76,16 +82,19 @@ export class ShuffleExtension implements EngineExtension {
     if (typeof p?.id !== 'string' || !Number.isInteger(p.partitions) || (p.partitions as number) < 1 || (p.partitions as number) > MAX_SHUFFLE_OUTPUTS) {
       throw new InvalidArgumentError('shuffle-get needs { id, partitions }');
     }
-    this.#prune();
+    // Only a transfer of a graph the scheduler holds asks: one still running for a shuffle over (released, failed, cancelled) stops.
+    if (!this.#engine.tasks.has(barrierKey(p.id))) throw new ShuffleOverError(`shuffle ${JSON.stringify(p.id)} is not in any graph the scheduler holds: it is over`);
     let state = this.#shuffles.get(p.id);
     if (state === undefined) {
-      state = { id: p.id, partitions: p.partitions as number, run: 1, participants: this.#openWorkers(), moves: new Map(), done: [], transferRuns: new Map(), retries: 0 };
-      if (state.participants.length === 0) throw new InvalidArgumentError('no open worker to shuffle on');
+      const participants = this.#openWorkers();
+      if (participants.length === 0) throw new InvalidArgumentError('no open worker to shuffle on');
+      state = { id: p.id, partitions: p.partitions as number, run: ++this.#lastRun, participants, moves: new Map(), done: [], transferRuns: new Map(), retries: 0, involved: new Set(participants) };
       this.#shuffles.set(p.id, state);
     }
     // A restart while no worker was open left the run without participants: nothing could be
     // pushed to it, so it takes the workers open now.
     if (state.participants.length === 0) state.participants = this.#openWorkers();
+    for (const worker of state.participants) state.involved.add(worker);
     if (state.participants.length === 0) throw new InvalidArgumentError('no open worker to shuffle on');
     return { run: state.run, workers: state.participants.map((w) => w.data), done: state.done };
   }
@@ -140,6 +149,7 @@ export class ShuffleExtension implements EngineExtension {
         const heir = this.#heir(state, worker);
         if (heir === undefined) return; // nowhere to go: the run restarts when it leaves
         state.moves.set(slot, { from: worker, to: heir, sent: false });
+        state.involved.add(heir);
         const params: ShuffleSlotParams = { id: state.id, run: state.run, slot, participants: state.participants.length, partitions: state.partitions };
         this.#engine.notifyWorker(heir, ShuffleWorkerMethods.expect, params);
       });
@@ -190,10 +200,7 @@ export class ShuffleExtension implements EngineExtension {
       for (const [slot, move] of state.moves) if (move.from === worker || move.to === worker) state.moves.delete(slot);
       if (!state.participants.includes(worker)) continue;
       const barrier = this.#engine.tasks.get(barrierKey(state.id));
-      if (barrier === undefined) {
-        this.#shuffles.delete(state.id);
-        continue;
-      }
+      if (barrier === undefined) continue; // over: forgotten() ends it
       if (this.#pendingUnpacks(state).length === 0) continue;
       this.#restart(state, barrier, this.#unpacks(barrier));
     }
@@ -229,8 +236,9 @@ export class ShuffleExtension implements EngineExtension {
   }
 
   #restart(state: ShuffleState, barrier: TaskRecord, unpacks: TaskRecord[]): void {
-    state.run++;
+    state.run = ++this.#lastRun;
     state.participants = this.#openWorkers();
+    for (const worker of state.participants) state.involved.add(worker);
     state.moves.clear();
     state.retries = 0;
     state.done = unpacks.filter((r) => r.state === 'memory').map((r) => (shuffleMetaOf(r.spec)?.meta as UnpackMeta).output);
@@ -242,8 +250,18 @@ export class ShuffleExtension implements EngineExtension {
     return [...this.#engine.workers.values()].filter((w) => !w.closing);
   }
 
-  /** Forgets shuffles whose barrier the scheduler no longer knows (finished and released, or cancelled). */
-  #prune(): void {
-    for (const id of this.#shuffles.keys()) if (!this.#engine.tasks.has(barrierKey(id))) this.#shuffles.delete(id);
+  /**
+   * The scheduler forgot a task: a shuffle's barrier goes once every output is released (or
+   * erred, or cancelled), so the shuffle is over. Every worker it involved drops what it
+   * holds of it (`shuffle-forget`): pieces never assembled, frame ids, awaited adoptions.
+   */
+  forgotten(record: TaskRecord): void {
+    const found = shuffleMetaOf(record.spec);
+    if (found?.name !== ShuffleFunctions.barrier) return;
+    const state = this.#shuffles.get(found.meta.id);
+    if (state === undefined) return;
+    this.#shuffles.delete(state.id);
+    const params: ShuffleForgetParams = { id: state.id, run: state.run };
+    for (const worker of state.involved) if (this.#engine.workers.get(worker.id) === worker) this.#engine.notifyWorker(worker, ShuffleWorkerMethods.forget, params);
   }
 }

@@ -16,6 +16,7 @@ import type { ExecutionResult, Executor } from '../worker/executor.js';
 import { makeRoom } from '../worker/room.js';
 import { ShuffleDiskFullError, ShufflePushError } from './errors.js';
 import {
+  type ShuffleForgetParams,
   type ShuffleHandedOverParams,
   type ShuffleHandoverParams,
   type ShuffleSlotParams,
@@ -110,8 +111,16 @@ export class ShuffleService {
     }
   }
 
+  /** Drops everything held of every shuffle (the worker closes, or lost the scheduler, which then restarts the shuffles it took part in). */
   close(): void {
+    this.receiver.forgetAll();
     this.#peers.close();
+  }
+
+  /** `shuffle-forget`: the scheduler forgot the shuffle (its graph released, failed or cancelled). */
+  forget(params: ShuffleForgetParams): void {
+    if (typeof params?.id !== 'string' || !Number.isInteger(params.run)) return;
+    this.receiver.forget(params.id, params.run);
   }
 
   /** The scheduler made this worker the heir of a retiring participant's slot: its unpacks of that slot wait for the pieces. */

@@ -21,8 +21,8 @@ export interface HeartbeatParts {
   readonly tasks: WorkerTasks;
   /** Cumulative bytes fetched from peers, by where they went here. */
   readonly fetcher: Pick<Fetcher, 'received'>;
-  /** Cumulative bytes of shuffle pieces pushed to peers and received from them. */
-  readonly shuffle: Pick<ShuffleService, 'bytes'>;
+  /** Cumulative bytes of shuffle pieces pushed to peers and received from them; the shuffles held. */
+  readonly shuffle: Pick<ShuffleService, 'bytes' | 'receiver'>;
   /** Cumulative store errors by code. */
   readonly storeErrors: StoreErrorCounts;
   /** The supervisor's restart counts of this worker's slot, when supervised. */
@@ -97,6 +97,7 @@ export class Heartbeat {
       receivedIntoDiskBytes: received.disk,
       shuffleSentBytes: shuffle.sent,
       shuffleReceivedBytes: shuffle.received,
+      shufflesHeld: this.parts.shuffle.receiver.heldShuffles,
       spillWriteSeconds: stats.counters.writeSeconds,
       spillReadSeconds: stats.counters.readSeconds,
       tiers: stats.tiers.map((t) => ({ name: t.name, count: t.count, bytes: t.bytes })),

@@ -20,6 +20,7 @@ const SCHEDULER_NOTIFICATIONS = [
   Methods.retired,
   ShuffleWorkerMethods.expect,
   ShuffleWorkerMethods.handover,
+  ShuffleWorkerMethods.forget,
 ];
 
 /** A registered connection to the scheduler; `replay` delivers what arrived with the registration answer. */

@@ -9,7 +9,7 @@ import {
   type WorkerRemovedParams,
 } from '../cluster/protocol.js';
 import { InvalidArgumentError } from '../errors.js';
-import { type ShuffleHandoverParams, type ShuffleSlotParams, ShuffleWorkerMethods } from '../shuffle/protocol.js';
+import { type ShuffleForgetParams, type ShuffleHandoverParams, type ShuffleSlotParams, ShuffleWorkerMethods } from '../shuffle/protocol.js';
 import type { ShuffleService } from '../shuffle/worker-service.js';
 import type { SpillStore } from '../store/spill-store.js';
 import type { Fetcher } from './fetcher.js';
@@ -30,8 +30,8 @@ export interface SchedulerMessagesParts {
   readonly reports: TaskReports;
   readonly retirement: Retirement;
   readonly life: WorkerLifecycle;
-  /** The shuffle service: a retiring worker hands its pieces over, its heir expects them. */
-  readonly shuffle: Pick<ShuffleService, 'expect' | 'handover'>;
+  /** The shuffle service: a retiring worker hands its pieces over, its heir expects them; a shuffle over is forgotten. */
+  readonly shuffle: Pick<ShuffleService, 'expect' | 'handover' | 'forget'>;
   /** How long a retirement the scheduler asks for may take. */
   readonly retireTimeoutMs: number;
 }
@@ -56,6 +56,7 @@ export class SchedulerMessages {
     else if (method === Methods.retired) retirement.retired();
     else if (method === ShuffleWorkerMethods.expect) this.#parts.shuffle.expect(params as ShuffleSlotParams);
     else if (method === ShuffleWorkerMethods.handover) void this.#parts.shuffle.handover(params as ShuffleHandoverParams);
+    else if (method === ShuffleWorkerMethods.forget) this.#parts.shuffle.forget(params as ShuffleForgetParams);
     else this.#onReleaseKeys(params as ReleaseKeysParams);
   }
 

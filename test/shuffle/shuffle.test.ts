@@ -4,7 +4,8 @@ import { test } from 'node:test';
 import { Client } from '../../src/client/client.js';
 import { type Graph } from '../../src/cluster/protocol.js';
 import { InvalidArgumentError, TaskError } from '../../src/errors.js';
-import { shuffle } from '../../src/shuffle/protocol.js';
+import type { WorkerHeartbeat } from '../../src/cluster/protocol.js';
+import { barrierKey, shuffle } from '../../src/shuffle/protocol.js';
 import { startCluster } from '../cluster/helpers.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -83,6 +84,42 @@ test('shuffle primitive on a 2-worker cluster', async (t) => {
     Object.assign(graph, nodes.graph);
     const counts = (await client.compute(graph, nodes.outputs)) as number[];
     assert.deepEqual(counts, new Array(P).fill(2));
+  });
+
+  /** Shuffles a worker holds anything of, and the values in its store (its results all released, it holds none). */
+  const leftOver = async (): Promise<Array<{ shuffles: number | undefined; values: number }>> =>
+    (await cluster.state()).workers.map((w) => {
+      const beat = w.lastHeartbeat as WorkerHeartbeat;
+      return { shuffles: beat.shufflesHeld, values: beat.memory.count + beat.pinned.count + beat.disk.count };
+    });
+  const nothingLeft = async (what: string): Promise<void> => {
+    let last: unknown;
+    await waitFor(async () => {
+      const held = await leftOver();
+      last = held;
+      return held.every((w) => w.shuffles === 0 && w.values === 0);
+    }, what).catch((err: unknown) => assert.fail(`${String(err)}; last heartbeats: ${JSON.stringify(last)}`));
+  };
+
+  await t.test('every shuffle above is over once its outputs are released (or it failed): no worker holds a run, a frame id or a piece of it', async () => {
+    await nothingLeft('every worker to hold no shuffle and no value');
+  });
+
+  await t.test('a shuffle whose outputs are never assembled: its pieces are deleted on every worker once the graph is released', async () => {
+    // Pieces as large as a chunk go to the store at once; only the barrier is wanted, so no unpack takes them.
+    const graph: Graph = {};
+    const inputs = [0, 1].map((i) => {
+      graph[`left-${i}`] = { fn: fx('pattern'), args: [9 * 1024 * 1024, i] };
+      return `left-${i}`;
+    });
+    const nodes = shuffle({ id: 'unassembled', inputs, partitions: 2, split: fx('slices') });
+    Object.assign(graph, nodes.graph);
+    const [barrier] = client.persist(graph, [barrierKey('unassembled')]);
+    assert.equal(await barrier.result(), 2);
+    // The barrier's value on one worker, and each output's two pieces in chunks on its owner.
+    await waitFor(async () => (await leftOver()).every((w) => w.values >= 1), 'the pieces stored as chunks on both workers');
+    await barrier.release();
+    await nothingLeft('the unassembled pieces to be deleted');
   });
 
   await t.test('bad options are refused before anything is sent', () => {

@@ -35,6 +35,8 @@ export interface WorkerHeartbeat {
   /** Cumulative: bytes of shuffle pieces pushed to peers and pushed here by peers (a worker's pieces for itself not counted). */
   shuffleSentBytes?: number;
   shuffleReceivedBytes?: number;
+  /** Shuffles this worker holds anything of (pieces, frame ids, awaited adoptions): 0 once every shuffle is over. */
+  shufflesHeld?: number;
   /** Cumulative: seconds the store spent writing to and reading from its tiers. */
   spillWriteSeconds?: number;
   spillReadSeconds?: number;

@@ -33,6 +33,19 @@ export interface PushParams {
   seq: number;
   /** Records (records.ts): one buffer, or the socket reads a peer's push arrived in. */
   data: readonly Uint8Array[];
+  /**
+   * Called once (never before accept() has taken the frame in) when nothing here views
+   * `data` any more: every record copied into a chunk, or dropped. The caller may then
+   * reuse the memory. Without it, the receiver may keep the push's memory as a chunk.
+   */
+  released?: () => void;
+}
+
+/** A frame whose sender wants to know when no record views it any more. */
+interface FrameHold {
+  /** Output buffers holding views of the frame, plus one while it is being taken in. */
+  holders: number;
+  readonly released: () => void;
 }
 
 interface OutputBuffer {
@@ -41,6 +54,8 @@ interface OutputBuffer {
   bytes: number;
   /** Store keys of the chunks flushed so far. */
   chunks: string[];
+  /** Frames with a release callback that `records` view. */
+  holds: Set<FrameHold>;
 }
 
 /** A slot this worker inherits: its unpacks wait for `done`. */
@@ -113,8 +128,13 @@ export class ShuffleReceiver {
    * and drops what an older run left when a newer one arrives.
    */
   async accept(push: PushParams): Promise<void> {
-    await this.#room();
-    this.#takeIn(this.#stateFor(push.id, push.run), `${push.input}:${push.seq}`, push.data);
+    const hold: FrameHold | undefined = push.released === undefined ? undefined : { holders: 1, released: push.released };
+    try {
+      await this.#room();
+      this.#takeIn(this.#stateFor(push.id, push.run), `${push.input}:${push.seq}`, push.data, hold);
+    } finally {
+      if (hold !== undefined) letGo(hold);
+    }
     await this.#afterTakeIn(push.id);
   }
 
@@ -181,15 +201,19 @@ export class ShuffleReceiver {
     if (state !== undefined && this.#bufferedBytes > this.#options.bufferBytes) await this.#flushAll(state);
   }
 
-  #takeIn(state: RunState, frameId: string, data: readonly Uint8Array[]): void {
+  #takeIn(state: RunState, frameId: string, data: readonly Uint8Array[], hold?: FrameHold): void {
     if (state.seen.has(frameId)) return; // a retried push already taken in
     state.seen.add(frameId);
     // Records stay views of the push until their output's buffer is flushed: one copy, into the chunk.
     for (const record of parseRecordViews(data)) {
       let buffer = state.outputs.get(record.output);
       if (buffer === undefined) {
-        buffer = { records: [], bytes: 0, chunks: [] };
+        buffer = { records: [], bytes: 0, chunks: [], holds: new Set() };
         state.outputs.set(record.output, buffer);
+      }
+      if (hold !== undefined && !buffer.holds.has(hold)) {
+        buffer.holds.add(hold);
+        hold.holders++;
       }
       for (const view of record.views) buffer.records.push(view);
       buffer.bytes += record.bytes;
@@ -258,6 +282,8 @@ export class ShuffleReceiver {
     this.#runs.delete(state.id);
     for (const buffer of state.outputs.values()) {
       this.#bufferedBytes -= buffer.bytes;
+      buffer.records = [];
+      releaseHolds(buffer);
       for (const key of buffer.chunks) this.#store.delete(key);
     }
   }
@@ -278,8 +304,8 @@ export class ShuffleReceiver {
 
   #flush(state: RunState, output: number, buffer: OutputBuffer): void {
     // Records view their frames: a lone record that views a larger buffer is copied too, as
-    // stored it would keep the whole frame alive.
-    const only = buffer.records.length === 1 ? buffer.records[0] : undefined;
+    // stored it would keep the whole frame alive; so is one whose sender wants its frame back.
+    const only = buffer.records.length === 1 && buffer.holds.size === 0 ? buffer.records[0] : undefined;
     const chunk = only !== undefined && only.byteOffset === 0 && only.byteLength === only.buffer.byteLength ? only : Buffer.concat(buffer.records, buffer.bytes);
     const key = chunkKey(state.id, state.run, output, state.nextChunk++);
     // Cold: spilling writes the pieces, read only once every input is split, before the values in use.
@@ -288,6 +314,7 @@ export class ShuffleReceiver {
     this.#bufferedBytes -= buffer.bytes;
     buffer.records = [];
     buffer.bytes = 0;
+    releaseHolds(buffer);
   }
 
   /** Waits while the store is paused; refuses the push once spilling has kept failing for lack of disk. */
@@ -302,6 +329,16 @@ export class ShuffleReceiver {
       await Promise.race([this.#store.whenResumed(), new Promise((resolve) => setTimeout(resolve, 250).unref())]);
     }
   }
+}
+
+/** The output's records no longer view its frames (copied or dropped): tells each frame's sender once none does. */
+function releaseHolds(buffer: OutputBuffer): void {
+  for (const hold of buffer.holds) letGo(hold);
+  buffer.holds.clear();
+}
+
+function letGo(hold: FrameHold): void {
+  if (--hold.holders === 0) hold.released();
 }
 
 function isDiskFull(err: unknown): boolean {

@@ -29,7 +29,7 @@ import {
   type UnpackMeta,
 } from './protocol.js';
 import { PeerPool } from './peer-pool.js';
-import { parseRecords } from './records.js';
+import { chunkFrames } from './chunk-frames.js';
 import { type PushParams, ShuffleReceiver } from './receiver.js';
 import type { AssembleRequest, SplitRequest, SplitResult } from './thread-tasks.js';
 
@@ -47,7 +47,8 @@ const fn = (name: string): FunctionRef => ({ module: THREAD_MODULE, name });
 
 export interface ShuffleServiceOptions {
   store: SpillStore;
-  executor: Executor;
+  /** Runs the split and the assembly on the task threads. */
+  executor: Pick<Executor, 'run'>;
   /** The control channel to the scheduler (a getter: the worker replaces it when it registers again). */
   channel: () => Channel;
   token: string | undefined;
@@ -130,35 +131,33 @@ export class ShuffleService {
   }
 
   /**
-   * This worker retires: sends the pieces it holds for `slot` (chunks in the store, maybe on
-   * disk: raw bytes, never decoded) to the heir, framed along record boundaries, then tells
-   * the heir and the scheduler that the slot has moved.
+   * This worker retires: sends the pieces it holds for `slot` (chunks in the store: raw
+   * records, never decoded; a spilled one streamed from its tier, not read back into
+   * memory) to the heir, framed along record boundaries, then tells the heir and the
+   * scheduler that the slot has moved.
    */
   async handover(params: ShuffleHandoverParams): Promise<void> {
     if (!isSlot(params) || typeof params.to?.host !== 'string' || !Number.isInteger(params.to.port)) return;
     const { id, run, slot, to } = params;
     const store = this.#options.store;
     const report = (ok: boolean, error?: string): void => this.#options.channel().notify(ShuffleMethods.handedOver, { id, run, slot, ok, error } satisfies ShuffleHandedOverParams);
+    // Out of the receiver now: sent or not, these chunks are deleted (a failed handover restarts the run).
+    const keys = this.receiver.handOut(id, run, outputsOfSlot(slot, params.participants, params.partitions)).flatMap((output) => output.keys);
     try {
       let seq = 0;
-      for (const { keys } of this.receiver.handOut(id, run, outputsOfSlot(slot, params.participants, params.partitions))) {
-        for (const key of keys) {
-          const lease = await store.acquire([key]);
-          try {
-            for (const frame of recordFrames(lease.get(key) as Uint8Array, FRAME_BYTES)) {
-              await this.#peers.request(to, { op: ADOPT_OP, id, run, slot, seq: seq++ }, frame);
-              this.bytes.sent += frame.byteLength;
-            }
-          } finally {
-            lease.release();
-          }
-          store.delete(key);
+      for (const key of keys) {
+        for await (const frame of chunkFrames(store, key, FRAME_BYTES)) {
+          await this.#peers.request(to, { op: ADOPT_OP, id, run, slot, seq: seq++ }, frame);
+          this.bytes.sent += frame.byteLength;
         }
+        store.delete(key);
       }
       await this.#peers.request(to, { op: ADOPT_OP, id, run, slot, done: true });
       report(true);
     } catch (err) {
       report(false, errorMessage(err));
+    } finally {
+      for (const key of keys) store.delete(key);
     }
   }
 
@@ -274,21 +273,6 @@ export class ShuffleService {
 
 function isSlot(p: Partial<ShuffleSlotParams> | null | undefined): p is ShuffleSlotParams {
   return typeof p?.id === 'string' && [p.run, p.slot, p.participants, p.partitions].every((n) => Number.isInteger(n) && (n as number) >= 0) && (p.participants as number) > 0;
-}
-
-/** A chunk's records in frames of at most `frameBytes` (a record larger than that alone in its frame). */
-function* recordFrames(chunk: Uint8Array, frameBytes: number): Generator<Uint8Array> {
-  let start = 0;
-  let end = 0;
-  for (const { record } of parseRecords(chunk)) {
-    const at = record.byteOffset - chunk.byteOffset;
-    if (end > start && at + record.byteLength - start > frameBytes) {
-      yield chunk.subarray(start, end);
-      start = at;
-    }
-    end = at + record.byteLength;
-  }
-  if (end > start) yield chunk.subarray(start, end);
 }
 
 function parsePush(body: unknown, payload: readonly Uint8Array[] | undefined): PushParams {

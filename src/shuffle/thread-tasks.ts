@@ -7,7 +7,7 @@
  */
 import type { FunctionRef } from '../cluster/protocol.js';
 import { type Encoded, SMALL_ENCODED_BYTES, encode, encodedBatches, writeEncodedSync } from '../codec/encode.js';
-import { checkChecksum, decodeBody, layoutOfBytes } from '../codec/decode.js';
+import { checkChecksum, decodeBody, decodeVerified, layoutOfBytes } from '../codec/decode.js';
 import { ValueHasher } from '../codec/checksum.js';
 import { ShuffleIncompleteError, ShuffleSplitError } from './errors.js';
 import { RECORD_HEADER_BYTES, parseRecords, recordLength, writeRecordHeader } from './records.js';
@@ -163,15 +163,20 @@ export interface AssembleRequest {
   combineArgs: unknown[];
 }
 
+/** A chunk of records, or a chunk as the store encoded it (taken from the disk tier: checked and decoded here, off the loop). */
+export type AssembleChunk = Uint8Array | { encoded: Uint8Array };
+
 /**
  * Assembles output j from chunks of records: checks that every input's piece is there
  * exactly once (else ShuffleIncompleteError: never a wrong result), decodes the pieces in
  * input order and hands them to the user's combine function.
  */
-export async function assembleOutput(chunks: Uint8Array[], request: AssembleRequest): Promise<unknown> {
+export async function assembleOutput(chunks: AssembleChunk[], request: AssembleRequest): Promise<unknown> {
   const { inputs, output } = request;
   const parts: (Uint8Array[] | undefined)[] = new Array(inputs);
-  for (const chunk of chunks) {
+  for (const item of chunks) {
+    const chunk = item instanceof Uint8Array ? item : await decodeVerified(item.encoded, `a chunk of shuffle output ${output}`);
+    if (!(chunk instanceof Uint8Array)) throw new ShuffleIncompleteError(`a chunk of output ${output} holds no records`);
     for (const record of parseRecords(chunk)) {
       if (record.output !== output) throw new ShuffleIncompleteError(`a piece for output ${record.output} was filed under output ${output}`);
       if (record.input >= inputs) throw new ShuffleIncompleteError(`a piece from input ${record.input} of a shuffle of ${inputs} inputs`);

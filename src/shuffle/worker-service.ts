@@ -30,6 +30,8 @@ import {
 } from './protocol.js';
 import { PeerPool } from './peer-pool.js';
 import { chunkFrames } from './chunk-frames.js';
+import { SizedBufferPool } from '../runtime/sized-buffer-pool.js';
+import { giveBack, takeChunks } from './chunk-loans.js';
 import { type PushParams, ShuffleReceiver } from './receiver.js';
 import type { AssembleRequest, SplitRequest, SplitResult } from './thread-tasks.js';
 
@@ -71,6 +73,8 @@ export class ShuffleService {
   readonly #options: ShuffleServiceOptions;
   readonly #peers: PeerPool;
   readonly #retryMs: number;
+  /** Buffers of chunks: laid out by the receiver, read back from disk, lent to the assembling thread. */
+  readonly #chunkPool: SizedBufferPool;
   /** Cumulative bytes of pieces pushed to peers and received from them (the transfer metrics). */
   readonly bytes = { sent: 0, received: 0 };
 
@@ -83,6 +87,7 @@ export class ShuffleService {
       chunkBytes: Math.max(256 << 10, Math.min(4 << 20, Math.floor(limit / 64))),
     });
     this.#peers = new PeerPool(options.token, options.tls);
+    this.#chunkPool = new SizedBufferPool({ minBytes: 64 << 10, maxBytes: 16 << 20, maxSpareBytes: Math.max(8 << 20, Math.min(64 << 20, Math.floor(limit / 16))) });
   }
 
   /** The data plane's generic requests: pushes of pieces (their records as the request's raw payload). */
@@ -257,15 +262,15 @@ export class ShuffleService {
     // Nothing held (this worker joined after the pieces were sent, or lost them): the thread reports what is missing.
     const taken = this.receiver.take(meta.id, meta.output) ?? { run: 0, keys: [] };
     const store = this.#options.store;
-    const lease = await store.acquire(taken.keys);
     try {
-      const chunks = taken.keys.map((k) => lease.get(k) as Uint8Array);
-      const bytes = chunks.reduce((sum, c) => sum + c.byteLength, 0);
+      // Taken out of the store (chunk-loans.ts): the chunks are this unpack's alone.
+      const { chunks, lend, bytes } = await takeChunks(store, taken.keys, this.#chunkPool);
       await makeRoom(store, 2 * bytes);
       const request: AssembleRequest = { output: meta.output, partitions: meta.partitions, inputs: meta.inputs, combine: meta.combine, combineArgs: meta.combineArgs };
-      return await this.#options.executor.run(fn('assembleOutput'), [chunks, request]);
+      const { lent, ...result } = await this.#options.executor.run(fn('assembleOutput'), [chunks, request], { lend });
+      giveBack(this.#chunkPool, lent);
+      return result;
     } finally {
-      lease.release();
       for (const key of taken.keys) store.delete(key);
     }
   }

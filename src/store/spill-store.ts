@@ -13,6 +13,7 @@ import { resolveOptions, type SpillStoreOptions } from './options.js';
 import { Pressure } from './pressure.js';
 import { Spiller } from './spiller.js';
 import { StoreState } from './state.js';
+import { type Taken, takeEntry } from './take.js';
 import { buildStats, type StoreStats } from './stats.js';
 
 /** Key of the invariant checker used by tests (not part of the public API). */
@@ -213,6 +214,23 @@ export class SpillStore extends EventEmitter {
     this.#state.remove(entry);
     this.#state.onShrink();
     return true;
+  }
+
+  /**
+   * Takes a key out: removes it and hands its value to the caller, the store keeping no
+   * reference to it, strong or weak, and no spill of it still reading its memory. A value in
+   * memory (or dropped after a spill but still alive) comes as it is (`alone` unless a lease
+   * pins it); a spilled one comes as its encoded bytes, unchecked, read into the buffer
+   * `into(byteLength)` returns (never one the store allocates): decode them with
+   * `decodeVerified`. A failed read rejects and leaves the key in place.
+   */
+  async take(key: string, into: (byteLength: number) => Uint8Array): Promise<Taken> {
+    this.#assertOpen();
+    assertKey(key);
+    this.#puts.supersede(key);
+    const entry = this.#state.entries.get(key);
+    if (entry === undefined) throw new KeyNotFoundError(key);
+    return await takeEntry(this.#state, entry, into);
   }
 
   /** Loads the keys (one read each, shared with concurrent readers) and pins them. */

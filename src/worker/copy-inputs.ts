@@ -35,6 +35,8 @@ export interface ThreadInputs {
   typedValues: number;
 }
 
+const NONE_LENT: ReadonlySet<ArrayBuffer> = new Set();
+
 type TypedArrayConstructor = new (length: number) => ArrayBufferView & { set(source: ArrayLike<number> | ArrayLike<bigint>): void };
 
 /**
@@ -53,9 +55,10 @@ const alignUp = (n: number): number => (n + 7) & ~7;
  * with `brand`), its encoded buffers copied into one fresh buffer, 8-byte aligned each as
  * the value format lays frames out, so the thread decodes it in place.
  */
-export async function threadInputs(args: readonly unknown[], brand: string = LOOP_BRAND): Promise<ThreadInputs> {
+export async function threadInputs(args: readonly unknown[], brand: string = LOOP_BRAND, lent: ReadonlySet<ArrayBuffer> = NONE_LENT): Promise<ThreadInputs> {
   const jobs: CopyJob[] = [];
-  const transfer: ArrayBuffer[] = [];
+  // Lent buffers move as they are: the caller gave them up until the thread hands them back.
+  const transfer: ArrayBuffer[] = [...lent];
   let copiedBytes = 0;
   let largeViews = false;
   let typedValues = 0;
@@ -66,7 +69,7 @@ export async function threadInputs(args: readonly unknown[], brand: string = LOO
     let out: unknown = value;
     if (ArrayBuffer.isView(value)) {
       // SharedArrayBuffer-backed values are shared as they are: no copy at all.
-      if (value.byteLength >= MOVE_MIN_BYTES && !(value.buffer instanceof SharedArrayBuffer)) {
+      if (value.byteLength >= MOVE_MIN_BYTES && !(value.buffer instanceof SharedArrayBuffer) && !lent.has(value.buffer as ArrayBuffer)) {
         const copy = emptyCopyOf(value, jobs);
         transfer.push(copy.buffer as ArrayBuffer);
         copiedBytes += value.byteLength;
@@ -75,7 +78,7 @@ export async function threadInputs(args: readonly unknown[], brand: string = LOO
       // Known here, in the walk this needs anyway: lifting walks the value again only then.
       if (needsLift(out as ArrayBufferView)) largeViews = true;
     } else if (value instanceof ArrayBuffer) {
-      if (value.byteLength >= MOVE_MIN_BYTES) {
+      if (value.byteLength >= MOVE_MIN_BYTES && !lent.has(value)) {
         const copy = new ArrayBuffer(value.byteLength);
         jobs.push([value, 0, copy, value.byteLength]);
         transfer.push(copy);

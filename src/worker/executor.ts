@@ -9,8 +9,18 @@ import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.j
 import type { ResolvedModule } from './module-cache.js';
 
 export type ExecutionResult =
-  | { ok: true; value: unknown; computeSeconds: number }
-  | { ok: false; error: TaskErrorInfo; computeSeconds: number };
+  | { ok: true; value: unknown; computeSeconds: number; lent?: ArrayBuffer[] }
+  | { ok: false; error: TaskErrorInfo; computeSeconds: number; lent?: ArrayBuffer[] };
+
+export interface RunOptions {
+  /**
+   * Buffers moved to the thread as they are, not copied: the caller must hold them alone
+   * and not touch them until the task ends. The result's `lent` hands back those the task's
+   * result does not hold (the same memory, as new ArrayBuffer objects); none come back if
+   * the thread dies.
+   */
+  lend?: readonly ArrayBuffer[];
+}
 
 /**
  * Runs task functions on a pool of worker threads so user code never blocks the event
@@ -65,11 +75,12 @@ export class Executor {
   /** Told of each thread that died between tasks (the pool has replaced it). */
   onThreadError: (err: unknown) => void = () => undefined;
 
-  async run(fn: FunctionRef, args: unknown[]): Promise<ExecutionResult> {
+  async run(fn: FunctionRef, args: unknown[], options: RunOptions = {}): Promise<ExecutionResult> {
     const started = performance.now();
+    const lent = new Set(options.lend ?? []);
     try {
       const target: ResolvedModule = this.#modules === undefined ? { module: fn.module } : await this.#modules.resolve(fn);
-      const inputs = this.#moveInputs ? await threadInputs(args) : postedAsTheyAre(args);
+      const inputs = this.#moveInputs ? await threadInputs(args, LOOP_BRAND, lent) : postedAsTheyAre(args, lent);
       // Views ending past 4 GiB would arrive cut modulo 2^32 (large-views.ts); threadInputs
       // saw every view already, so the walk that lifts them runs only when one does.
       const lifted = inputs.largeViews ? liftLargeViews(inputs.args) : { value: inputs.args, views: [] };
@@ -77,14 +88,16 @@ export class Executor {
       if (target.origin !== undefined) request.origin = target.origin;
       if (lifted.views.length > 0) request.views = lifted.views;
       if (inputs.typedValues > 0) request.typed = inputs.typedValues;
+      if (lent.size > 0) request.lent = [...lent];
       const response = await this.#pool.run(request, { transferList: inputs.transfer });
+      const back = response.lent === undefined ? {} : { lent: response.lent };
       if (response.ok) {
         let value = restoreLargeViews(response.value, response.views);
         // The loop holds what the task made encoded: it stores and sends it, the next task decodes it.
         if ((response.typed ?? 0) > 0) value = restoreTypedValues(value, LOOP_BRAND, 'keep-encoded');
-        return { ok: true, value, computeSeconds: response.seconds };
+        return { ok: true, value, computeSeconds: response.seconds, ...back };
       }
-      return { ok: false, error: response.error, computeSeconds: response.seconds };
+      return { ok: false, error: response.error, computeSeconds: response.seconds, ...back };
     } catch (err) {
       // The pool itself failed: arguments or result not cloneable, thread crashed. A result
       // structured clone refuses kills the thread posting it, and its DataCloneError arrives
@@ -105,9 +118,9 @@ export class Executor {
 }
 
 /** Inputs structured cloned (no copy of ours), but for values of registered types, which cross encoded. */
-function postedAsTheyAre(args: unknown[]): ThreadInputs {
+function postedAsTheyAre(args: unknown[], lent: ReadonlySet<ArrayBuffer>): ThreadInputs {
   const typed = liftTypedValues(args, LOOP_BRAND);
-  return { args: typed.value as unknown[], transfer: [], copiedBytes: 0, largeViews: true, typedValues: typed.count };
+  return { args: typed.value as unknown[], transfer: [...lent], copiedBytes: 0, largeViews: true, typedValues: typed.count };
 }
 
 function isCloneFailure(err: unknown): boolean {

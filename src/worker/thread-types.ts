@@ -20,9 +20,11 @@ export interface ThreadRequest {
   views?: LiftedView[];
   /** How many values of registered types the args hold in their crossing form (typed-crossing.ts). */
   typed?: number;
+  /** Buffers the caller lent (moved, not copied): handed back in the response's `lent` unless the result holds them. */
+  lent?: ArrayBuffer[];
 }
 
 /** What comes back: the value (`views`: as in ThreadRequest), or the error as plain data. `seconds`: time inside the thread. */
 export type ThreadResponse =
-  | { ok: true; value: unknown; seconds: number; views?: LiftedView[]; typed?: number }
-  | { ok: false; error: TaskErrorInfo; seconds: number };
+  | { ok: true; value: unknown; seconds: number; views?: LiftedView[]; typed?: number; lent?: ArrayBuffer[] }
+  | { ok: false; error: TaskErrorInfo; seconds: number; lent?: ArrayBuffer[] };

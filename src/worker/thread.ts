@@ -88,22 +88,44 @@ export default async function runTask(request: ThreadRequest): Promise<unknown> 
     const response: ThreadResponse = lifted.views.length === 0 ? { ok: true, value, seconds } : { ok: true, value: lifted.value, seconds, views: lifted.views };
     if (typed.count > 0) response.typed = typed.count;
     const transfers = collectTransfers(value);
-    if (transfers.length === 0) return response;
-    return move({
-      get [transferableSymbol]() {
-        return transfers;
-      },
-      get [valueSymbol]() {
-        return response;
-      },
-    });
+    return withLent(response, transfers, request.lent, value);
   } catch (err) {
     const response: ThreadResponse = { ok: false, error: errorInfo(err), seconds: (performance.now() - started) / 1000 };
-    return response;
+    return withLent(response, [], request.lent, undefined);
   } finally {
     // The copies of the inputs die with the task: collected once the thread is idle.
     collector?.taskEnded(binaryBytes(request.args));
   }
+}
+
+/**
+ * The response, moving `transfers` and handing the lent buffers back (moved: this thread
+ * can no longer read them) but for those the result holds, which travel with it. A lent
+ * buffer the task moved elsewhere (detached here) is not handed back.
+ */
+function withLent(response: ThreadResponse, transfers: ArrayBuffer[], lent: ArrayBuffer[] | undefined, value: unknown): unknown {
+  if (lent !== undefined && lent.length > 0) {
+    const held = buffersIn(value, 0, false);
+    const back = lent.filter((b) => !held.has(b) && !isDetached(b));
+    for (const b of lent) if (held.has(b) && !transfers.includes(b)) transfers.push(b);
+    if (back.length > 0) {
+      response.lent = back;
+      transfers.push(...back);
+    }
+  }
+  if (transfers.length === 0) return response;
+  return move({
+    get [transferableSymbol]() {
+      return transfers;
+    },
+    get [valueSymbol]() {
+      return response;
+    },
+  });
+}
+
+function isDetached(buffer: ArrayBuffer): boolean {
+  return (buffer as { detached?: boolean }).detached ?? buffer.byteLength === 0;
 }
 
 function errorInfo(err: unknown): { name: string; message: string; stack?: string; code?: string } {

@@ -190,20 +190,31 @@ export class ShuffleExtension implements EngineExtension {
       state.participants[p.slot as number] = move.to;
       this.#log.info({ shuffle: state.id, run: state.run, slot: p.slot, from: worker.name, to: move.to.name }, "a retiring worker's shuffle outputs moved to another worker");
     } else {
-      this.#log.warn({ shuffle: state.id, run: state.run, slot: p.slot, from: worker.name, to: move.to.name, error: p.error }, "a retiring worker could not hand its shuffle outputs over; the shuffle restarts when it leaves");
+      // The slot's pieces are on a worker that runs no more tasks: the outputs still to assemble need a new run now.
+      this.#log.warn({ shuffle: state.id, run: state.run, slot: p.slot, from: worker.name, to: move.to.name, error: p.error }, "a retiring worker could not hand its shuffle outputs over; the shuffle restarts without it");
+      this.#restartIfPending(state);
     }
     this.#engine.reconsider();
   }
 
   workerRemoved(worker: WorkerRecord): void {
     for (const state of [...this.#shuffles.values()]) {
-      for (const [slot, move] of state.moves) if (move.from === worker || move.to === worker) state.moves.delete(slot);
-      if (!state.participants.includes(worker)) continue;
-      const barrier = this.#engine.tasks.get(barrierKey(state.id));
-      if (barrier === undefined) continue; // over: forgotten() ends it
-      if (this.#pendingUnpacks(state).length === 0) continue;
-      this.#restart(state, barrier, this.#unpacks(barrier));
+      // An heir lost: the slot it was to inherit has no owner that runs tasks.
+      let heirLost = false;
+      for (const [slot, move] of state.moves) {
+        if (move.from !== worker && move.to !== worker) continue;
+        state.moves.delete(slot);
+        heirLost ||= move.to === worker;
+      }
+      if (heirLost || state.participants.includes(worker)) this.#restartIfPending(state);
     }
+  }
+
+  /** A new run, when outputs are still to assemble (none without a barrier: the shuffle is over, forgotten() ends it). */
+  #restartIfPending(state: ShuffleState): void {
+    const barrier = this.#engine.tasks.get(barrierKey(state.id));
+    if (barrier === undefined || this.#pendingUnpacks(state).length === 0) return;
+    this.#restart(state, barrier, this.#unpacks(barrier));
   }
 
   #unpacks(barrier: TaskRecord): TaskRecord[] {
@@ -236,6 +247,8 @@ export class ShuffleExtension implements EngineExtension {
   }
 
   #restart(state: ShuffleState, barrier: TaskRecord, unpacks: TaskRecord[]): void {
+    // The old run is over on every worker: its pieces and awaited adoptions go, its late pushes are refused.
+    this.#tellForget(state);
     state.run = ++this.#lastRun;
     state.participants = this.#openWorkers();
     for (const worker of state.participants) state.involved.add(worker);
@@ -261,6 +274,11 @@ export class ShuffleExtension implements EngineExtension {
     const state = this.#shuffles.get(found.meta.id);
     if (state === undefined) return;
     this.#shuffles.delete(state.id);
+    this.#tellForget(state);
+  }
+
+  /** `shuffle-forget` of the current run (and older ones) to every worker the shuffle involved that is still here. */
+  #tellForget(state: ShuffleState): void {
     const params: ShuffleForgetParams = { id: state.id, run: state.run };
     for (const worker of state.involved) if (this.#engine.workers.get(worker.id) === worker) this.#engine.notifyWorker(worker, ShuffleWorkerMethods.forget, params);
   }

@@ -23,6 +23,12 @@ export interface SplitRequest {
   skip: number[];
   /** Largest frame: a piece longer than this is cut into parts. */
   frameBytes: number;
+  /**
+   * Buffers of frameBytes the worker lent (frames it has pushed and got back): frames are
+   * laid out in them before any new buffer is allocated. Those left unused go back with the
+   * result (Executor.run's `lend`).
+   */
+  spares?: ArrayBuffer[];
 }
 
 export interface SplitResult {
@@ -30,6 +36,10 @@ export interface SplitResult {
   frames: Uint8Array[][];
   /** Encoded bytes of the pieces sent. */
   bytes: number;
+  /** Frames laid out in a lent spare buffer. */
+  reused: number;
+  /** Frames laid out in a buffer allocated here. */
+  allocated: number;
 }
 
 const modules = new Map<string, Promise<Record<string, unknown>>>();
@@ -46,19 +56,49 @@ async function userFunction(fn: FunctionRef): Promise<(...args: unknown[]) => un
   return found as (...args: unknown[]) => unknown;
 }
 
+/**
+ * Buffers for frames: a frame at least half of frameBytes gets a whole buffer of frameBytes,
+ * a lent spare when there is one, so that the worker can give it back for reuse once the
+ * frame is pushed; a smaller one (a destination's last few records) gets a buffer of its
+ * size, as one of frameBytes would hold memory it does not use while the receiver keeps it.
+ */
+class FrameBuffers {
+  reused = 0;
+  allocated = 0;
+
+  constructor(
+    readonly frameBytes: number,
+    readonly spares: ArrayBuffer[],
+  ) {}
+
+  get(bytes: number): Uint8Array {
+    if (bytes * 2 < this.frameBytes || bytes > this.frameBytes) {
+      this.allocated++;
+      return new Uint8Array(bytes);
+    }
+    const spare = this.spares.pop();
+    if (spare !== undefined) {
+      this.reused++;
+      return new Uint8Array(spare);
+    }
+    this.allocated++;
+    return new Uint8Array(this.frameBytes);
+  }
+}
+
 /** Fills frames for one destination; a new frame starts when a record would not fit. */
 class FrameWriter {
   readonly frames: Uint8Array[] = [];
   #current: Uint8Array | undefined;
   #at = 0;
 
-  constructor(readonly frameBytes: number) {}
+  constructor(readonly buffers: FrameBuffers) {}
 
   /** Room for `bytes` more in the current frame, starting a new one (sized to what is left, at most frameBytes) if needed. */
   reserve(bytes: number, remaining: number): Uint8Array {
     if (this.#current === undefined || this.#at + bytes > this.#current.byteLength) {
       this.#seal();
-      this.#current = new Uint8Array(Math.max(bytes, Math.min(this.frameBytes, remaining)));
+      this.#current = this.buffers.get(Math.max(bytes, Math.min(this.buffers.frameBytes, remaining)));
       this.#at = 0;
     }
     return this.#current;
@@ -98,7 +138,8 @@ export async function splitForShuffle(input: unknown, request: SplitRequest): Pr
   encoded.forEach((e, j) => {
     if (e !== undefined) remaining[j % destinations] += recordBytesOf(e.byteLength, frameBytes);
   });
-  const writers = Array.from({ length: destinations }, () => new FrameWriter(frameBytes));
+  const buffers = new FrameBuffers(frameBytes, request.spares ?? []);
+  const writers = Array.from({ length: destinations }, () => new FrameWriter(buffers));
   let bytes = 0;
   for (let j = 0; j < P; j++) {
     const e = encoded[j];
@@ -130,7 +171,7 @@ export async function splitForShuffle(input: unknown, request: SplitRequest): Pr
       remaining[d] -= length;
     }
   }
-  return { frames: writers.map((w) => w.finish()), bytes };
+  return { frames: writers.map((w) => w.finish()), bytes, reused: buffers.reused, allocated: buffers.allocated };
 }
 
 /** Lays an encoded value out at `offset`, checksum included: in one step when small, batch by batch when not. */

@@ -28,6 +28,7 @@ import {
   type TransferMeta,
   type UnpackMeta,
 } from './protocol.js';
+import { FrameLoan, FrameSpares } from './frame-spares.js';
 import { PeerPool } from './peer-pool.js';
 import { chunkFrames } from './chunk-frames.js';
 import { SizedBufferPool } from '../runtime/sized-buffer-pool.js';
@@ -75,8 +76,14 @@ export class ShuffleService {
   readonly #retryMs: number;
   /** Buffers of chunks: laid out by the receiver, read back from disk, lent to the assembling thread. */
   readonly #chunkPool: SizedBufferPool;
+  /** Frames pushed and given back, lent to the next split (frame-spares.ts). */
+  readonly #frameSpares: FrameSpares;
+  /** Transfers under way: with none, the spare frames are let go when a shuffle ends. */
+  #transfers = 0;
   /** Cumulative bytes of pieces pushed to peers and received from them (the transfer metrics). */
   readonly bytes = { sent: 0, received: 0 };
+  /** Cumulative frames the splits laid out in a spare buffer vs in one they allocated. */
+  readonly frames = { reused: 0, allocated: 0 };
 
   constructor(options: ShuffleServiceOptions) {
     this.#options = options;
@@ -88,6 +95,8 @@ export class ShuffleService {
     });
     this.#peers = new PeerPool(options.token, options.tls);
     this.#chunkPool = new SizedBufferPool({ minBytes: 64 << 10, maxBytes: 16 << 20, maxSpareBytes: Math.max(8 << 20, Math.min(64 << 20, Math.floor(limit / 16))) });
+    // Enough for the frames of a couple of splits in flight, a small part of the memory limit.
+    this.#frameSpares = new FrameSpares(FRAME_BYTES, Math.max(4, Math.min(32, Math.floor(limit / 8 / FRAME_BYTES))));
   }
 
   /** The data plane's generic requests: pushes of pieces (their records as the request's raw payload). */
@@ -121,12 +130,14 @@ export class ShuffleService {
   close(): void {
     this.receiver.forgetAll();
     this.#peers.close();
+    this.#frameSpares.clear();
   }
 
   /** `shuffle-forget`: the scheduler forgot the shuffle (its graph released, failed or cancelled). */
   forget(params: ShuffleForgetParams): void {
     if (typeof params?.id !== 'string' || !Number.isInteger(params.run)) return;
     this.receiver.forget(params.id, params.run);
+    if (this.#transfers === 0) this.#frameSpares.clear();
   }
 
   /** The scheduler made this worker the heir of a retiring participant's slot: its unpacks of that slot wait for the pieces. */
@@ -185,66 +196,90 @@ export class ShuffleService {
 
   /** Splits the input in a thread and pushes its pieces; a run that changes meanwhile (a worker lost) starts it over. */
   async #transfer(key: string, input: unknown, meta: TransferMeta): Promise<ExecutionResult> {
-    const deadline = Date.now() + this.#retryMs;
-    let computeSeconds = 0;
-    let info = await this.#currentRun(meta);
-    for (;;) {
-      const request: SplitRequest = {
-        split: meta.split,
-        splitArgs: meta.splitArgs,
-        partitions: meta.partitions,
-        input: meta.input,
-        destinations: info.workers.length,
-        skip: info.done,
-        frameBytes: FRAME_BYTES,
-      };
-      const inputBytes = sizeof(input);
-      await makeRoom(this.#options.store, 2 * inputBytes);
-      const split = await this.#options.executor.run(fn('splitForShuffle'), [input, request]);
-      computeSeconds += split.computeSeconds;
-      if (!split.ok) return split;
-      const { frames, bytes } = split.value as SplitResult;
-      const failure = await this.#pushAll(info, meta, frames);
-      if (failure === undefined) {
-        const done: ShuffleTransferredParams = { key, id: meta.id, run: info.run };
-        this.#options.channel().notify(ShuffleMethods.transferred, done);
-        return { ok: true, value: { run: info.run, bytes }, computeSeconds };
-      }
-      if (failure instanceof ShuffleDiskFullError || (failure instanceof RemoteError && failure.remoteCode === 'SPW_ERR_SHUFFLE_DISK_FULL')) {
-        throw new ShuffleDiskFullError(errorMessage(failure));
-      }
-      // A peer failed or holds a newer run: wait for the scheduler's run to move on, then split again for it.
+    this.#transfers++;
+    let loan: FrameLoan | undefined;
+    try {
+      const deadline = Date.now() + this.#retryMs;
+      let computeSeconds = 0;
+      let info = await this.#currentRun(meta);
       for (;;) {
-        if (Date.now() > deadline) throw new ShufflePushError(`pushing the pieces of input ${meta.input} of shuffle ${JSON.stringify(meta.id)} kept failing: ${errorMessage(failure)}`, { cause: failure });
-        await sleep(250);
-        const next = await this.#currentRun(meta);
-        if (next.run !== info.run) {
-          info = next;
-          break;
-        }
-        if (failure instanceof RemoteError && failure.remoteCode === 'SPW_ERR_SHUFFLE_STALE_RUN') continue;
-        // Same run, a peer that failed: maybe a passing fault; try the same frames once more now and then.
-        const again = await this.#pushAll(info, meta, frames);
-        if (again === undefined) {
-          this.#options.channel().notify(ShuffleMethods.transferred, { key, id: meta.id, run: info.run } satisfies ShuffleTransferredParams);
+        // Frames of a split for an older run are done with: back to the spares before this split takes some.
+        loan?.end();
+        const inputBytes = sizeof(input);
+        // Spares for about the frames this split fills: the rest stay for the other splits under way.
+        const spares = this.#frameSpares.take(Math.ceil(inputBytes / FRAME_BYTES) + info.workers.length);
+        const request: SplitRequest = {
+          split: meta.split,
+          splitArgs: meta.splitArgs,
+          partitions: meta.partitions,
+          input: meta.input,
+          destinations: info.workers.length,
+          skip: info.done,
+          frameBytes: FRAME_BYTES,
+          spares,
+        };
+        await makeRoom(this.#options.store, 2 * inputBytes);
+        const split = await this.#options.executor.run(fn('splitForShuffle'), [input, request], { lend: spares });
+        for (const spare of split.lent ?? []) this.#frameSpares.give(spare);
+        computeSeconds += split.computeSeconds;
+        if (!split.ok) return split;
+        const { frames, bytes, reused, allocated } = split.value as SplitResult;
+        this.frames.reused += reused;
+        this.frames.allocated += allocated;
+        loan = new FrameLoan(this.#frameSpares, frames);
+        const failure = await this.#pushAll(info, meta, loan);
+        if (failure === undefined) {
+          const done: ShuffleTransferredParams = { key, id: meta.id, run: info.run };
+          this.#options.channel().notify(ShuffleMethods.transferred, done);
           return { ok: true, value: { run: info.run, bytes }, computeSeconds };
         }
+        if (failure instanceof ShuffleDiskFullError || (failure instanceof RemoteError && failure.remoteCode === 'SPW_ERR_SHUFFLE_DISK_FULL')) {
+          throw new ShuffleDiskFullError(errorMessage(failure));
+        }
+        // A peer failed or holds a newer run: wait for the scheduler's run to move on, then split again for it.
+        for (;;) {
+          if (Date.now() > deadline) throw new ShufflePushError(`pushing the pieces of input ${meta.input} of shuffle ${JSON.stringify(meta.id)} kept failing: ${errorMessage(failure)}`, { cause: failure });
+          await sleep(250);
+          const next = await this.#currentRun(meta);
+          if (next.run !== info.run) {
+            info = next;
+            break;
+          }
+          if (failure instanceof RemoteError && failure.remoteCode === 'SPW_ERR_SHUFFLE_STALE_RUN') continue;
+          // Same run, a peer that failed: maybe a passing fault; try the same frames once more now and then.
+          const again = await this.#pushAll(info, meta, loan);
+          if (again === undefined) {
+            this.#options.channel().notify(ShuffleMethods.transferred, { key, id: meta.id, run: info.run } satisfies ShuffleTransferredParams);
+            return { ok: true, value: { run: info.run, bytes }, computeSeconds };
+          }
+        }
       }
+    } finally {
+      loan?.end();
+      this.#transfers--;
     }
   }
 
   /** Pushes every destination's frames (destinations in parallel, each in order); resolves to the first failure, if any. */
-  async #pushAll(info: ShuffleRunInfo, meta: TransferMeta, frames: Uint8Array[][]): Promise<Error | undefined> {
+  async #pushAll(info: ShuffleRunInfo, meta: TransferMeta, loan: FrameLoan): Promise<Error | undefined> {
     const self = this.#options.self;
     const results = await Promise.allSettled(
       info.workers.map(async (address, d) => {
         const local = address.host === self.host && address.port === self.port;
-        const list = frames[d] ?? [];
+        const list = loan.frames[d] ?? [];
         for (let seq = 0; seq < list.length; seq++) {
           const frame = list[seq];
-          if (local) await this.receiver.accept({ id: meta.id, run: info.run, input: meta.input, seq, data: [frame] });
+          const done = loan.push(frame);
+          // The receiver keeps views of a frame it takes in until their output is flushed: it says when it lets go.
+          if (local) await this.receiver.accept({ id: meta.id, run: info.run, input: meta.input, seq, data: [frame], released: () => done(true) });
           else {
-            await this.#peers.request(address, { op: PUSH_OP, id: meta.id, run: info.run, input: meta.input, seq }, frame);
+            try {
+              await this.#peers.request(address, { op: PUSH_OP, id: meta.id, run: info.run, input: meta.input, seq }, frame);
+            } catch (err) {
+              done(false);
+              throw err;
+            }
+            done(true);
             this.bytes.sent += frame.byteLength;
           }
         }

@@ -1,0 +1,107 @@
+/**
+ * Push frames come back for reuse: two shuffle services (a worker's side each, one store,
+ * one data server) push to each other and to themselves through a real executor thread;
+ * later splits lay their frames out in the buffers of earlier ones, and every output still
+ * holds exactly the bytes it should.
+ */
+import assert from 'node:assert/strict';
+import { randomFillSync } from 'node:crypto';
+import { test } from 'node:test';
+import type { Channel } from '../../src/control/channel.js';
+import { FrameLoan, FrameSpares } from '../../src/shuffle/frame-spares.js';
+import { ShuffleFunctions, ShuffleMethods, type ShuffleRunInfo, type TransferMeta, type UnpackMeta } from '../../src/shuffle/protocol.js';
+import { FRAME_BYTES, ShuffleService } from '../../src/shuffle/worker-service.js';
+import { DataServer } from '../../src/transfer/server.js';
+import { Executor } from '../../src/worker/executor.js';
+import { onCleanup } from '../helpers/cleanup.js';
+import { MiB, openStore } from '../helpers/store.js';
+import { sha256 } from './fixtures/hash.js';
+import { slices } from './fixtures/split.js';
+
+const fx = (name: string, file = 'split'): { module: string; name: string } => ({ module: new URL(`./fixtures/${file}.ts`, import.meta.url).href, name });
+
+test('spare frames: bounded, one size, each kept once, taken out by count', () => {
+  const spares = new FrameSpares(1024, 2);
+  const a = new ArrayBuffer(1024);
+  assert.equal(spares.give(new ArrayBuffer(512)), false, 'a frame sized to its records is not kept');
+  assert.equal(spares.give(a), true);
+  assert.equal(spares.give(a), false, 'a buffer given twice is kept once');
+  assert.equal(spares.give(new ArrayBuffer(1024)), true);
+  assert.equal(spares.give(new ArrayBuffer(1024)), false, 'past maxSpares: left to the collector');
+  assert.equal(spares.take(1).length, 1);
+  assert.equal(spares.size, 1);
+  assert.equal(spares.take(5).length, 1);
+  assert.equal(spares.size, 0);
+  assert.throws(() => new FrameSpares(0, 1), { code: 'SPW_ERR_INVALID_ARG' });
+});
+
+test('a loaned frame comes back once the transfer is done and no push holds it; a frame whose push to a peer failed never does', () => {
+  const spares = new FrameSpares(64, 8);
+  const [a, b, c] = [0, 1, 2].map(() => new Uint8Array(64).subarray(0, 40));
+  const loan = new FrameLoan(spares, [[a, b], [c]]);
+  const pushA = loan.push(a);
+  const pushB = loan.push(b);
+  const pushC = loan.push(c);
+  pushB(false);
+  pushC(true);
+  assert.equal(spares.size, 0, 'nothing comes back before the transfer is done with its frames');
+  loan.end();
+  assert.deepEqual(spares.take(8), [c.buffer], 'a is still held, b failed');
+  pushA(true);
+  pushA(true);
+  assert.deepEqual(spares.take(8), [a.buffer], 'a comes back once its push is done, once');
+});
+
+test('splits reuse the frames of earlier splits, pushed to a peer or taken in locally, and every output is exact', async (t) => {
+  const executor = new Executor(1);
+  onCleanup(t, () => executor.close());
+  const P = 2;
+  const inputs = Array.from({ length: 6 }, (_, i) => randomFillSync(new Uint8Array(4.25 * MiB + 8 * i)));
+  const services: ShuffleService[] = [];
+  const addresses: { host: string; port: number }[] = [];
+  // Large enough a memory limit that the receiver keeps views of local frames across splits.
+  const stores = [(await openStore(t, { memoryLimit: 256 * MiB })).store, (await openStore(t, { memoryLimit: 256 * MiB })).store];
+  for (const [w, store] of stores.entries()) {
+    const server = await DataServer.listen(store, { host: '127.0.0.1', onRequest: (body, payload) => services[w].onRequest(body, payload) });
+    onCleanup(t, () => server.close());
+    addresses.push(server.address);
+  }
+  const info: ShuffleRunInfo = { run: 1, workers: addresses, done: [] };
+  const channel = {
+    request: async (method: string) => {
+      assert.equal(method, ShuffleMethods.get);
+      return info;
+    },
+    notify: () => undefined,
+  } as unknown as Channel;
+  for (const [w, store] of stores.entries()) {
+    services.push(new ShuffleService({ store, executor, channel: () => channel, token: undefined, self: addresses[w], retryMs: 5_000 }));
+  }
+  t.after(() => services.forEach((s) => s.close()));
+  // Worker w splits inputs w, w + 2, w + 4; both at once.
+  await Promise.all(
+    services.map(async (service, w) => {
+      for (let i = w; i < inputs.length; i += 2) {
+        const meta: TransferMeta = { id: 's', partitions: P, input: i, split: fx('slices'), splitArgs: [] };
+        const result = await service.run({ key: `transfer-${i}`, name: ShuffleFunctions.transfer, args: [inputs[i], meta] });
+        assert.ok(result.ok, JSON.stringify(result));
+      }
+    }),
+  );
+  // Each split fills 2 frames of at least half FRAME_BYTES (one 2 MiB piece per worker). The
+  // second split of a worker reuses the frame pushed to the peer; the third, the frames the
+  // receiver let go of too (the second piece of an output passes its chunk size: flushed).
+  const frames = services.map((s) => ({ ...s.frames }));
+  for (const [w, f] of frames.entries()) {
+    assert.equal(f.reused + f.allocated, 6, `worker ${w}: 3 splits of 2 frames`);
+    assert.ok(f.reused >= 3, `worker ${w} reused frames: ${JSON.stringify(f)}`);
+  }
+  const pieces = inputs.map((input) => slices(input, P));
+  for (let j = 0; j < P; j++) {
+    const meta: UnpackMeta = { id: 's', partitions: P, output: j, inputs: inputs.length, combine: fx('sha256', 'hash'), combineArgs: [] };
+    const result = await services[j % 2].run({ key: `unpack-${j}`, name: ShuffleFunctions.unpack, args: [null, meta] });
+    assert.ok(result.ok, JSON.stringify(result));
+    assert.equal(result.value, sha256(pieces.map((p) => p[j])), `output ${j}`);
+  }
+  assert.equal(FRAME_BYTES, 4 * MiB, 'the sizes above assume 4 MiB frames');
+});

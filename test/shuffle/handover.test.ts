@@ -148,4 +148,13 @@ test('a retiring worker hands its slot over: spilled chunks streamed from disk (
     }
     assert.deepEqual(records.sort(), (held.get(output) ?? []).sort(), `output ${output}: every record, byte for byte`);
   }
+
+  // The heir refuses slot 1 (it was told the run is over): the retiring worker says so, and keeps none of the chunks it handed out.
+  heir.forget({ id: 's', run: 5 });
+  await retiring.handover({ ...slot, slot: 1, to: server.address });
+  const refused = notified.filter((n) => n.method === ShuffleMethods.handedOver).map((n) => n.params as ShuffleHandedOverParams)[1];
+  assert.equal(refused.ok, false);
+  assert.match(refused.error ?? '', /over here up to run 5/);
+  assert.equal(retiringStore.stats().disk.count + retiringStore.stats().memory.count, 0, 'no chunk left on the retiring worker');
+  assert.equal(retiring.receiver.runOf('s'), 5, 'its run stays until the scheduler ends it');
 });

@@ -5,6 +5,7 @@ import { Client } from '../../src/client/client.js';
 import { type Graph } from '../../src/cluster/protocol.js';
 import { InvalidArgumentError, TaskError } from '../../src/errors.js';
 import type { WorkerHeartbeat } from '../../src/cluster/protocol.js';
+import type { SchedulerState } from '../../src/scheduler/snapshot.js';
 import { barrierKey, shuffle } from '../../src/shuffle/protocol.js';
 import { startCluster } from '../cluster/helpers.js';
 import { waitFor } from '../helpers/wait.js';
@@ -120,6 +121,30 @@ test('shuffle primitive on a 2-worker cluster', async (t) => {
     await waitFor(async () => (await leftOver()).every((w) => w.values >= 1), 'the pieces stored as chunks on both workers');
     await barrier.release();
     await nothingLeft('the unassembled pieces to be deleted');
+  });
+
+  await t.test("a retiring worker's heir killed while the pieces move to it: the shuffle restarts without either and the outputs verify", async () => {
+    const graph: Graph = {};
+    const inputs = [0, 1, 2, 3].map((i) => {
+      graph[`heir-${i}`] = { fn: fx('rows'), args: [i * 100, 100] };
+      return `heir-${i}`;
+    });
+    // Assemblies that take a while: outputs are still to assemble once every piece is stored.
+    const nodes = shuffle({ id: 'heir-lost', inputs, partitions: 4, split: fx('byKey'), combine: fx('slowKeys'), combineArgs: [200] });
+    Object.assign(graph, nodes.graph);
+    const [barrier, ...outputs] = client.persist(graph, [barrierKey('heir-lost'), ...nodes.outputs]);
+    await barrier.result();
+    // local-0 retires: its slot goes to local-1, which is killed as the pieces move (or about to).
+    const retired = client.retireWorkers(['local-0']);
+    const state = async (): Promise<SchedulerState> => (await cluster.state()) as SchedulerState;
+    // Retiring, or (on a fast machine) already gone.
+    await waitFor(async () => !(await state()).workers.some((w) => w.name === 'local-0' && !w.closing), 'local-0 retiring');
+    await cluster.killWorker(1, 'SIGKILL');
+    const got = (await client.gather(outputs)) as number[][];
+    for (let j = 0; j < 4; j++) assert.deepEqual(got[j], Array.from({ length: 400 }, (_, k) => k).filter((k) => k % 4 === j), `output ${j}`);
+    await retired;
+    for (const future of [barrier, ...outputs]) await future.release();
+    assert.ok((await state()).counters.tasksRecomputed > 0, 'the restarted shuffle computed its inputs again');
   });
 
   await t.test('bad options are refused before anything is sent', () => {

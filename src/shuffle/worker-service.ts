@@ -29,6 +29,7 @@ import {
   type UnpackMeta,
 } from './protocol.js';
 import { FrameLoan, FrameSpares } from './frame-spares.js';
+import { InputSpares, lendableCopy } from './input-spares.js';
 import { PeerPool } from './peer-pool.js';
 import { chunkFrames } from './chunk-frames.js';
 import { SizedBufferPool } from '../runtime/sized-buffer-pool.js';
@@ -78,12 +79,19 @@ export class ShuffleService {
   readonly #chunkPool: SizedBufferPool;
   /** Frames pushed and given back, lent to the next split (frame-spares.ts). */
   readonly #frameSpares: FrameSpares;
-  /** Transfers under way: with none, the spare frames are let go when a shuffle ends. */
+  /** Copies of splits' inputs handed back by their threads (input-spares.ts). */
+  readonly #inputSpares: InputSpares;
+  /** Transfers under way: with none, the spares are let go when a shuffle ends. */
   #transfers = 0;
   /** Cumulative bytes of pieces pushed to peers and received from them (the transfer metrics). */
   readonly bytes = { sent: 0, received: 0 };
   /** Cumulative frames the splits laid out in a spare buffer vs in one they allocated. */
   readonly frames = { reused: 0, allocated: 0 };
+
+  /** Cumulative copies of splits' inputs made into a spare buffer vs into a new one. */
+  get inputCopies(): { reused: number; allocated: number } {
+    return { reused: this.#inputSpares.reused, allocated: this.#inputSpares.allocated };
+  }
 
   constructor(options: ShuffleServiceOptions) {
     this.#options = options;
@@ -97,6 +105,7 @@ export class ShuffleService {
     this.#chunkPool = new SizedBufferPool({ minBytes: 64 << 10, maxBytes: 16 << 20, maxSpareBytes: Math.max(8 << 20, Math.min(64 << 20, Math.floor(limit / 16))) });
     // Enough for the frames of a couple of splits in flight, a small part of the memory limit.
     this.#frameSpares = new FrameSpares(FRAME_BYTES, Math.max(4, Math.min(32, Math.floor(limit / 8 / FRAME_BYTES))));
+    this.#inputSpares = new InputSpares(Math.max(16 << 20, Math.min(256 << 20, Math.floor(limit / 8))));
   }
 
   /** The data plane's generic requests: pushes of pieces (their records as the request's raw payload). */
@@ -131,13 +140,16 @@ export class ShuffleService {
     this.receiver.forgetAll();
     this.#peers.close();
     this.#frameSpares.clear();
+    this.#inputSpares.clear();
   }
 
   /** `shuffle-forget`: the scheduler forgot the shuffle (its graph released, failed or cancelled). */
   forget(params: ShuffleForgetParams): void {
     if (typeof params?.id !== 'string' || !Number.isInteger(params.run)) return;
     this.receiver.forget(params.id, params.run);
-    if (this.#transfers === 0) this.#frameSpares.clear();
+    if (this.#transfers > 0) return;
+    this.#frameSpares.clear();
+    this.#inputSpares.clear();
   }
 
   /** The scheduler made this worker the heir of a retiring participant's slot: its unpacks of that slot wait for the pieces. */
@@ -219,8 +231,10 @@ export class ShuffleService {
           spares,
         };
         await makeRoom(this.#options.store, 2 * inputBytes);
-        const split = await this.#options.executor.run(fn('splitForShuffle'), [input, request], { lend: spares });
-        for (const spare of split.lent ?? []) this.#frameSpares.give(spare);
+        const copy = await lendableCopy(input, this.#inputSpares);
+        const split = await this.#options.executor.run(fn('splitForShuffle'), [copy?.value ?? input, request], { lend: copy === undefined ? spares : [...spares, copy.buffer] });
+        // Handed back, any of them is this worker's alone: a frame's size makes a frame spare.
+        for (const buffer of split.lent ?? []) if (!this.#frameSpares.give(buffer)) this.#inputSpares.give(buffer);
         computeSeconds += split.computeSeconds;
         if (!split.ok) return split;
         const { frames, bytes, reused, allocated } = split.value as SplitResult;

@@ -13,6 +13,7 @@
  * inputs stay put meanwhile: the worker pins them until the task ends, and values are
  * never mutated.
  */
+import { InvalidArgumentError } from '../errors.js';
 import { Slicer } from '../loop.js';
 import { needsLift } from './large-views.js';
 import { LOOP_BRAND, crossing, partsOf } from './typed-crossing.js';
@@ -130,6 +131,18 @@ export async function threadInputs(args: readonly unknown[], brand: string = LOO
   const copied = args.map(visit);
   await copyInSteps(jobs);
   return { args: copied, transfer, copiedBytes, largeViews, typedValues };
+}
+
+/**
+ * A copy of `view` in `buffer` (exactly its size, one the caller holds alone, to lend to a
+ * thread), of the type a structured clone would make, copied in steps as threadInputs does.
+ */
+export async function copyViewInto(view: ArrayBufferView, buffer: ArrayBuffer): Promise<ArrayBufferView> {
+  if (buffer.byteLength !== view.byteLength) throw new InvalidArgumentError(`a copy of a view of ${view.byteLength} bytes needs a buffer of that size, got ${buffer.byteLength}`);
+  await copyInSteps([[view.buffer, view.byteOffset, buffer, view.byteLength]]);
+  if (view instanceof DataView) return new DataView(buffer);
+  const ctor = (Buffer.isBuffer(view) ? Uint8Array : view.constructor) as new (buffer: ArrayBuffer) => ArrayBufferView;
+  return new ctor(buffer);
 }
 
 async function copyInSteps(jobs: readonly CopyJob[]): Promise<void> {

@@ -1,14 +1,15 @@
 /**
- * Push frames come back for reuse: two shuffle services (a worker's side each, one store,
+ * The send side's buffers come back for reuse: two shuffle services (a worker's side each, one store,
  * one data server) push to each other and to themselves through a real executor thread;
- * later splits lay their frames out in the buffers of earlier ones, and every output still
- * holds exactly the bytes it should.
+ * later splits lay their frames out in the buffers of earlier ones and copy their inputs into
+ * the copies of earlier inputs, and every output still holds exactly the bytes it should.
  */
 import assert from 'node:assert/strict';
 import { randomFillSync } from 'node:crypto';
 import { test } from 'node:test';
 import type { Channel } from '../../src/control/channel.js';
 import { FrameLoan, FrameSpares } from '../../src/shuffle/frame-spares.js';
+import { InputSpares, lendableCopy } from '../../src/shuffle/input-spares.js';
 import { ShuffleFunctions, ShuffleMethods, type ShuffleRunInfo, type TransferMeta, type UnpackMeta } from '../../src/shuffle/protocol.js';
 import { FRAME_BYTES, ShuffleService } from '../../src/shuffle/worker-service.js';
 import { DataServer } from '../../src/transfer/server.js';
@@ -52,11 +53,38 @@ test('a loaned frame comes back once the transfer is done and no push holds it; 
   assert.deepEqual(spares.take(8), [a.buffer], 'a comes back once its push is done, once');
 });
 
+test('input spares: taken by exact size, bounded in bytes with the oldest let go; a lendable copy is exact and of the same type', async () => {
+  const spares = new InputSpares(300_000);
+  const [a, b, c] = [100_000, 100_000, 200_000].map((n) => new ArrayBuffer(n));
+  assert.equal(spares.give(a), true);
+  assert.equal(spares.give(a), false, 'a buffer given twice is kept once');
+  assert.equal(spares.give(b), true);
+  assert.equal(spares.give(new ArrayBuffer(400_000)), false, 'larger than the bound: never kept');
+  assert.equal(spares.give(c), true);
+  assert.equal(spares.bytes, 300_000, 'the oldest (a) let go');
+  assert.equal(spares.take(100_000), b);
+  assert.equal(spares.take(200_000), c);
+  assert.notEqual(spares.take(200_000), c, 'none spare: a new one');
+  assert.deepEqual({ reused: spares.reused, allocated: spares.allocated }, { reused: 2, allocated: 1 });
+  const input = Buffer.from(randomFillSync(new Uint8Array(100_000)));
+  const copy = await lendableCopy(input, spares);
+  assert.ok(copy !== undefined && copy.value instanceof Uint8Array && !Buffer.isBuffer(copy.value), 'a Buffer is copied as a Uint8Array, as a clone makes it');
+  assert.equal(copy.value.buffer, copy.buffer);
+  assert.ok(Buffer.from(copy.buffer).equals(input));
+  const f64 = new Float64Array(randomFillSync(new Uint8Array(160_000)).buffer, 80_000, 10_000);
+  const f64Copy = await lendableCopy(f64, spares);
+  assert.ok(f64Copy?.value instanceof Float64Array && f64Copy.value.byteOffset === 0 && f64Copy.buffer.byteLength === f64.byteLength);
+  assert.deepEqual(f64Copy.value, f64);
+  assert.equal(await lendableCopy(new Uint8Array(1000), spares), undefined, 'small: cloned as ever');
+  assert.equal(await lendableCopy(new Uint8Array(new SharedArrayBuffer(100_000)), spares), undefined, 'shared memory is not copied');
+  assert.equal(await lendableCopy([new Uint8Array(100_000)], spares), undefined, 'not one view: threadInputs copies it');
+});
+
 test('splits reuse the frames of earlier splits, pushed to a peer or taken in locally, and every output is exact', async (t) => {
   const executor = new Executor(1);
   onCleanup(t, () => executor.close());
   const P = 2;
-  const inputs = Array.from({ length: 6 }, (_, i) => randomFillSync(new Uint8Array(4.25 * MiB + 8 * i)));
+  const inputs = Array.from({ length: 6 }, () => randomFillSync(new Uint8Array(4.25 * MiB)));
   const services: ShuffleService[] = [];
   const addresses: { host: string; port: number }[] = [];
   // Large enough a memory limit that the receiver keeps views of local frames across splits.
@@ -95,6 +123,12 @@ test('splits reuse the frames of earlier splits, pushed to a peer or taken in lo
   for (const [w, f] of frames.entries()) {
     assert.equal(f.reused + f.allocated, 6, `worker ${w}: 3 splits of 2 frames`);
     assert.ok(f.reused >= 3, `worker ${w} reused frames: ${JSON.stringify(f)}`);
+  }
+  // The copy of each input for its thread comes back: one allocated per split at once.
+  for (const [w, service] of services.entries()) {
+    const copies = service.inputCopies;
+    assert.equal(copies.reused + copies.allocated, 3, `worker ${w}: 3 inputs copied`);
+    assert.ok(copies.allocated <= 2 && copies.reused >= 1, `worker ${w} reused input copies: ${JSON.stringify(copies)}`);
   }
   const pieces = inputs.map((input) => slices(input, P));
   for (let j = 0; j < P; j++) {

@@ -268,12 +268,15 @@ export class ShuffleReceiver {
     if (state !== undefined && state.run <= run) this.#drop(state);
   }
 
-  /** Forgets every shuffle held here (this worker left them all: it lost the scheduler, or closes). */
-  forgetAll(): void {
-    const newest = new Map<string, number>();
-    for (const e of this.#expected) newest.set(e.id, Math.max(e.run, newest.get(e.id) ?? e.run));
-    for (const state of this.#runs.values()) newest.set(state.id, Math.max(state.run, newest.get(state.id) ?? state.run));
-    for (const [id, run] of newest) this.forget(id, run);
+  /**
+   * Drops every shuffle held here, and the runs remembered as over: this worker lost the
+   * scheduler (which restarts the shuffles it took part in, or is a new one numbering runs
+   * afresh), or closes.
+   */
+  reset(): void {
+    for (const e of this.#expected.splice(0)) e.settle();
+    for (const state of [...this.#runs.values()]) this.#drop(state);
+    this.#forgotten.clear();
   }
 
   /** Drops a run: its buffers, its chunks in the store, and the adoptions awaited of it or older ones (they will not come). */

@@ -135,9 +135,9 @@ export class ShuffleService {
     }
   }
 
-  /** Drops everything held of every shuffle (the worker closes, or lost the scheduler, which then restarts the shuffles it took part in). */
+  /** Drops everything held of every shuffle: the worker closes. */
   close(): void {
-    this.receiver.forgetAll();
+    this.receiver.reset();
     this.#peers.close();
     this.#frameSpares.clear();
     this.#inputSpares.clear();

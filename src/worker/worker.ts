@@ -277,8 +277,8 @@ export class Worker extends EventEmitter {
     if (!this.#options.reconnect) return this.#shutdown(err);
     this.emit('disconnected', err);
     this.#tasks.takeQueued();
-    // The scheduler removed this worker and restarts the shuffles it took part in: what it holds of them is stale.
-    this.#shuffle.receiver.forgetAll();
+    // The scheduler removed this worker and restarts the shuffles it took part in (or it is a new one): what is held of them is stale.
+    this.#shuffle.receiver.reset();
     const held = this.#heldKeys();
     const params: RegisterWorkerParams = {
       name: this.name,

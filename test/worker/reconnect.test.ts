@@ -7,7 +7,12 @@ import { Client } from '../../src/client/client.js';
 import { SchedulerUnreachableError } from '../../src/control/errors.js';
 import { Scheduler } from '../../src/scheduler/index.js';
 import { Worker } from '../../src/worker/index.js';
-import { fn } from './helpers.js';
+import type { WorkerHeartbeat } from '../../src/cluster/protocol.js';
+import { PeerPool } from '../../src/shuffle/peer-pool.js';
+import { recordLength, writeRecordHeader } from '../../src/shuffle/records.js';
+import { PUSH_OP } from '../../src/shuffle/worker-service.js';
+import { waitFor } from '../helpers/wait.js';
+import { FakeScheduler, fn } from './helpers.js';
 
 const TOKEN = 'reconnect-token';
 
@@ -77,4 +82,25 @@ test('after a scheduler restart the worker registers again, reporting the keys i
   const again = await Client.connect(second.address, { token: TOKEN });
   t.after(() => again.close());
   assert.deepEqual(await again.compute({ y: fn('add', 20, 22) }, ['y']), [42]);
+});
+
+test('a worker that loses the scheduler drops every shuffle it held: the pieces in its store, the frame ids, the runs', async (t) => {
+  const scheduler = await FakeScheduler.start();
+  t.after(() => scheduler.close());
+  const worker = await Worker.start({ scheduler: scheduler.address, memoryLimit: '32 MiB', nthreads: 1, monitorIntervalMs: false, schedulerConnectTimeoutMs: 10_000 });
+  t.after(() => worker.close());
+  // A peer pushes a piece as large as a chunk: it goes to the store at once.
+  const peers = new PeerPool(undefined, undefined);
+  t.after(() => peers.close());
+  const piece = new Uint8Array(recordLength(600 * 1024));
+  writeRecordHeader(piece, 0, { output: 0, input: 0, part: 0, parts: 1, length: 600 * 1024 });
+  await peers.request(worker.address, { op: PUSH_OP, id: 's', run: 3, input: 0, seq: 0 }, piece);
+  const lastBeat = (): WorkerHeartbeat | undefined => scheduler.heartbeats.at(-1)?.beat;
+  await waitFor(() => lastBeat()?.shufflesHeld === 1 && lastBeat()?.memory.count === 1, 'the shuffle held');
+  const [first] = scheduler.workers;
+  const registered = once(worker, 'reconnected');
+  first.channel.close();
+  await registered;
+  await waitFor(() => scheduler.heartbeats.at(-1)?.beat.workerId === worker.workerId && lastBeat()?.shufflesHeld === 0, 'the shuffle dropped');
+  assert.equal(worker.store.size, 0, 'its piece deleted');
 });

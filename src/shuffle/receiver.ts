@@ -9,6 +9,8 @@ import type { SpillStore } from '../store/spill-store.js';
 import { ShuffleDiskFullError, ShuffleStaleRunError } from './errors.js';
 import { parseRecordViews } from './records.js';
 import { Slicer } from '../loop.js';
+import { SizedBufferPool } from '../runtime/sized-buffer-pool.js';
+import { ChunkWrites } from './chunk-writes.js';
 
 /** Longest stretch of flushing between loop turns. */
 const FLUSH_SLICE_MS = 2;
@@ -23,6 +25,8 @@ export interface ReceiverOptions {
   chunkBytes: number;
   /** How long a push waits while the store is paused and its spills fail before it is refused as disk full. */
   diskFullMs?: number;
+  /** Where chunk buffers come from (shared with the unpacks that give them back); a pool of its own by default. */
+  pool?: SizedBufferPool;
 }
 
 export interface PushParams {
@@ -85,7 +89,8 @@ function chunkKey(id: string, run: number, output: number, n: number): string {
 
 export class ShuffleReceiver {
   readonly #store: SpillStore;
-  readonly #options: Required<ReceiverOptions>;
+  readonly #options: Required<Omit<ReceiverOptions, 'pool'>>;
+  readonly #writes: ChunkWrites;
   readonly #runs = new Map<string, RunState>();
   /** Slots this worker inherits from a retiring one, whose pieces are on their way. */
   readonly #expected: Expectation[] = [];
@@ -98,7 +103,9 @@ export class ShuffleReceiver {
 
   constructor(store: SpillStore, options: ReceiverOptions) {
     this.#store = store;
-    this.#options = { diskFullMs: 10_000, ...options };
+    const { pool, ...rest } = options;
+    this.#options = { diskFullMs: 10_000, ...rest };
+    this.#writes = new ChunkWrites(store, pool ?? new SizedBufferPool({ minBytes: 64 << 10, maxBytes: 16 << 20, maxSpareBytes: options.bufferBytes }));
     store.on('error', (err: unknown) => {
       if (isDiskFull(err)) {
         this.#lastDiskFull = Date.now();
@@ -287,8 +294,16 @@ export class ShuffleReceiver {
       this.#bufferedBytes -= buffer.bytes;
       buffer.records = [];
       releaseHolds(buffer);
-      for (const key of buffer.chunks) this.#store.delete(key);
+      for (const key of buffer.chunks) {
+        this.#writes.dropped(key);
+        this.#store.delete(key);
+      }
     }
+  }
+
+  /** Resolves once the chunks under `keys` (from take or handOut) are in the store: some may still be being written through. */
+  async written(keys: readonly string[]): Promise<void> {
+    await this.#writes.written(keys);
   }
 
   #stateFor(id: string, run: number): RunState {
@@ -309,10 +324,20 @@ export class ShuffleReceiver {
     // Records view their frames: a lone record that views a larger buffer is copied too, as
     // stored it would keep the whole frame alive; so is one whose sender wants its frame back.
     const only = buffer.records.length === 1 && buffer.holds.size === 0 ? buffer.records[0] : undefined;
-    const chunk = only !== undefined && only.byteOffset === 0 && only.byteLength === only.buffer.byteLength ? only : Buffer.concat(buffer.records, buffer.bytes);
     const key = chunkKey(state.id, state.run, output, state.nextChunk++);
-    // Cold: spilling writes the pieces, read only once every input is split, before the values in use.
-    this.#store.set(key, chunk, { cold: true, size: chunk.byteLength });
+    if (only !== undefined && only.byteOffset === 0 && only.byteLength === only.buffer.byteLength) {
+      // Cold: spilling writes the pieces, read only once every input is split, before the values in use.
+      this.#store.set(key, only, { cold: true, size: only.byteLength });
+    } else {
+      // The one copy of the pieces, into a pooled buffer (chunk-writes.ts).
+      const chunk = this.#writes.buffer(buffer.bytes);
+      let at = 0;
+      for (const record of buffer.records) {
+        chunk.set(record, at);
+        at += record.byteLength;
+      }
+      this.#writes.store(key, chunk);
+    }
     buffer.chunks.push(key);
     this.#bufferedBytes -= buffer.bytes;
     buffer.records = [];
@@ -320,9 +345,10 @@ export class ShuffleReceiver {
     releaseHolds(buffer);
   }
 
-  /** Waits while the store is paused; refuses the push once spilling has kept failing for lack of disk. */
+  /** Waits while the store is paused, or chunks written through pass the buffers' budget; refuses the push once spilling has kept failing for lack of disk. */
   async #room(): Promise<void> {
     const started = Date.now();
+    while (this.#writes.bytes > this.#options.bufferBytes) await this.#writes.someWritten();
     while (this.#store.paused) {
       const diskFull = this.#lastDiskFull >= started - 1000 && Date.now() - started > this.#options.diskFullMs;
       if (diskFull) {

@@ -97,12 +97,14 @@ export class ShuffleService {
     this.#options = options;
     this.#retryMs = options.retryMs ?? 120_000;
     const limit = options.store.memoryLimit;
+    const bufferBytes = Math.max(1 << 20, Math.min(64 << 20, Math.floor(limit / 16)));
+    this.#chunkPool = new SizedBufferPool({ minBytes: 64 << 10, maxBytes: 16 << 20, maxSpareBytes: Math.max(8 << 20, bufferBytes) });
     this.receiver = new ShuffleReceiver(options.store, {
-      bufferBytes: Math.max(1 << 20, Math.min(64 << 20, Math.floor(limit / 16))),
+      bufferBytes,
       chunkBytes: Math.max(256 << 10, Math.min(4 << 20, Math.floor(limit / 64))),
+      pool: this.#chunkPool,
     });
     this.#peers = new PeerPool(options.token, options.tls);
-    this.#chunkPool = new SizedBufferPool({ minBytes: 64 << 10, maxBytes: 16 << 20, maxSpareBytes: Math.max(8 << 20, Math.min(64 << 20, Math.floor(limit / 16))) });
     // Enough for the frames of a couple of splits in flight, a small part of the memory limit.
     this.#frameSpares = new FrameSpares(FRAME_BYTES, Math.max(4, Math.min(32, Math.floor(limit / 8 / FRAME_BYTES))));
     this.#inputSpares = new InputSpares(Math.max(16 << 20, Math.min(256 << 20, Math.floor(limit / 8))));
@@ -172,6 +174,7 @@ export class ShuffleService {
     // Out of the receiver now: sent or not, these chunks are deleted (a failed handover restarts the run).
     const keys = this.receiver.handOut(id, run, outputsOfSlot(slot, params.participants, params.partitions)).flatMap((output) => output.keys);
     try {
+      await this.receiver.written(keys);
       let seq = 0;
       for (const key of keys) {
         for await (const frame of chunkFrames(store, key, FRAME_BYTES)) {
@@ -312,6 +315,7 @@ export class ShuffleService {
     const taken = this.receiver.take(meta.id, meta.output) ?? { run: 0, keys: [] };
     const store = this.#options.store;
     try {
+      await this.receiver.written(taken.keys);
       // Taken out of the store (chunk-loans.ts): the chunks are this unpack's alone.
       const { chunks, lend, bytes } = await takeChunks(store, taken.keys, this.#chunkPool);
       await makeRoom(store, 2 * bytes);

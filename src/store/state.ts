@@ -141,10 +141,13 @@ export class StoreState {
     this.chain.link(entry);
   }
 
-  /** Forgets a key: its value, its weak reference, and (once no reader needs it) its copy. */
-  remove(entry: Entry, deleteCopy = true): void {
+  /**
+   * Forgets a key: its value, its weak reference, and (once no reader needs it) its copy.
+   * `handedOver`: the value goes to a caller who keeps it (take), not to the collector.
+   */
+  remove(entry: Entry, deleteCopy = true, handedOver = false): void {
     // A value dropped earlier was counted when it was dropped.
-    if (entry.resident) this.#released(entry);
+    if (entry.resident && !handedOver) this.#released(entry);
     this.acct.remove(entry);
     entry.removed = true;
     if (entry.retryAfter > 0) this.waiting.delete(entry);

@@ -30,7 +30,8 @@ export async function takeEntry(state: StoreState, entry: Entry, into: (byteLeng
   if (value !== undefined) {
     const alone = entry.pins === 0;
     const writing = entry.write?.done;
-    state.remove(entry);
+    // Not counted as let go: the taker keeps the memory (a collection would free nothing).
+    state.remove(entry, true, true);
     state.onShrink();
     // The write (cancelled now) may still be encoding or writing from the value's memory.
     if (writing !== undefined) await writing.catch(() => undefined);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { tunedEnvironment, withHugePages } from '../../src/runtime/malloc-environment.js';
+import { tunedEnvironment, withHugePages, withSmallYoungGeneration } from '../../src/runtime/malloc-environment.js';
 
 test('withHugePages adds glibc.malloc.hugetlb=1 and keeps what the user set', () => {
   assert.equal(withHugePages(undefined), 'glibc.malloc.hugetlb=1');
@@ -23,12 +23,19 @@ test('tunedEnvironment adds the allocator settings to what the user has, and lea
     MALLOC_TRIM_THRESHOLD_: '524288',
     MALLOC_ARENA_MAX: '2',
     GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1',
+    NODE_OPTIONS: '--max-semi-space-size=2',
   });
   assert.deepEqual(user, { PATH: '/bin', HOME: '/home/u' });
 });
 
 test("tunedEnvironment: the user's settings win", () => {
-  const user = { MALLOC_MMAP_THRESHOLD_: '65536', MALLOC_TRIM_THRESHOLD_: '65536', MALLOC_ARENA_MAX: '8', GLIBC_TUNABLES: 'glibc.malloc.hugetlb=0' };
+  const user = {
+    MALLOC_MMAP_THRESHOLD_: '65536',
+    MALLOC_TRIM_THRESHOLD_: '65536',
+    MALLOC_ARENA_MAX: '8',
+    GLIBC_TUNABLES: 'glibc.malloc.hugetlb=0',
+    NODE_OPTIONS: '--max-semi-space-size=16',
+  };
   assert.deepEqual(tunedEnvironment(user, 'linux'), user);
 });
 
@@ -40,4 +47,15 @@ test('tunedEnvironment sets no glibc tunables off Linux', () => {
 
 test('tunedEnvironment reads the process environment when given none', () => {
   assert.equal(tunedEnvironment().PATH, process.env.PATH);
+});
+
+test('withSmallYoungGeneration caps the semi-space and keeps the options the user set', () => {
+  assert.equal(withSmallYoungGeneration(undefined), '--max-semi-space-size=2');
+  assert.equal(withSmallYoungGeneration(' '), '--max-semi-space-size=2');
+  assert.equal(withSmallYoungGeneration('--enable-source-maps'), '--enable-source-maps --max-semi-space-size=2');
+  // The user's own size wins, however V8's flag is spelled.
+  assert.equal(withSmallYoungGeneration('--import tsx --max-semi-space-size=64'), '--import tsx --max-semi-space-size=64');
+  assert.equal(withSmallYoungGeneration('--max_semi_space_size 8'), '--max_semi_space_size 8');
+  // A flag whose name only starts like it is another flag.
+  assert.equal(withSmallYoungGeneration('--max-semi-space-sizes=1'), '--max-semi-space-sizes=1 --max-semi-space-size=2');
 });

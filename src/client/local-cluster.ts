@@ -41,8 +41,8 @@ export interface LocalClusterOptions {
   /** Time each process gets to exit after a signal before SIGKILL. Default 5 s. */
   closeTimeoutMs?: number;
   /**
-   * Start the workers with the C library's allocator tuned for large buffers (the
-   * supervisor's `tuneMalloc`, docs/configuration.md); variables already set in this
+   * Start the workers with the C library's allocator tuned for large buffers and V8's
+   * young generation capped (the supervisor's `tuneMalloc`, docs/configuration.md); variables already set in this
    * process's environment win either way. Default true.
    */
   tuneMalloc?: boolean;

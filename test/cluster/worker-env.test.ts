@@ -6,7 +6,7 @@ import { Client } from '../../src/client/client.js';
 import { LocalCluster } from '../../src/client/local-cluster.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import type { Graph } from '../../src/cluster/protocol.js';
-import { withHugePages } from '../../src/runtime/malloc-environment.js';
+import { withHugePages, withSmallYoungGeneration } from '../../src/runtime/malloc-environment.js';
 import { fixture, MiB, startCluster } from './helpers.js';
 
 /** A process's environment, from /proc (Linux). */
@@ -41,6 +41,7 @@ test('workers run with huge pages for malloc, and a worker holding large values 
   assert.equal(env.get('GLIBC_TUNABLES'), withHugePages(process.env.GLIBC_TUNABLES));
   assert.equal(env.get('MALLOC_MMAP_THRESHOLD_'), process.env.MALLOC_MMAP_THRESHOLD_ ?? '262144');
   assert.equal(env.get('MALLOC_TRIM_THRESHOLD_'), process.env.MALLOC_TRIM_THRESHOLD_ ?? '524288');
+  assert.equal(env.get('NODE_OPTIONS'), withSmallYoungGeneration(process.env.NODE_OPTIONS));
 
   // Whether glibc applies it depends on the kernel (THP not 'never') and glibc >= 2.35.
   const mode = await thpMode();
@@ -70,7 +71,7 @@ test('workers run with huge pages for malloc, and a worker holding large values 
 test('tuneMalloc: false starts the processes with this process environment as it is', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
   const cluster = await startCluster(t, { workers: 1, tuneMalloc: false });
   const env = await environment(cluster.workers[0]);
-  for (const name of ['MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_', 'MALLOC_ARENA_MAX', 'GLIBC_TUNABLES']) {
+  for (const name of ['MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_', 'MALLOC_ARENA_MAX', 'GLIBC_TUNABLES', 'NODE_OPTIONS']) {
     assert.equal(env.get(name), process.env[name], name);
   }
 });

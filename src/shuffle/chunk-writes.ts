@@ -1,6 +1,6 @@
 /**
  * How the receiver's chunks reach the store. A chunk is laid out in a pooled buffer. While
- * the store has room it is `set` like any value (the unpack later takes it out and lends
+ * the store (and the process) has room it is `set` like any value (the unpack later takes it out and lends
  * its buffer on: chunk-loans.ts). Once the store is at its target, a chunk set would only
  * be spilled at once, and its buffer left to the collector: instead it is written through
  * (`putEncoded`: straight to the disk tier, small chunks fused as spilled values are) and
@@ -43,7 +43,8 @@ export class ChunkWrites {
   /** Stores a chunk laid out in a `buffer()` (and not touched afterwards): set, or written through once the store is at its target. */
   store(key: string, chunk: Uint8Array): void {
     const store = this.#store;
-    if (store.residentBytes + chunk.byteLength <= store.targetBytes) {
+    // The process counts too: over target, room for the next task is made by spilling (room.ts), chunks first.
+    if (store.residentBytes + chunk.byteLength <= store.targetBytes && !store.isProcessAboveTarget()) {
       // Cold: spilling writes the pieces, read only once every input is split, before the values in use.
       store.set(key, chunk, { cold: true, size: chunk.byteLength });
       return;
@@ -53,7 +54,8 @@ export class ChunkWrites {
     const writing: Writing = {
       dropped: false,
       done: store.putEncoded(key, encodedBatches(encoded), encoded.byteLength).then(
-        () => void this.#pool.give(chunk.buffer),
+        // Written: nothing reads the buffer any more. Only the pool's own go back (never a push's memory).
+        () => void (this.#pool.made(chunk.buffer) && this.#pool.give(chunk.buffer)),
         () => {
           // The store holds it as a value now (spilled later, or in memory): never given back from here.
           if (!writing.dropped && !store.closed) store.set(key, chunk, { cold: true, size: chunk.byteLength });

@@ -85,6 +85,10 @@ export class ShuffleService {
   #transfers = 0;
   /** Cumulative bytes of pieces pushed to peers and received from them (the transfer metrics). */
   readonly bytes = { sent: 0, received: 0 };
+  /** Chunk buffers handed out by the pool: reused vs allocated (cumulative). */
+  get chunkBuffers(): { reused: number; allocated: number } {
+    return { reused: this.#chunkPool.reused, allocated: this.#chunkPool.allocated };
+  }
   /** Cumulative frames the splits laid out in a spare buffer vs in one they allocated. */
   readonly frames = { reused: 0, allocated: 0 };
 

@@ -29,6 +29,11 @@ export class InputSpares {
     return this.#bytes;
   }
 
+  /** A spare of exactly `byteLength` is waiting. */
+  has(byteLength: number): boolean {
+    return this.#spares.some((b) => b.byteLength === byteLength);
+  }
+
   /** A buffer of exactly `byteLength`: a spare, else a new one. */
   take(byteLength: number): ArrayBuffer {
     const at = this.#spares.findIndex((b) => b.byteLength === byteLength);

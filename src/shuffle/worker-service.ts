@@ -46,6 +46,9 @@ export const ADOPT_OP = 'shuffle-adopt';
 /** Largest push frame: well under the data plane's 16 MiB frame limit. */
 export const FRAME_BYTES = 4 * 1024 * 1024;
 
+/** How long spare frames and input copies are kept with no transfer under way. */
+const SPARES_IDLE_MS = 2_000;
+
 const THREAD_MODULE = new URL(import.meta.url.endsWith('.ts') ? './thread-tasks.ts' : './thread-tasks.js', import.meta.url).href;
 const fn = (name: string): FunctionRef => ({ module: THREAD_MODULE, name });
 
@@ -81,8 +84,9 @@ export class ShuffleService {
   readonly #frameSpares: FrameSpares;
   /** Copies of splits' inputs handed back by their threads (input-spares.ts). */
   readonly #inputSpares: InputSpares;
-  /** Transfers under way: with none, the spares are let go when a shuffle ends. */
+  /** Transfers under way: with none for a while (or when a shuffle ends), the spares are let go. */
   #transfers = 0;
+  #sparesTimer: NodeJS.Timeout | undefined;
   /** Cumulative bytes of pieces pushed to peers and received from them (the transfer metrics). */
   readonly bytes = { sent: 0, received: 0 };
   /** Chunk buffers handed out by the pool: reused vs allocated (cumulative). */
@@ -110,8 +114,9 @@ export class ShuffleService {
     });
     this.#peers = new PeerPool(options.token, options.tls);
     // Enough for the frames of a couple of splits in flight, a small part of the memory limit.
-    this.#frameSpares = new FrameSpares(FRAME_BYTES, Math.max(4, Math.min(32, Math.floor(limit / 8 / FRAME_BYTES))));
-    this.#inputSpares = new InputSpares(Math.max(16 << 20, Math.min(256 << 20, Math.floor(limit / 8))));
+    // Spares are memory the store does not see: a split's worth or so, a small part of the memory limit.
+    this.#frameSpares = new FrameSpares(FRAME_BYTES, Math.max(2, Math.min(32, Math.floor(limit / 16 / FRAME_BYTES))));
+    this.#inputSpares = new InputSpares(Math.max(16 << 20, Math.min(256 << 20, Math.floor(limit / 16))));
   }
 
   /** The data plane's generic requests: pushes of pieces (their records as the request's raw payload). */
@@ -145,6 +150,11 @@ export class ShuffleService {
   close(): void {
     this.receiver.reset();
     this.#peers.close();
+    this.#letSparesGo();
+  }
+
+  #letSparesGo(): void {
+    clearTimeout(this.#sparesTimer);
     this.#frameSpares.clear();
     this.#inputSpares.clear();
   }
@@ -153,9 +163,7 @@ export class ShuffleService {
   forget(params: ShuffleForgetParams): void {
     if (typeof params?.id !== 'string' || !Number.isInteger(params.run)) return;
     this.receiver.forget(params.id, params.run);
-    if (this.#transfers > 0) return;
-    this.#frameSpares.clear();
-    this.#inputSpares.clear();
+    if (this.#transfers === 0) this.#letSparesGo();
   }
 
   /** The scheduler made this worker the heir of a retiring participant's slot: its unpacks of that slot wait for the pieces. */
@@ -216,6 +224,7 @@ export class ShuffleService {
   /** Splits the input in a thread and pushes its pieces; a run that changes meanwhile (a worker lost) starts it over. */
   async #transfer(key: string, input: unknown, meta: TransferMeta): Promise<ExecutionResult> {
     this.#transfers++;
+    clearTimeout(this.#sparesTimer);
     let loan: FrameLoan | undefined;
     try {
       const deadline = Date.now() + this.#retryMs;
@@ -237,7 +246,9 @@ export class ShuffleService {
           frameBytes: FRAME_BYTES,
           spares,
         };
-        await makeRoom(this.#options.store, 2 * inputBytes);
+        // Room for the input's copy and the frames, but for the spares they take, in memory already.
+        const spareBytes = spares.length * FRAME_BYTES + (this.#inputSpares.has(inputBytes) ? inputBytes : 0);
+        await makeRoom(this.#options.store, 2 * inputBytes - spareBytes);
         const copy = await lendableCopy(input, this.#inputSpares);
         const split = await this.#options.executor.run(fn('splitForShuffle'), [copy?.value ?? input, request], { lend: copy === undefined ? spares : [...spares, copy.buffer] });
         // Handed back, any of them is this worker's alone: a frame's size makes a frame spare.
@@ -277,7 +288,8 @@ export class ShuffleService {
       }
     } finally {
       loan?.end();
-      this.#transfers--;
+      // The transfers are over for now (the unpacks come next, which need the memory): the spares go unless more come soon.
+      if (--this.#transfers === 0) this.#sparesTimer = setTimeout(() => this.#letSparesGo(), SPARES_IDLE_MS).unref();
     }
   }
 

@@ -62,6 +62,7 @@ test('input spares: taken by exact size, bounded in bytes with the oldest let go
   assert.equal(spares.give(new ArrayBuffer(400_000)), false, 'larger than the bound: never kept');
   assert.equal(spares.give(c), true);
   assert.equal(spares.bytes, 300_000, 'the oldest (a) let go');
+  assert.ok(spares.has(200_000) && !spares.has(150_000));
   assert.equal(spares.take(100_000), b);
   assert.equal(spares.take(200_000), c);
   assert.notEqual(spares.take(200_000), c, 'none spare: a new one');

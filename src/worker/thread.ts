@@ -94,7 +94,8 @@ export default async function runTask(request: ThreadRequest): Promise<unknown> 
     return withLent(response, [], request.lent, undefined);
   } finally {
     // The copies of the inputs die with the task: collected once the thread is idle.
-    collector?.taskEnded(binaryBytes(request.args));
+    // Lent buffers go back to the loop (or with the result): never this thread's garbage.
+    collector?.taskEnded(binaryBytes(request.args, request.lent));
   }
 }
 
@@ -151,10 +152,10 @@ function collectTransfers(value: unknown): ArrayBuffer[] {
   );
 }
 
-/** Binary bytes of the inputs, shared ones included (this thread's references keep those alive too). */
-function binaryBytes(value: unknown): number {
+/** Binary bytes of the inputs but `lent`, shared ones included (this thread's references keep those alive too). */
+function binaryBytes(value: unknown, lent: readonly ArrayBuffer[] = []): number {
   let total = 0;
-  for (const buffer of buffersIn(value, 0, true)) total += buffer.byteLength;
+  for (const buffer of buffersIn(value, 0, true)) if (!lent.includes(buffer as ArrayBuffer)) total += buffer.byteLength;
   return total;
 }
 

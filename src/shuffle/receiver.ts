@@ -15,11 +15,19 @@ import { ChunkWrites } from './chunk-writes.js';
 /** Longest stretch of flushing between loop turns. */
 const FLUSH_SLICE_MS = 2;
 
+/**
+ * Past the budget, the largest buffers are flushed until this fraction of it is left: with
+ * many outputs every buffer is small, and flushing them all makes each chunk as small as it
+ * can be (more keys to index, spill and read back). The higher, the larger the buffers
+ * flushed, and the more often a flush runs.
+ */
+const FLUSH_DOWN_TO = 0.75;
+
 /** Shuffles over whose last run is remembered (to refuse a late push of it), newest kept. */
 const FORGOTTEN_IDS = 4096;
 
 export interface ReceiverOptions {
-  /** Bytes of pieces held outside the store before every buffer is flushed into it. */
+  /** Bytes of pieces held outside the store before the largest buffers are flushed into it. */
   bufferBytes: number;
   /** A buffer this large goes to the store at once. */
   chunkBytes: number;
@@ -97,6 +105,8 @@ export class ShuffleReceiver {
   /** Shuffles the scheduler said are over → the newest run it named: a late push of it is refused, not held. */
   readonly #forgotten = new Map<string, number>();
   #bufferedBytes = 0;
+  /** The budget's flush under way: a push that passes the budget meanwhile waits for it rather than starting another. */
+  #flushing: Promise<void> | undefined;
   /** When the store last failed to spill for lack of room. */
   #lastDiskFull = 0;
   #lastDiskError: unknown;
@@ -204,8 +214,15 @@ export class ShuffleReceiver {
   }
 
   async #afterTakeIn(id: string): Promise<void> {
-    const state = this.#runs.get(id);
-    if (state !== undefined && this.#bufferedBytes > this.#options.bufferBytes) await this.#flushAll(state);
+    while (this.#runs.has(id) && this.#bufferedBytes > this.#options.bufferBytes) {
+      if (this.#flushing === undefined) {
+        const flushing = this.#flushLargest().finally(() => {
+          if (this.#flushing === flushing) this.#flushing = undefined;
+        });
+        this.#flushing = flushing;
+      }
+      await this.#flushing;
+    }
   }
 
   #takeIn(state: RunState, frameId: string, data: readonly Uint8Array[], hold?: FrameHold): void {
@@ -230,19 +247,23 @@ export class ShuffleReceiver {
   }
 
   /**
-   * Flushes every buffer, this push's run first, with a loop turn every couple of
-   * milliseconds: the budget's worth of copies into chunks at once would block the loop.
+   * Flushes the largest buffers (of any run) until they hold FLUSH_DOWN_TO of their budget,
+   * with a loop turn every couple of milliseconds: the budget's worth of copies into chunks
+   * at once would block the loop.
    */
-  async #flushAll(first: RunState): Promise<void> {
+  async #flushLargest(): Promise<void> {
+    const all: { state: RunState; output: number; buffer: OutputBuffer }[] = [];
+    for (const state of this.#runs.values()) {
+      for (const [output, buffer] of state.outputs) if (buffer.bytes > 0) all.push({ state, output, buffer });
+    }
+    all.sort((a, b) => b.buffer.bytes - a.buffer.bytes);
     const slicer = new Slicer(FLUSH_SLICE_MS);
-    for (const state of [first, ...[...this.#runs.values()].filter((s) => s !== first)]) {
-      for (const [output, buffer] of state.outputs) {
-        // A newer run arrived meanwhile: this one's buffers were dropped with it.
-        if (this.#runs.get(state.id) !== state) break;
-        if (buffer.bytes === 0) continue;
-        this.#flush(state, output, buffer);
-        if (slicer.due()) await slicer.turn();
-      }
+    for (const { state, output, buffer } of all) {
+      if (this.#bufferedBytes <= FLUSH_DOWN_TO * this.#options.bufferBytes) return;
+      // Taken meanwhile, or its run dropped for a newer one: nothing to flush.
+      if (buffer.bytes === 0 || this.#runs.get(state.id) !== state || state.outputs.get(output) !== buffer) continue;
+      this.#flush(state, output, buffer);
+      if (slicer.due()) await slicer.turn();
     }
   }
 

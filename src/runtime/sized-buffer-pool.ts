@@ -97,6 +97,12 @@ export class SizedBufferPool {
     return true;
   }
 
+  /** Lets every spare buffer go (to the collector): the memory is not needed for a while. */
+  clear(): void {
+    this.#spare.clear();
+    this.#spareBytes = 0;
+  }
+
   /** The pooled size for `bytes`, or undefined when too large to pool. */
   #classOf(bytes: number): number | undefined {
     if (!Number.isSafeInteger(bytes) || bytes < 0) throw new InvalidArgumentError(`a buffer size is a non-negative whole number, got ${bytes}`);

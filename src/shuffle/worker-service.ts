@@ -151,6 +151,7 @@ export class ShuffleService {
     this.receiver.reset();
     this.#peers.close();
     this.#letSparesGo();
+    this.#chunkPool.clear();
   }
 
   #letSparesGo(): void {
@@ -164,6 +165,8 @@ export class ShuffleService {
     if (typeof params?.id !== 'string' || !Number.isInteger(params.run)) return;
     this.receiver.forget(params.id, params.run);
     if (this.#transfers === 0) this.#letSparesGo();
+    // No shuffle left here: spare chunk buffers would only hold memory the store does not see.
+    if (this.receiver.heldShuffles === 0) this.#chunkPool.clear();
   }
 
   /** The scheduler made this worker the heir of a retiring participant's slot: its unpacks of that slot wait for the pieces. */

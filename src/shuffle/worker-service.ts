@@ -14,6 +14,7 @@ import type { SpillStore } from '../store/spill-store.js';
 import { RemoteError } from '../transfer/errors.js';
 import type { ExecutionResult, Executor } from '../worker/executor.js';
 import { makeRoom } from '../worker/room.js';
+import { type ThreadSlot, UNCOUNTED_SLOT } from '../worker/thread-slots.js';
 import { ShuffleDiskFullError, ShufflePushError } from './errors.js';
 import {
   type ShuffleForgetParams,
@@ -71,6 +72,8 @@ interface RunningTask {
   key: string;
   name: string;
   args: unknown[];
+  /** The task's thread slot (src/worker/thread-slots.ts): entered for its thread work only, given up while it pushes. */
+  thread?: Pick<ThreadSlot, 'enter' | 'leave'>;
 }
 
 export class ShuffleService {
@@ -133,11 +136,11 @@ export class ShuffleService {
     try {
       switch (task.name) {
         case ShuffleFunctions.transfer:
-          return await this.#transfer(task.key, task.args[0], task.args[1] as TransferMeta);
+          return await this.#transfer(task.key, task.args[0], task.args[1] as TransferMeta, task.thread ?? UNCOUNTED_SLOT);
         case ShuffleFunctions.barrier:
           return { ok: true, value: (task.args[0] as unknown[]).length, computeSeconds: 0 };
         case ShuffleFunctions.unpack:
-          return await this.#unpack(task.args[1] as UnpackMeta);
+          return await this.#unpack(task.args[1] as UnpackMeta, task.thread ?? UNCOUNTED_SLOT);
         default:
           throw new InvalidArgumentError(`spillway:shuffle has no function "${task.name}"`);
       }
@@ -225,7 +228,7 @@ export class ShuffleService {
   }
 
   /** Splits the input in a thread and pushes its pieces; a run that changes meanwhile (a worker lost) starts it over. */
-  async #transfer(key: string, input: unknown, meta: TransferMeta): Promise<ExecutionResult> {
+  async #transfer(key: string, input: unknown, meta: TransferMeta, thread: Pick<ThreadSlot, 'enter' | 'leave'>): Promise<ExecutionResult> {
     this.#transfers++;
     clearTimeout(this.#sparesTimer);
     let loan: FrameLoan | undefined;
@@ -236,6 +239,7 @@ export class ShuffleService {
       for (;;) {
         // Frames of a split for an older run are done with: back to the spares before this split takes some.
         loan?.end();
+        await thread.enter();
         const inputBytes = sizeof(input);
         // Spares for about the frames this split fills: the rest stay for the other splits under way.
         const spares = this.#frameSpares.take(Math.ceil(inputBytes / FRAME_BYTES) + info.workers.length);
@@ -262,6 +266,7 @@ export class ShuffleService {
         this.frames.reused += reused;
         this.frames.allocated += allocated;
         loan = new FrameLoan(this.#frameSpares, frames);
+        thread.leave(); // the pushes wait on peers: the next task can use the thread
         const failure = await this.#pushAll(info, meta, loan);
         if (failure === undefined) {
           const done: ShuffleTransferredParams = { key, id: meta.id, run: info.run };
@@ -327,7 +332,7 @@ export class ShuffleService {
   }
 
   /** Assembles output j from the chunks this worker holds (in a thread: decoding and the user's combine). */
-  async #unpack(meta: UnpackMeta): Promise<ExecutionResult> {
+  async #unpack(meta: UnpackMeta, thread: Pick<ThreadSlot, 'enter' | 'leave'>): Promise<ExecutionResult> {
     // Pieces on their way from a retiring worker whose slot this one inherited come first.
     await this.receiver.whenAdopted(meta.id, meta.output, this.#retryMs);
     // Nothing held (this worker joined after the pieces were sent, or lost them): the thread reports what is missing.
@@ -337,6 +342,7 @@ export class ShuffleService {
       await this.receiver.written(taken.keys);
       // Taken out of the store (chunk-loans.ts): the chunks are this unpack's alone.
       const { chunks, lend, bytes } = await takeChunks(store, taken.keys, this.#chunkPool);
+      await thread.enter();
       await makeRoom(store, 2 * bytes);
       const request: AssembleRequest = { output: meta.output, partitions: meta.partitions, inputs: meta.inputs, combine: meta.combine, combineArgs: meta.combineArgs };
       const { lent, ...result } = await this.#options.executor.run(fn('assembleOutput'), [chunks, request], { lend });

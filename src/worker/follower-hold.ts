@@ -6,8 +6,8 @@
  * the dependent would read it back from disk: a shuffle's inputs and outputs written once
  * more each. The hold ends when a queued task reads the result, or after `maxMs`.
  */
-export interface HoldQueue {
-  values(): Iterable<{ inputs: readonly string[] }>;
+export interface HoldQueue<T extends { inputs: readonly string[] } = { inputs: readonly string[] }> {
+  values(): Iterable<T>;
 }
 
 /** Results smaller than this are cheap to spill and read back: no hold for them. */
@@ -40,19 +40,27 @@ export class FollowerHold {
 
   /** True while no other task should start: the hold runs and no queued task reads its key yet. */
   holding(queue: HoldQueue): boolean {
+    return this.check(queue) === 'holding';
+  }
+
+  /**
+   * `holding`: no other task should start yet; a task: the queued task that reads the key,
+   * which ends the hold (that task should start first); `none`: no hold.
+   */
+  check<T extends { inputs: readonly string[] }>(queue: HoldQueue<T>): 'none' | 'holding' | T {
     const key = this.#key;
-    if (key === undefined) return false;
+    if (key === undefined) return 'none';
     if (performance.now() >= this.#until) {
       this.clear();
-      return false;
+      return 'none';
     }
     for (const task of queue.values()) {
       if (task.inputs.includes(key)) {
         this.clear();
-        return false;
+        return task;
       }
     }
-    return true;
+    return 'holding';
   }
 
   clear(): void {

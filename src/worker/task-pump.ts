@@ -1,11 +1,19 @@
-import type { DataAddress } from '../cluster/protocol.js';
+import type { DataAddress, FunctionRef } from '../cluster/protocol.js';
+import { ShuffleFunctions, isShuffleFunction } from '../shuffle/protocol.js';
 import { FollowerHold } from './follower-hold.js';
 import type { QueuedTask } from './queue.js';
 import { toErrorInfo } from './task-reports.js';
 import { type Pump, TaskRunner, type TaskRunnerParts } from './task-runner.js';
+import { ThreadSlots } from './thread-slots.js';
 
 /** Longest a thread waits for the dependent of a followed result: a scheduler round trip, with room for a loaded host. */
 const FOLLOWER_HOLD_MS = 250;
+
+/**
+ * Tasks that may run beyond the threads, per thread (thread-slots.ts): one pushing or reading
+ * while another runs on the thread keeps the thread busy, and each holds memory.
+ */
+const EXTRA_PER_THREAD = 1;
 
 /** How far ahead the pump works. */
 export interface TaskPumpLimits {
@@ -17,7 +25,8 @@ export interface TaskPumpLimits {
 
 /**
  * Starts what can start, each time something changes: queued tasks onto free threads (up
- * to nthreads), reads of spilled inputs ahead, fetches of remote inputs.
+ * to nthreads; shuffle tasks, which take a thread only for their thread work, up to a few
+ * more: thread-slots.ts), reads of spilled inputs ahead, fetches of remote inputs.
  */
 export class TaskPump implements Pump {
   /** A thread kept free for the dependent of a result just reported (follower-hold.ts). */
@@ -25,13 +34,13 @@ export class TaskPump implements Pump {
   readonly runner: TaskRunner;
   readonly #parts: TaskRunnerParts;
   readonly #limits: TaskPumpLimits;
-  readonly #nthreads: number;
+  readonly #slots: ThreadSlots;
   readonly #prefetching = new Set<string>();
   #fetches = 0;
 
   constructor(parts: TaskRunnerParts, nthreads: number, limits: TaskPumpLimits) {
     this.#parts = parts;
-    this.#nthreads = nthreads;
+    this.#slots = new ThreadSlots(nthreads, EXTRA_PER_THREAD * nthreads, () => this.pump());
     this.#limits = limits;
     this.hold = new FollowerHold(FOLLOWER_HOLD_MS, () => this.pump());
     this.runner = new TaskRunner(parts, this.hold, this);
@@ -39,20 +48,55 @@ export class TaskPump implements Pump {
 
   pump(): void {
     const { store, tasks, life } = this.#parts;
-    if (life.closed || store.paused) return; // 'resume' pumps again
-    while (tasks.running.size < this.#nthreads) {
-      if (this.hold.holding(tasks.queue)) break;
-      const [next] = tasks.queue.ready(store, 1);
-      if (next === undefined) break;
-      tasks.queue.delete(next.key);
-      void this.runner.run(next);
+    // Tasks waiting for a slot are running: on close they go on, to fail and end.
+    if (life.closed) return this.#slots.serveWaiting();
+    const hold = this.hold.check(tasks.queue);
+    if (hold !== 'holding') {
+      // The reader of a result just reported first, then tasks back for their thread work, then the queue.
+      if (typeof hold === 'object' && !store.paused) this.#startReader(hold);
+      this.#slots.serveWaiting();
     }
+    if (store.paused) return; // 'resume' pumps again
+    if (hold !== 'holding') this.#start();
     this.#prefetch();
     while (this.#fetches < this.#limits.fetchConcurrency) {
       const [task] = tasks.queue.needingFetch(store, (key) => tasks.running.has(key));
       if (task === undefined) break;
       void this.#fetchFor(task);
     }
+  }
+
+  /** Starts the task that reads the result of a hold, if it can start now. */
+  #startReader(task: QueuedTask): void {
+    const { store, tasks } = this.#parts;
+    if (task.fetching || !task.inputs.every((key) => store.has(key))) return;
+    const withSlot = startsWithSlot(task.spec.fn, this.#slots.free);
+    if (!this.#canStart(withSlot)) return;
+    tasks.queue.delete(task.key);
+    void this.runner.run(task, this.#slots.start(withSlot));
+  }
+
+  /** Starts queued tasks that are ready, while threads (thread-slots.ts) allow. */
+  #start(): void {
+    const { store, tasks } = this.#parts;
+    const slots = this.#slots;
+    while (slots.canStart(tasks.running.size, false)) {
+      const [next] = tasks.queue.ready(store, 1);
+      if (next === undefined) return;
+      const withSlot = startsWithSlot(next.spec.fn, slots.free);
+      if (!this.#canStart(withSlot)) return;
+      tasks.queue.delete(next.key);
+      void this.runner.run(next, slots.start(withSlot));
+    }
+  }
+
+  /**
+   * A task starting without a slot runs beside the threads' work and holds memory meanwhile:
+   * over target (RSS too) there is no room for it, as for a read ahead.
+   */
+  #canStart(withSlot: boolean): boolean {
+    const { store, tasks } = this.#parts;
+    return this.#slots.canStart(tasks.running.size, withSlot) && (withSlot || !store.isProcessAboveTarget());
   }
 
   /** Reads back the spilled inputs of the next ready tasks while the threads are busy (one read per key, shared with acquire). */
@@ -114,4 +158,14 @@ export class TaskPump implements Pump {
     }
     this.pump();
   }
+}
+
+/**
+ * Whether a task starts holding a thread slot. Most tasks hold one from start to end. A
+ * shuffle transfer (split, then push) or unpack (read chunks back, then assemble) takes a
+ * free one at once too, and else starts without one and waits for one when it needs a thread.
+ */
+function startsWithSlot(fn: FunctionRef, free: boolean): boolean {
+  const later = isShuffleFunction(fn) && (fn.name === ShuffleFunctions.transfer || fn.name === ShuffleFunctions.unpack);
+  return !later || free;
 }

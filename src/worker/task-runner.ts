@@ -18,6 +18,7 @@ import type { QueuedTask } from './queue.js';
 import { makeRoom } from './room.js';
 import { type TaskReports, toErrorInfo } from './task-reports.js';
 import type { WorkerTasks } from './tasks.js';
+import type { ThreadSlot } from './thread-slots.js';
 
 /** Whatever starts the next tasks once one ends or is put back. */
 export interface Pump {
@@ -61,7 +62,8 @@ export class TaskRunner {
     this.#pump = pump;
   }
 
-  async run(task: QueuedTask): Promise<void> {
+  /** `slot`: the task's thread slot (a shuffle task enters it for its thread work only), given back when it ends. */
+  async run(task: QueuedTask, slot: ThreadSlot): Promise<void> {
     const { store, tasks, reports, life } = this.#parts;
     tasks.running.set(task.key, task);
     this.#parts.events.emit('task-started', task.key);
@@ -72,6 +74,7 @@ export class TaskRunner {
       lease = await store.acquire(task.inputs);
     } catch (err) {
       tasks.running.delete(task.key);
+      slot.end();
       const corrupt = unreadableKey(err, task.inputs);
       if (err instanceof KeyNotFoundError && !life.closed && life.isRetiring) {
         reports.giveBack([task.key]);
@@ -101,7 +104,7 @@ export class TaskRunner {
         if (life.closed) return;
       }
       const result = shuffle
-        ? await this.#parts.shuffle.run({ key: task.key, name: task.spec.fn.name, args })
+        ? await this.#parts.shuffle.run({ key: task.key, name: task.spec.fn.name, args, thread: slot })
         : builtin === undefined
           ? await this.#parts.executor.run(task.spec.fn, args)
           : runInline(builtin, args);
@@ -129,6 +132,7 @@ export class TaskRunner {
     } finally {
       lease.release();
       tasks.running.delete(task.key);
+      slot.end();
       tasks.dropReplicas(task.inputs);
       this.#pump.pump();
     }

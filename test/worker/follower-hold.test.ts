@@ -14,6 +14,15 @@ test('a hold lasts until a queued task reads the result', () => {
   assert.equal(hold.holding(queue()), false, 'ended for good');
 });
 
+test('check says when the reader has arrived, once', () => {
+  const hold = new FollowerHold(60_000, () => assert.fail('no expiry'));
+  assert.equal(hold.check(queue(['out-1'])), 'none');
+  hold.start('out-1', HOLD_MIN_BYTES);
+  assert.equal(hold.check(queue(['other'])), 'holding');
+  assert.deepEqual(hold.check(queue(['x'], ['out-1'])), { inputs: ['out-1'] });
+  assert.equal(hold.check(queue(['out-1'])), 'none');
+});
+
 test('a hold ends by itself after its limit, and asks for a pump', async () => {
   let expired = 0;
   const hold = new FollowerHold(20, () => expired++);

@@ -23,7 +23,8 @@ test('chunks are laid out, read back and lent in reused buffers, and every outpu
   onCleanup(t, () => executor.close());
   const P = 6;
   const inputs = Array.from({ length: 8 }, () => randomFillSync(new Uint8Array(1 * MiB)));
-  const { store } = await openStore(t, { memoryLimit: 6 * MiB });
+  // No pause level: the worker's room-making (RSS against it) would only spill and collect, this process being far past it.
+  const { store } = await openStore(t, { memoryLimit: 6 * MiB, pause: false });
   const self = { host: '127.0.0.1', port: 1 };
   const info: ShuffleRunInfo = { run: 1, workers: [self], done: [] };
   const channel = { request: async (method: string) => (assert.equal(method, ShuffleMethods.get), info), notify: () => undefined } as unknown as Channel;

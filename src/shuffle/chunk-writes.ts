@@ -1,6 +1,6 @@
 /**
  * How the receiver's chunks reach the store. A chunk is laid out in a pooled buffer. While
- * the store (and the process) has room it is `set` like any value (the unpack later takes it out and lends
+ * the store has room it is `set` like any value (the unpack later takes it out and lends
  * its buffer on: chunk-loans.ts). Once the store is at its target, a chunk set would only
  * be spilled at once, and its buffer left to the collector: instead it is written through
  * (`putEncoded`: straight to the disk tier, small chunks fused as spilled values are) and
@@ -43,8 +43,8 @@ export class ChunkWrites {
   /** Stores a chunk laid out in a `buffer()` (and not touched afterwards): set, or written through once the store is at its target. */
   store(key: string, chunk: Uint8Array): void {
     const store = this.#store;
-    // The process counts too: over target, room for the next task is made by spilling (room.ts), chunks first.
-    if (store.residentBytes + chunk.byteLength <= store.targetBytes && !store.isProcessAboveTarget()) {
+    // The store's own level only: a process over target for other memory (threads' results) may still keep chunks until their unpack.
+    if (store.residentBytes + chunk.byteLength <= store.targetBytes) {
       // Cold: spilling writes the pieces, read only once every input is split, before the values in use.
       store.set(key, chunk, { cold: true, size: chunk.byteLength });
       return;

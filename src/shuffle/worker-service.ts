@@ -109,7 +109,7 @@ export class ShuffleService {
     this.#retryMs = options.retryMs ?? 120_000;
     const limit = options.store.memoryLimit;
     const bufferBytes = Math.max(1 << 20, Math.min(64 << 20, Math.floor(limit / 16)));
-    this.#chunkPool = new SizedBufferPool({ minBytes: 64 << 10, maxBytes: 16 << 20, maxSpareBytes: Math.max(8 << 20, bufferBytes) });
+    this.#chunkPool = new SizedBufferPool({ minBytes: 64 << 10, maxBytes: 16 << 20, maxSpareBytes: Math.max(4 << 20, Math.floor(bufferBytes / 2)) });
     this.receiver = new ShuffleReceiver(options.store, {
       bufferBytes,
       chunkBytes: Math.max(256 << 10, Math.min(4 << 20, Math.floor(limit / 64))),
@@ -118,8 +118,8 @@ export class ShuffleService {
     this.#peers = new PeerPool(options.token, options.tls);
     // Enough for the frames of a couple of splits in flight, a small part of the memory limit.
     // Spares are memory the store does not see: a split's worth or so, a small part of the memory limit.
-    this.#frameSpares = new FrameSpares(FRAME_BYTES, Math.max(2, Math.min(32, Math.floor(limit / 16 / FRAME_BYTES))));
-    this.#inputSpares = new InputSpares(Math.max(16 << 20, Math.min(256 << 20, Math.floor(limit / 16))));
+    this.#frameSpares = new FrameSpares(FRAME_BYTES, Math.max(1, Math.min(32, Math.floor(limit / 64 / FRAME_BYTES))));
+    this.#inputSpares = new InputSpares(Math.max(4 << 20, Math.min(256 << 20, Math.floor(limit / 64))));
   }
 
   /** The data plane's generic requests: pushes of pieces (their records as the request's raw payload). */

@@ -117,13 +117,12 @@ test('splits reuse the frames of earlier splits, pushed to a peer or taken in lo
       }
     }),
   );
-  // Each split fills 2 frames of at least half FRAME_BYTES (one 2 MiB piece per worker). The
-  // second split of a worker reuses the frame pushed to the peer; the third, the frames the
-  // receiver let go of too (the second piece of an output passes its chunk size: flushed).
+  // Each split fills 2 frames of at least half FRAME_BYTES (one 2 MiB piece per worker). A
+  // 256 MiB worker keeps one spare frame: the second and third splits each reuse one.
   const frames = services.map((s) => ({ ...s.frames }));
   for (const [w, f] of frames.entries()) {
     assert.equal(f.reused + f.allocated, 6, `worker ${w}: 3 splits of 2 frames`);
-    assert.ok(f.reused >= 3, `worker ${w} reused frames: ${JSON.stringify(f)}`);
+    assert.ok(f.reused >= 2, `worker ${w} reused frames: ${JSON.stringify(f)}`);
   }
   // The copy of each input for its thread comes back: one allocated per split at once.
   for (const [w, service] of services.entries()) {

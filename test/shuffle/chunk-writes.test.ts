@@ -3,24 +3,13 @@ import { test } from 'node:test';
 import { decodeVerified } from '../../src/codec/decode.js';
 import { SizedBufferPool } from '../../src/runtime/sized-buffer-pool.js';
 import { ShuffleReceiver } from '../../src/shuffle/receiver.js';
-import { RECORD_HEADER_BYTES, parseRecords, recordLength, writeRecordHeader } from '../../src/shuffle/records.js';
+import { parseRecords } from '../../src/shuffle/records.js';
 import { FaultyTier } from '../../src/testing/fault-tiers.js';
 import type { SpillStore } from '../../src/store/spill-store.js';
+import { recordFrame as frame } from '../helpers/shuffle-records.js';
 import { KiB, MiB, openStore } from '../helpers/store.js';
 
 const PAYLOAD = 60 * KiB;
-
-/** A frame of one record per output, payload bytes derived from (input, output, byte). */
-function frame(input: number, outputs: readonly number[]): Uint8Array {
-  const out = new Uint8Array(outputs.length * recordLength(PAYLOAD));
-  let at = 0;
-  for (const output of outputs) {
-    writeRecordHeader(out, at, { output, input, part: 0, parts: 1, length: PAYLOAD });
-    for (let b = 0; b < PAYLOAD; b++) out[at + RECORD_HEADER_BYTES + b] = (input * 7 + output * 13 + b) & 0xff;
-    at += recordLength(PAYLOAD);
-  }
-  return out;
-}
 
 /**
  * Takes every chunk of each output out of the store into pooled buffers, as an unpack
@@ -51,7 +40,7 @@ test('chunks of a store at its target are written through from pooled buffers, w
   const pool = new SizedBufferPool({ minBytes: 64 * KiB, maxBytes: 4 * MiB, maxSpareBytes: 4 * MiB });
   const receiver = new ShuffleReceiver(store, { bufferBytes: 512 * KiB, chunkBytes: 256 * KiB, pool });
   const inputs = 12;
-  for (let input = 0; input < inputs; input++) await receiver.accept({ id: 's', run: 1, input, seq: 0, data: [frame(input, [0, 1, 2])] });
+  for (let input = 0; input < inputs; input++) await receiver.accept({ id: 's', run: 1, input, seq: 0, data: [frame(input, [0, 1, 2], PAYLOAD)] });
   const before = { reused: pool.reused, allocated: pool.allocated };
   assert.ok(before.reused > 0, 'buffers written through came back and were reused for later chunks');
   assert.ok(before.allocated <= 8, `at most the budget's worth of buffers allocated, got ${before.allocated}`);
@@ -71,7 +60,7 @@ test('a chunk whose write through fails is kept by the store as a value, bytes e
   const lease = await store.acquire(['filler']);
   const pool = new SizedBufferPool({ minBytes: 64 * KiB, maxBytes: 4 * MiB, maxSpareBytes: 4 * MiB });
   const receiver = new ShuffleReceiver(store, { bufferBytes: 4 * MiB, chunkBytes: 128 * KiB, pool });
-  for (let input = 0; input < 4; input++) await receiver.accept({ id: 's', run: 1, input, seq: 0, data: [frame(input, [0, 1])] });
+  for (let input = 0; input < 4; input++) await receiver.accept({ id: 's', run: 1, input, seq: 0, data: [frame(input, [0, 1], PAYLOAD)] });
   await store.flush();
   assert.ok((faulty?.writeFailures ?? 0) > 0, 'writes through failed');
   failing = false;

@@ -1,20 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ShuffleReceiver } from '../../src/shuffle/receiver.js';
-import { RECORD_HEADER_BYTES, parseRecords, recordLength, writeRecordHeader } from '../../src/shuffle/records.js';
+import { parseRecords } from '../../src/shuffle/records.js';
+import { recordFrame as frame } from '../helpers/shuffle-records.js';
 import { MiB, openStore } from '../helpers/store.js';
-
-/** A frame of one record per output in `outputs`, payload bytes derived from (input, output, byte). */
-function frame(input: number, outputs: readonly number[], payloadBytes: number): Uint8Array {
-  const out = new Uint8Array(outputs.length * recordLength(payloadBytes));
-  let at = 0;
-  for (const output of outputs) {
-    writeRecordHeader(out, at, { output, input, part: 0, parts: 1, length: payloadBytes });
-    for (let b = 0; b < payloadBytes; b++) out[at + RECORD_HEADER_BYTES + b] = (input * 7 + output * 13 + b) & 0xff;
-    at += recordLength(payloadBytes);
-  }
-  return out;
-}
 
 /** Every record of an output's chunks, checked byte for byte against what `frame` wrote. */
 async function checkOutput(store: Awaited<ReturnType<typeof openStore>>['store'], keys: readonly string[], output: number, inputs: readonly number[], payloadBytes: number): Promise<void> {

@@ -14,6 +14,7 @@ export type { ChainTierStats } from './store/chain.js';
 export type { CountBytes } from './store/entry.js';
 export type { StoreCounters } from './store/counters.js';
 export type { EncodedReadStream } from './store/encoded-io.js';
+export type { Taken } from './store/take.js';
 export { Lease } from './store/lease.js';
 
 // Value types (Apache Arrow built in)

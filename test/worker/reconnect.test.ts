@@ -16,13 +16,23 @@ import { FakeScheduler, fn } from './helpers.js';
 
 const TOKEN = 'reconnect-token';
 
-/** A port that was free a moment ago (the scheduler binds it later). */
+/**
+ * A port that was free a moment ago (the scheduler binds it later). Taken below the
+ * kernel's ephemeral range, where `listen(0)` never lands: another test's server, bound
+ * meanwhile on a port of its own choosing, cannot take it and answer in its place.
+ */
 async function freePort(): Promise<number> {
-  const server = net.createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
+  for (;;) {
+    const candidate = 20_000 + Math.floor(Math.random() * 12_000);
+    const server = net.createServer();
+    const bound = await new Promise<boolean>((resolve) => {
+      server.once('error', () => resolve(false));
+      server.listen(candidate, '127.0.0.1', () => resolve(true));
+    });
+    if (!bound) continue;
+    await new Promise((resolve) => server.close(resolve));
+    return candidate;
+  }
 }
 
 test('a worker started before its scheduler registers once it comes up; a client waits for it too', async (t) => {

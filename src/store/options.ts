@@ -38,8 +38,8 @@ export interface SpillStoreOptions {
    * Run V8's garbage collector when process RSS is over `target` and the store has let go
    * of 1/16 of memoryLimit that no collection has freed yet (deleted, or dropped after
    * spilling), at most once per 100 ms after any full collection, 25 % of the time, and
-   * never while V8 is marking (unrationed, for room before a task: half as much let go of
-   * is enough). Needs the monitor. Default: on when the monitor is. The values a store
+   * never while V8 is marking (`collectGarbage(true)` skips the ration: half as much let
+   * go of is enough). Needs the monitor. Default: on when the monitor is. The values a store
    * lets go of stay in RSS until V8 collects, and V8 sizes its collections by the JS
    * heap, not by the buffers outside it: without these collections the dead values, and
    * the freed memory malloc keeps once it has held them, take the process well past its

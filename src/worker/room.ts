@@ -4,7 +4,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 export interface RoomStore {
   readonly pauseBytes: number;
   evict(bytes: number): Promise<number>;
-  collectGarbage(unrationed: boolean): boolean;
+  /** Collects if the store's ration allows (never unrationed: see makeRoom). */
+  collectGarbage(): boolean;
 }
 
 export interface RoomOptions {
@@ -24,9 +25,13 @@ export interface RoomOptions {
  * then; admitted on an old sample, a task's memory can arrive over a worker already near
  * its pause level. So the worker reads RSS now and, while RSS plus the task's bytes
  * would pass the pause level, spills least recently used values and collects what was let
- * go of (a dropped value's memory returns only when V8 collects). A few rounds at most:
- * memory that spilling cannot free is not the store's, and waiting for it forever would
- * stall the worker. Resolves to the rounds it took (0: there was room), or -1 when it gave
+ * go of (a dropped value's memory returns only when V8 collects). The collection keeps to
+ * the store's ration (runtime/release-collector.ts): a forced collection stops the loop
+ * for several times as long as one of V8's own incremental cycles, which on a busy worker
+ * come every few hundred milliseconds anyway and free the same values; a task started
+ * before one of them lands peaks a little higher, still under the pause level's margin.
+ * A few rounds at most: memory that spilling cannot free is not the store's, and waiting
+ * for it forever would stall the worker. Resolves to the rounds it took (0: there was room), or -1 when it gave
  * up and the task starts anyway.
  */
 export async function makeRoom(store: RoomStore, bytes: number, options: RoomOptions = {}): Promise<number> {
@@ -44,7 +49,7 @@ export async function makeRoom(store: RoomStore, bytes: number, options: RoomOpt
     // block make the worst event-loop delays. A timer turn lets heartbeats, peers and
     // timers run in between.
     await sleep(1);
-    store.collectGarbage(true);
+    store.collectGarbage();
     await sleep(settleMs);
   }
 }

@@ -8,9 +8,9 @@ import type { MajorCollectionListener } from './garbage-collection.js';
  * outside it. A worker with a small heap can hold many times that in dead values in RSS,
  * and the memory monitor, seeing RSS still high, would spill yet more. So when RSS is
  * over the target and at least `minReleasedBytes` were let go since the last collection,
- * the store collects before it spills again. A caller about to need the memory (room for a
- * task near the pause level, where a worker's peaks come from) collects unrationed, and
- * half as much let go of will do for it.
+ * the store collects before it spills again. A caller about to need the memory at once
+ * (`SpillStore.collectGarbage(true)`) collects unrationed, and half as much let go of will
+ * do for it. The worker's room-making before a task keeps to the ration (worker/room.ts).
  *
  * A full collection costs milliseconds to tens of milliseconds on the event loop, so it is
  * rationed: never within `minIntervalMs` of the last one, and never more than
@@ -99,7 +99,7 @@ export class ReleaseCollector implements MajorCollectionListener {
    * when it did.
    */
   maybeCollect(now = performance.now(), unrationed = false): boolean {
-    // Unrationed calls come at the edge (room for a task near the pause level): half as much will do.
+    // Unrationed calls come from a caller about to need the memory: half as much will do.
     const threshold = unrationed ? this.minReleasedBytes / 2 : this.minReleasedBytes;
     if (this.pendingBytes < threshold || this.marking(now)) return false;
     const since = now - this.#lastEnd;

@@ -31,8 +31,8 @@ export interface RoomOptions {
  * come every few hundred milliseconds anyway and free the same values; a task started
  * before one of them lands peaks a little higher, still under the pause level's margin.
  * A few rounds at most: memory that spilling cannot free is not the store's, and waiting
- * for it forever would stall the worker. Resolves to the rounds it took (0: there was room), or -1 when it gave
- * up and the task starts anyway.
+ * for it forever would stall the worker. Resolves to the rounds it took (0: there was
+ * room), or -1 when it gave up and the task starts anyway.
  */
 export async function makeRoom(store: RoomStore, bytes: number, options: RoomOptions = {}): Promise<number> {
   const rounds = options.rounds ?? 3;

@@ -105,16 +105,30 @@ test('the dashboard during a real shuffle: a bar per worker summing to its RSS, 
   // Wait for the shuffle to be under way (tasks done, memory held) before reading figures.
   await page.waitForFunction(`Number(document.getElementById('progress-done').textContent) > 3`, null, { timeout: 30_000 });
 
-  const first = await bars(page);
-  const readAt = Date.now();
-  assert.deepEqual(first.map((b) => b.name), ['local-0', 'local-1', 'local-2'], 'one bar per worker');
-  for (const bar of first) {
-    assert.deepEqual(Object.keys(bar.parts).sort(), ['detached', 'managed', 'pinned', 'unmanaged']);
-    assert.equal(sum(bar.parts), bar.rss, `${bar.name}: the parts add up to the RSS the bar shows`);
-    // The page's figure is the one /api/state gave within a heartbeat (and a frame) of the read.
-    const recent = seen.filter((s) => s.at >= readAt - 2 * heartbeatMs - 500 && s.at <= readAt + 100).map((s) => s.rss.get(bar.name));
-    assert.ok(recent.includes(bar.rss), `${bar.name}: RSS ${bar.rss} on the page is one /api/state reported within a heartbeat (${[...new Set(recent)].join(', ')})`);
+  // The page's figure must be one /api/state gave within a few heartbeats of the read. The
+  // poller shares this loop with the browser driver and the cluster's pipes, so on a loaded
+  // machine it can miss a heartbeat; a read is therefore tried up to five times, and one
+  // whose every bar matches a polled figure byte for byte proves the page shows the real ones.
+  const mismatches: string[] = [];
+  let matched = false;
+  for (let attempt = 0; attempt < 5 && !matched; attempt++) {
+    if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, 700));
+    const read = await bars(page);
+    const readAt = Date.now();
+    assert.deepEqual(read.map((b) => b.name), ['local-0', 'local-1', 'local-2'], 'one bar per worker');
+    for (const bar of read) {
+      assert.deepEqual(Object.keys(bar.parts).sort(), ['detached', 'managed', 'pinned', 'unmanaged']);
+      assert.equal(sum(bar.parts), bar.rss, `${bar.name}: the parts add up to the RSS the bar shows`);
+    }
+    // Let the poller catch up past the read before judging it.
+    const caughtUp = Date.now() + 10_000;
+    while ((seen.at(-1)?.at ?? 0) < readAt + 500 && Date.now() < caughtUp) await new Promise((resolve) => setTimeout(resolve, 50));
+    const nearby = seen.filter((s) => s.at >= readAt - 4 * heartbeatMs - 500 && s.at <= readAt + 500);
+    const misses = read.filter((bar) => !nearby.some((s) => s.rss.get(bar.name) === bar.rss));
+    if (misses.length === 0) matched = true;
+    for (const bar of misses) mismatches.push(`${bar.name}: RSS ${bar.rss} on the page, /api/state said ${[...new Set(nearby.map((s) => s.rss.get(bar.name)))].join(', ')}`);
   }
+  assert.ok(matched, `the page's RSS figures are ones /api/state reported within a few heartbeats:\n${mismatches.join('\n')}`);
 
   // Live: the same figures a second later are not the same.
   const figures = async (): Promise<string> =>

@@ -55,13 +55,18 @@ test('a task allocating twice the memory limit: its workers are killed and resta
   assert.match(err.worker ?? '', /^local-[01]$/);
   assert.match(err.message, /poison.*3 workers/);
   assert.deepEqual(await fine, [0, 1, 2, 3, 4, 5]);
-  assert.equal(cluster.supervisor.memoryKills, 3);
-  await waitFor(() => cluster.supervisor.restarts === 3, 'the third restart', 30_000);
+  // Three deaths counted against the task failed it. The supervisor may have killed one
+  // more worker than that: only a death after the task's start reached the scheduler
+  // counts, and on a loaded machine a kill can come first.
+  const kills = cluster.supervisor.memoryKills;
+  assert.ok(kills >= 3 && kills <= 4, `${kills} memory kills`);
+  await waitFor(() => cluster.supervisor.restarts === kills, `${kills} restarts`, 30_000);
+  assert.equal(cluster.supervisor.memoryKills, kills, 'no kill after the task failed');
   const state = (await cluster.state()) as unknown as SchedulerState;
   assert.equal(state.counters.tasksKilledWorkers, 1);
   // The kills are restarts with reason="memory", summed over the two slots.
   const memoryRestarts = async (): Promise<number> => [...restartSamples(await scrapeScheduler(cluster))].filter(([k]) => k.endsWith('/memory')).reduce((sum, [, n]) => sum + n, 0);
-  await waitFor(async () => (await memoryRestarts()) === 3, 'three memory restarts in the scheduler\'s /metrics', 15_000);
+  await waitFor(async () => (await memoryRestarts()) === kills, `${kills} memory restarts in the scheduler's /metrics`, 15_000);
 });
 
 async function scrapeScheduler(cluster: LocalCluster): Promise<string> {

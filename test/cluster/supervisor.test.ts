@@ -38,7 +38,10 @@ test('a worker killed with SIGKILL is restarted: a new one registers within seco
 
 test('a task allocating twice the memory limit: its workers are killed and restarted, then compute rejects with SPW_ERR_KILLED_WORKER; other tasks finish', async (t) => {
   const limit = 256 * MiB;
-  const cluster = await startCluster(t, { workers: 2, memoryLimit: limit, nthreads: 1, allowedFailures: 2 });
+  // Heartbeats every second (a worker is removed after 5 s without one): faulting in the
+  // hog's pages on a loaded machine can hold a worker's heartbeats up for more than the
+  // tests' usual 1 s timeout.
+  const cluster = await startCluster(t, { workers: 2, memoryLimit: limit, nthreads: 1, allowedFailures: 2, heartbeatIntervalMs: 1000 });
   const client = await Client.connect(cluster.address, { token: cluster.token });
   t.after(() => client.close());
   const others: Graph = {};
@@ -55,13 +58,14 @@ test('a task allocating twice the memory limit: its workers are killed and resta
   assert.match(err.worker ?? '', /^local-[01]$/);
   assert.match(err.message, /poison.*3 workers/);
   assert.deepEqual(await fine, [0, 1, 2, 3, 4, 5]);
-  // Three deaths counted against the task failed it. The supervisor may have killed one
-  // more worker than that: only a death after the task's start reached the scheduler
-  // counts, and on a loaded machine a kill can come first.
+  // Three deaths counted against the task failed it. The supervisor may have killed more
+  // workers than that: a worker removed for missed heartbeats counts as one death while its
+  // thread goes on running the task, and its kill then counts none.
+  await waitFor(() => cluster.supervisor.memoryKills >= 3 && cluster.supervisor.restarts === cluster.supervisor.memoryKills, 'a restart after every kill', 30_000);
   const kills = cluster.supervisor.memoryKills;
-  assert.ok(kills >= 3 && kills <= 4, `${kills} memory kills`);
-  await waitFor(() => cluster.supervisor.restarts === kills, `${kills} restarts`, 30_000);
-  assert.equal(cluster.supervisor.memoryKills, kills, 'no kill after the task failed');
+  const lost = ((await cluster.state()) as unknown as SchedulerState).counters.workersLost;
+  t.diagnostic(`${kills} memory kills, ${lost} workers lost`);
+  assert.ok(kills <= 5, `${kills} memory kills`);
   const state = (await cluster.state()) as unknown as SchedulerState;
   assert.equal(state.counters.tasksKilledWorkers, 1);
   // The kills are restarts with reason="memory", summed over the two slots.

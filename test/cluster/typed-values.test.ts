@@ -29,9 +29,11 @@ test('Arrow tables and registered class instances cross threads, disk and peers 
   // Four summaries of four parts each (i ≡ j mod 4): 5 MiB of inputs, which fit a worker.
   const groups = [0, 1, 2, 3].map((j) => keys.filter((_, i) => i % 4 === j));
   groups.forEach((group, j) => (graph[`summary-${j}`] = { fn: fn('summarize'), args: group.map((k) => ref(k)) }));
-  const results = await client.compute(graph, ['summary-0', 'summary-1', 'summary-2', 'summary-3', 'part-0']);
+  // The parts are kept for the second graph below.
+  const results = await client.compute(graph, ['summary-0', 'summary-1', 'summary-2', 'summary-3', ...keys], { keep: true });
   const summaries = results.slice(0, 4) as Summary[];
-  const first = results[4] as { table: arrow.Table; series: Series; pid: number };
+  const made = results.slice(4) as { table: arrow.Table; series: Series; pid: number }[];
+  const first = made[0]!;
 
   let cycle = 0;
   for (let r = 0; r < rows; r++) cycle += r % 7;
@@ -43,9 +45,15 @@ test('Arrow tables and registered class instances cross threads, disk and peers 
     assert.deepEqual(summary.labels, parts.map((i) => `part-${i}`));
   });
 
-  // Some input of a summary was made on the other worker: it was sent by a peer.
-  const madeElsewhere = summaries.some((s) => s.madeOn.some((pid) => pid !== s.usedOn));
-  assert.ok(madeElsewhere, `an input crossed between workers (${JSON.stringify(summaries.map((s) => [s.madeOn, s.usedOn]))})`);
+  // The scheduler places each summary where its inputs are, so none may have had to cross.
+  // A summary of two parts made on different workers does: one of them is sent by a peer.
+  const other = made.findIndex((part) => part.pid !== first.pid);
+  assert.ok(other > 0, `parts were made on both workers (${JSON.stringify(made.map((part) => part.pid))})`);
+  const [crossed] = (await client.compute({ crossed: { fn: fn('summarize'), args: [ref('part-0'), ref(`part-${other}`)] } }, ['crossed'])) as Summary[];
+  assert.deepEqual(crossed!.tables, [expectTable(0), expectTable(other)]);
+  assert.deepEqual(crossed!.labels, ['part-0', `part-${other}`]);
+  assert.ok(crossed!.madeOn.some((pid) => pid !== crossed!.usedOn), `an input crossed between workers (${JSON.stringify(crossed)})`);
+  await client.release(keys);
 
   // The client decodes both types as themselves.
   assert.ok(first.table instanceof arrow.Table, 'the client gets an Arrow Table');

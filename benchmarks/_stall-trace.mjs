@@ -12,6 +12,7 @@
 import { writeFileSync } from 'node:fs';
 import inspector from 'node:inspector';
 import { monitorEventLoopDelay, PerformanceObserver, performance } from 'node:perf_hooks';
+import v8 from 'node:v8';
 import { isMainThread } from 'node:worker_threads';
 
 const STALL_MS = 50;
@@ -19,6 +20,10 @@ const TICK_MS = 10;
 const dir = process.env.SPILLWAY_STALL_TRACE_DIR;
 
 if (dir !== undefined && dir !== '' && isMainThread) {
+  // `--v8-flags`: V8 flags NODE_OPTIONS may not carry (GC tuning experiments), set before
+  // the process allocates much.
+  const flags = process.env.SPILLWAY_STALL_TRACE_V8_FLAGS;
+  if (flags !== undefined && flags !== '') v8.setFlagsFromString(flags);
   // performance.now() → monotonic µs.
   const originUs = Number(process.hrtime.bigint() / 1000n) - performance.now() * 1000;
   const session = new inspector.Session();

@@ -1,11 +1,12 @@
 /**
  * `npm run bench -- cluster [--memory-limit 256MiB] [--factor 4] [--methods p2p,tasks] [--target 2]
- * [--workloads shuffle,map-reduce] [--partitions P] [--profile DIR] [--scheduler-memory P1,P2]`: the built-in workloads (the shuffle once
+ * [--workloads shuffle,map-reduce] [--partitions P] [--profile DIR [--v8-flags F]] [--scheduler-memory P1,P2]`: the built-in workloads (the shuffle once
  * per method) on a local cluster of 2 worker processes, with data = factor × the cluster's
  * memory. `--target`: the compute time the shuffle must stay within, as a multiple of the
  * disk reference (docs/benchmarks.md). `--profile DIR`: the cluster's processes run with a
  * sampling profiler and a stall tracer (_stall-trace.mjs), and each worker's profile and the
- * functions caught in its event-loop stalls are printed at the end (_profile-report.ts).
+ * functions caught in its event-loop stalls are printed at the end (_profile-report.ts);
+ * with `--v8-flags "..."` the preload also sets those V8 flags in each process.
  * `--partitions`: instead of the `local` default. `--scheduler-memory`: first, the
  * scheduler's heap per task for p2p shuffle graphs of those partition counts
  * (_scheduler-memory.ts); `--workloads none` runs nothing else.
@@ -111,6 +112,8 @@ export default async function cluster(args: string[]): Promise<void> {
   const methods = flag(args, '--methods', 'p2p,tasks').split(',') as ShuffleMethod[];
   const workloads = flag(args, '--workloads', 'shuffle,map-reduce').split(',');
   const profile = flag(args, '--profile', '');
+  const v8Flags = flag(args, '--v8-flags', '');
+  if (v8Flags !== '' && profile === '') throw new Error('--v8-flags needs --profile: the profiling preload sets them in the cluster\'s processes');
   const partitions = flag(args, '--partitions', '') === '' ? undefined : Number(flag(args, '--partitions', ''));
   const schedulerPartitions = flag(args, '--scheduler-memory', '').split(',').filter((p) => p !== '').map(Number);
   for (const p of schedulerPartitions) {
@@ -133,6 +136,7 @@ export default async function cluster(args: string[]): Promise<void> {
       const tracer = fileURLToPath(new URL('./_stall-trace.mjs', import.meta.url));
       process.env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --import=${tracer}`.trim();
       process.env.SPILLWAY_STALL_TRACE_DIR = path.resolve(profile);
+      if (v8Flags !== '') process.env.SPILLWAY_STALL_TRACE_V8_FLAGS = v8Flags;
     }
     const table: Row[] = [];
     const runs: Array<{ workload: WorkloadName; method?: ShuffleMethod }> = [

@@ -58,9 +58,10 @@ test('a task allocating twice the memory limit: its workers are killed and resta
   assert.match(err.worker ?? '', /^local-[01]$/);
   assert.match(err.message, /poison.*3 workers/);
   assert.deepEqual(await fine, [0, 1, 2, 3, 4, 5]);
-  // Three deaths counted against the task failed it. The supervisor may have killed more
-  // workers than that: a worker removed for missed heartbeats counts as one death while its
-  // thread goes on running the task, and its kill then counts none.
+  // Three deaths counted against the task failed it. A kill the scheduler does not count
+  // (the task had already finished there, or the worker had been removed for missed
+  // heartbeats and its task placed elsewhere) runs the task once more; the hog holding its
+  // memory and the 1 s heartbeats make that rare, and the test allows two such kills.
   await waitFor(() => cluster.supervisor.memoryKills >= 3 && cluster.supervisor.restarts === cluster.supervisor.memoryKills, 'a restart after every kill', 30_000);
   const kills = cluster.supervisor.memoryKills;
   const lost = ((await cluster.state()) as unknown as SchedulerState).counters.workersLost;

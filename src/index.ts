@@ -7,7 +7,7 @@
  */
 
 // The store
-export { SpillStore, type SetOptions } from './store/spill-store.js';
+export { SpillStore, type AcquireOptions, type SetOptions } from './store/spill-store.js';
 export type { SpillStoreOptions } from './store/options.js';
 export type { StoreStats, UnspillableEvent, TierStatsSummary } from './store/stats.js';
 export type { ChainTierStats } from './store/chain.js';

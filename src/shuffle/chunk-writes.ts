@@ -4,7 +4,8 @@
  * its buffer on: chunk-loans.ts). Once the store is at its target, a chunk set would only
  * be spilled at once, and its buffer left to the collector: instead it is written through
  * (`putEncoded`: straight to the disk tier, small chunks fused as spilled values are) and
- * its buffer goes back to the pool as soon as the write has finished with it. A write that
+ * its buffer goes back to the pool as soon as the write has finished with it. A chunk set is
+ * `owned`: the store holds it alone, and frees its buffer as soon as it spills it. A write that
  * fails leaves the chunk to the store as an ordinary value, which spills it or holds it:
  * no piece is ever lost.
  */
@@ -46,7 +47,8 @@ export class ChunkWrites {
     // The store's own level only: a process over target for other memory (threads' results) may still keep chunks until their unpack.
     if (store.residentBytes + chunk.byteLength <= store.targetBytes) {
       // Cold: spilling writes the pieces, read only once every input is split, before the values in use.
-      store.set(key, chunk, { cold: true, size: chunk.byteLength });
+      // Owned: the store holds the chunk alone, so one it spills is freed at once.
+      store.set(key, chunk, { cold: true, size: chunk.byteLength, owned: true });
       return;
     }
     const encoded = encode(chunk);
@@ -58,7 +60,7 @@ export class ChunkWrites {
         () => void (this.#pool.made(chunk.buffer) && this.#pool.give(chunk.buffer)),
         () => {
           // The store holds it as a value now (spilled later, or in memory): never given back from here.
-          if (!writing.dropped && !store.closed) store.set(key, chunk, { cold: true, size: chunk.byteLength });
+          if (!writing.dropped && !store.closed) store.set(key, chunk, { cold: true, size: chunk.byteLength, owned: true });
         },
       ),
     };

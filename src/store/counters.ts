@@ -16,6 +16,8 @@ export interface StoreCounters {
   decodeSeconds: number;
   /** Values dropped from memory (their copy below stays). */
   evictions: number;
+  /** Bytes of values set with `owned` that were freed the moment the store let go of them, with no collection. */
+  freedBytes: number;
   /** get/peek/acquire served by a value dropped but still alive (no disk read). */
   weakHits: number;
   /** Loads that were shared by concurrent readers instead of reading again. */
@@ -45,6 +47,7 @@ export function newCounters(): StoreCounters {
     encodeSeconds: 0,
     decodeSeconds: 0,
     evictions: 0,
+    freedBytes: 0,
     weakHits: 0,
     sharedLoads: 0,
     writeErrors: 0,

@@ -32,6 +32,7 @@ class RareFields {
 const RESIDENT = 1;
 const REMOVED = 2;
 const COLD = 4;
+const OWNED = 8;
 
 /**
  * One version of one key. Overwriting a key makes a new Entry, so work still running for
@@ -91,6 +92,17 @@ export class Entry {
   }
   set cold(on: boolean) {
     this.flags = on ? this.flags | COLD : this.flags & ~COLD;
+  }
+
+  /**
+   * Set with `owned` and not handed out since but through transient leases: the store is
+   * the value's only holder, so its buffers are freed as soon as the store lets go of it.
+   */
+  get owned(): boolean {
+    return (this.flags & OWNED) !== 0;
+  }
+  set owned(on: boolean) {
+    this.flags = on ? this.flags | OWNED : this.flags & ~OWNED;
   }
 
   /**

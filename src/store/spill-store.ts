@@ -29,6 +29,24 @@ export interface SetOptions {
    * memory LRU, so that spilling writes it before the values in use. A read warms it.
    */
   cold?: boolean;
+  /**
+   * The store is the value's only holder: nothing else keeps a reference to it or to views
+   * of its buffers. Its ArrayBuffers (of 64 KiB or more, through arrays, plain objects, Maps
+   * and Sets) are then freed as soon as the store lets go of the value (spilled, deleted,
+   * overwritten) instead of when V8 next collects, which keeps RSS close to what the store
+   * holds and spares the collections the dead buffers would start. `get`, `peek`,
+   * `createReadStream` from memory and a lease that is not `transient` hand the value out,
+   * and it is then left to the collector like any other.
+   */
+  owned?: boolean;
+}
+
+export interface AcquireOptions {
+  /**
+   * The holder keeps no reference to the values, nor to views of their memory, once it
+   * releases the lease (it copies what it needs): values set with `owned` stay owned.
+   */
+  transient?: boolean;
 }
 
 /**
@@ -154,6 +172,7 @@ export class SpillStore extends EventEmitter {
     if (old !== undefined) state.remove(old);
     const entry = new Entry(key, value, size);
     if (options?.cold === true) entry.cold = true;
+    if (options?.owned === true) entry.owned = true;
     state.entries.set(key, entry);
     state.acct.add(entry);
     if (size > state.opts.targetBytes) {
@@ -173,6 +192,7 @@ export class SpillStore extends EventEmitter {
     if (entry === undefined) return Promise.reject(new KeyNotFoundError(key));
     if (entry.resident) {
       this.#state.lru.touch(entry);
+      entry.owned = false;
       return (entry.resolved ??= Promise.resolve(entry.value));
     }
     return this.#loader.load(entry);
@@ -184,6 +204,7 @@ export class SpillStore extends EventEmitter {
     if (entry === undefined) return undefined;
     if (entry.resident) {
       this.#state.lru.touch(entry);
+      entry.owned = false;
       return entry.value;
     }
     return this.#state.reattach(entry);
@@ -234,7 +255,7 @@ export class SpillStore extends EventEmitter {
   }
 
   /** Loads the keys (one read each, shared with concurrent readers) and pins them. */
-  async acquire(keys: Iterable<string>): Promise<Lease> {
+  async acquire(keys: Iterable<string>, options?: AcquireOptions): Promise<Lease> {
     this.#assertOpen();
     const state = this.#state;
     // A string is iterable too: acquire('abc') would lease 'a', 'b' and 'c'.
@@ -244,7 +265,11 @@ export class SpillStore extends EventEmitter {
     const wanted = [...new Set(keys)];
     for (const key of wanted) assertKey(key);
     const entries = wanted.map((key) => state.entries.get(key) ?? fail(new KeyNotFoundError(key)));
-    for (const entry of entries) state.pin(entry);
+    const transient = options?.transient === true;
+    for (const entry of entries) {
+      state.pin(entry);
+      if (!transient) entry.owned = false;
+    }
     let values: unknown[];
     try {
       values = await Promise.all(entries.map((e) => (e.resident ? e.value : this.#loader.load(e))));
@@ -268,6 +293,8 @@ export class SpillStore extends EventEmitter {
     const entry = state.entries.get(key);
     if (entry === undefined) throw new KeyNotFoundError(key);
     if (entry.resident || entry.copy === undefined) {
+      // The socket may still be sending from the value's memory after the stream closes.
+      entry.owned = false;
       const encoded = encode(entry.value);
       state.pin(entry);
       const stream = memoryStream(encoded);

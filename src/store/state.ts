@@ -3,6 +3,7 @@ import { SpillwayError, TierWriteError } from '../errors.js';
 import { TierChain } from './chain.js';
 import { newCounters } from './counters.js';
 import { Accounting, Bucket, type Entry, type StoredCopy } from './entry.js';
+import { releasableBuffers, releaseBuffers } from '../runtime/buffer-release.js';
 import { ReleaseCollector } from '../runtime/release-collector.js';
 import { MemoryLru } from './memory-lru.js';
 import { garbageCollector, watchMajorCollections } from '../runtime/garbage-collection.js';
@@ -127,6 +128,7 @@ export class StoreState {
     this.acct.remove(entry);
     this.#forgetWeak(entry);
     entry.resident = true;
+    entry.owned = false;
     entry.value = value;
     this.acct.add(entry);
     this.relink(entry);
@@ -182,11 +184,11 @@ export class StoreState {
 
   /** Drops the in-memory value of an entry that has a copy below; keeps a weak reference to one of weakRefBytes or more. */
   drop(entry: Entry): void {
-    this.#released(entry);
+    const freed = this.#released(entry);
     this.acct.remove(entry);
     this.#unlinkMemory(entry);
-    // Small values are let go outright (see the weakRefBytes option).
-    if (entry.size >= this.opts.weakRefBytes) this.#holdWeakly(entry, entry.value);
+    // Small values are let go outright (see the weakRefBytes option); freed ones are gone.
+    if (!freed && entry.size >= this.opts.weakRefBytes) this.#holdWeakly(entry, entry.value);
     entry.value = entry.resolved = undefined;
     entry.resident = false;
     this.acct.add(entry);
@@ -220,9 +222,19 @@ export class StoreState {
     }
   }
 
-  /** The store lets go of a resident value: its memory returns only when V8 collects. */
-  #released(entry: Entry): void {
-    if (typeof entry.value === 'object' && entry.value !== null) this.collector?.released(entry.size);
+  /**
+   * The store lets go of a resident value. An owned one nobody pins and no write reads is
+   * freed now (true); any other's memory returns only when V8 collects.
+   */
+  #released(entry: Entry): boolean {
+    if (typeof entry.value !== 'object' || entry.value === null) return false;
+    if (entry.owned && entry.pins === 0 && entry.write === undefined) {
+      entry.owned = false;
+      this.counters.freedBytes += releaseBuffers(releasableBuffers(entry.value));
+      return true;
+    }
+    this.collector?.released(entry.size);
+    return false;
   }
 
   /** A dropped value that is still alive elsewhere comes back without I/O. */

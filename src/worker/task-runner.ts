@@ -68,10 +68,14 @@ export class TaskRunner {
     tasks.running.set(task.key, task);
     this.#parts.events.emit('task-started', task.key);
     const started = performance.now();
+    const builtin = builtinFunction(task.spec.fn);
     let lease: Lease;
     try {
-      // Pinned for the whole task: the inputs cannot be evicted under it.
-      lease = await store.acquire(task.inputs);
+      // Pinned for the whole task: the inputs cannot be evicted under it. A thread (or the
+      // shuffle's split) gets copies of them, so the lease keeps no reference once released;
+      // a built-in's result may be part of its input, which must then no longer be freed
+      // when the store lets go of it.
+      lease = await store.acquire(task.inputs, { transient: builtin === undefined });
     } catch (err) {
       tasks.running.delete(task.key);
       slot.end();
@@ -94,7 +98,6 @@ export class TaskRunner {
     try {
       const args = substitute(task.spec.args ?? [], (key) => lease.get(key));
       const fetchSeconds = task.fetchSeconds + (performance.now() - started) / 1000;
-      const builtin = builtinFunction(task.spec.fn);
       const shuffle = isShuffleFunction(task.spec.fn);
       const fnKey = `${task.spec.fn.module}#${task.spec.fn.name}`;
       if (builtin === undefined && !shuffle) {
@@ -116,7 +119,8 @@ export class TaskRunner {
       this.#parts.monitoring.observeTask(this.#parts.modules.named(task.spec.fn), result.computeSeconds);
       const size = sizeof(result.value);
       this.#outputBytes.set(fnKey, size);
-      store.set(task.key, result.value, { size });
+      // A thread's result arrived in a message of its own: nothing else here holds it.
+      store.set(task.key, result.value, { size, owned: builtin === undefined });
       // Computed here and reported: no longer a copy the scheduler does not know of.
       this.#parts.fetcher.replicas.delete(task.key);
       reports.finished({

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { BUILTINS_MODULE, builtins, ref } from '../../src/cluster/protocol.js';
+import { BUILTINS_MODULE, Methods, builtins, ref } from '../../src/cluster/protocol.js';
 import { builtinFunction } from '../../src/worker/builtins.js';
 import { BuiltinArgumentError } from '../../src/worker/errors.js';
 import { Worker } from '../../src/worker/index.js';
@@ -86,5 +86,28 @@ describe('worker: built-in tasks run on its loop', () => {
     const { error } = scheduler.erred.find((e) => e.key === 'part-9') ?? assert.fail();
     assert.equal(error.code, 'SPW_ERR_BUILTIN_ARGUMENT');
     assert.match(error.message, /out of range/);
+  });
+
+  test("a thread's result is freed when released; one a built-in took a part of is left whole", async () => {
+    const id = worker.workerId;
+    const counters = (): { freedBytes: number } => worker.store.stats().counters;
+    scheduler.compute(id, 'made', fn('make', 1, 200_000));
+    scheduler.compute(id, 'made-sum', fn('sum', ref('made')));
+    await scheduler.finishedKey('made-sum');
+    const before = counters().freedBytes;
+    scheduler.channelOf(id).notify(Methods.releaseKeys, { keys: ['made'] });
+    await waitFor(() => !worker.store.has('made'), 'made released');
+    assert.equal(counters().freedBytes - before, 200_000 * 8, 'freed at once: only the store held it');
+
+    scheduler.compute(id, 'thirds', fn('split', 3, 100_000));
+    scheduler.compute(id, 'third-1', { fn: builtins.getitem, args: [ref('thirds'), 1] });
+    await scheduler.finishedKey('third-1');
+    const part = (await worker.store.get('third-1')) as Float64Array;
+    const freed = counters().freedBytes;
+    scheduler.channelOf(id).notify(Methods.releaseKeys, { keys: ['thirds'] });
+    await waitFor(() => !worker.store.has('thirds'), 'thirds released');
+    assert.equal(counters().freedBytes, freed, 'the built-in handed a part of it on');
+    assert.equal(part.length, 100_000);
+    assert.ok(part.every((x) => x === 1));
   });
 });

@@ -6,9 +6,11 @@
  *
  * Only buffers the owner holds alone may be given back: a buffer given back while
  * anything can still read it would be filled with other bytes under that reader. The
- * pool keeps at most `maxSpareBytes` waiting; the rest is left to the collector.
+ * pool keeps at most `maxSpareBytes` waiting; the rest is left to the collector, and
+ * `clear` frees the spares at once.
  */
 import { InvalidArgumentError } from '../errors.js';
+import { releaseBuffers } from './buffer-release.js';
 
 export interface SizedBufferPoolOptions {
   /** Smallest buffer handed out (a power of two). */
@@ -97,8 +99,9 @@ export class SizedBufferPool {
     return true;
   }
 
-  /** Lets every spare buffer go (to the collector): the memory is not needed for a while. */
+  /** Frees every spare buffer (buffer-release.ts): the memory is not needed for a while. */
   clear(): void {
+    for (const list of this.#spare.values()) releaseBuffers(list);
     this.#spare.clear();
     this.#spareBytes = 0;
   }

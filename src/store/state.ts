@@ -224,16 +224,22 @@ export class StoreState {
 
   /**
    * The store lets go of a resident value. An owned one nobody pins and no write reads is
-   * freed now (true); any other's memory returns only when V8 collects.
+   * freed now, or handed to its `reuse` (true); any other's memory returns only when V8
+   * collects.
    */
   #released(entry: Entry): boolean {
     if (typeof entry.value !== 'object' || entry.value === null) return false;
+    // Freed values count too: values come and go with garbage only a collection frees (the
+    // records and socket reads that carried them), and the collector runs only while RSS
+    // is over the target.
+    this.collector?.released(entry.size);
     if (entry.owned && entry.pins === 0 && entry.write === undefined) {
+      const reuse = entry.reuse;
       entry.owned = false;
-      this.counters.freedBytes += releaseBuffers(releasableBuffers(entry.value));
+      if (reuse === undefined) this.counters.freedBytes += releaseBuffers(releasableBuffers(entry.value));
+      else reuse(entry.value);
       return true;
     }
-    this.collector?.released(entry.size);
     return false;
   }
 

@@ -41,6 +41,7 @@ test('the pool keeps at most maxSpareBytes and takes back only buffers of its si
   assert.equal(pool.give(detached), false, 'a moved buffer is not taken back');
   pool.clear();
   assert.equal(pool.spareBytes, 0);
+  assert.ok(taken.slice(0, 2).every((b) => b.buffer.byteLength === 0), 'the spares still waiting are freed at once');
   assert.equal(pool.give(taken[4].buffer), true, 'room again once the spares are let go');
   assert.throws(() => new SizedBufferPool({ minBytes: 1000, maxBytes: 4096, maxSpareBytes: 0 }), { code: 'SPW_ERR_INVALID_ARG' });
 });

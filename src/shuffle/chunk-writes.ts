@@ -5,13 +5,11 @@
  * be spilled at once, and its buffer left to the collector: instead it is written through
  * (`putEncoded`: straight to the disk tier, small chunks fused as spilled values are) and
  * its buffer goes back to the pool as soon as the write has finished with it. A chunk set is
- * `owned` too: the store holds it alone, and gives its buffer back to the pool once it has
- * spilled it (freed at once if the pool is full), never to the collector. A write that
+ * `owned`: the store holds it alone, and frees its buffer as soon as it spills it. A write that
  * fails leaves the chunk to the store as an ordinary value, which spills it or holds it:
  * no piece is ever lost.
  */
 import { encode, encodedBatches } from '../codec/index.js';
-import { releaseBuffers } from '../runtime/buffer-release.js';
 import type { SizedBufferPool } from '../runtime/sized-buffer-pool.js';
 import type { SpillStore } from '../store/spill-store.js';
 
@@ -33,12 +31,6 @@ export class ChunkWrites {
     this.#pool = pool;
   }
 
-  /** What the store does with a chunk it lets go of: its buffer back to the pool, or freed. */
-  readonly #giveBack = (chunk: unknown): void => {
-    const buffer = (chunk as Uint8Array).buffer;
-    if (!this.#pool.give(buffer)) releaseBuffers([buffer as ArrayBuffer]);
-  };
-
   /** Bytes of chunks being written through. */
   get bytes(): number {
     return this.#bytes;
@@ -55,7 +47,8 @@ export class ChunkWrites {
     // The store's own level only: a process over target for other memory (threads' results) may still keep chunks until their unpack.
     if (store.residentBytes + chunk.byteLength <= store.targetBytes) {
       // Cold: spilling writes the pieces, read only once every input is split, before the values in use.
-      store.set(key, chunk, { cold: true, size: chunk.byteLength, owned: this.#giveBack });
+      // Owned: the store holds the chunk alone, so one it spills is freed at once.
+      store.set(key, chunk, { cold: true, size: chunk.byteLength, owned: true });
       return;
     }
     const encoded = encode(chunk);
@@ -67,7 +60,7 @@ export class ChunkWrites {
         () => void (this.#pool.made(chunk.buffer) && this.#pool.give(chunk.buffer)),
         () => {
           // The store holds it as a value now (spilled later, or in memory): never given back from here.
-          if (!writing.dropped && !store.closed) store.set(key, chunk, { cold: true, size: chunk.byteLength, owned: this.#giveBack });
+          if (!writing.dropped && !store.closed) store.set(key, chunk, { cold: true, size: chunk.byteLength, owned: true });
         },
       ),
     };

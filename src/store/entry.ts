@@ -27,7 +27,6 @@ class RareFields {
   weak: WeakRef<object> | undefined = undefined;
   unspillable = false;
   retryAfter = 0;
-  reuse: ((value: unknown) => void) | undefined = undefined;
 }
 
 const RESIDENT = 1;
@@ -104,7 +103,6 @@ export class Entry {
   }
   set owned(on: boolean) {
     this.flags = on ? this.flags | OWNED : this.flags & ~OWNED;
-    if (!on && this.rare !== undefined) this.rare.reuse = undefined;
   }
 
   /**
@@ -116,14 +114,6 @@ export class Entry {
   }
   set weak(ref: WeakRef<object> | undefined) {
     if (ref !== undefined || this.rare !== undefined) this.rareFields().weak = ref;
-  }
-
-  /** Set with `owned` as a function: called with the value instead of freeing its buffers. */
-  get reuse(): ((value: unknown) => void) | undefined {
-    return this.rare?.reuse;
-  }
-  set reuse(fn: ((value: unknown) => void) | undefined) {
-    if (fn !== undefined || this.rare !== undefined) this.rareFields().reuse = fn;
   }
 
   /** The codec cannot encode it: never try again (until overwritten). */

@@ -36,11 +36,9 @@ export interface SetOptions {
    * overwritten) instead of when V8 next collects, which keeps RSS close to what the store
    * holds and spares the collections the dead buffers would start. `get`, `peek`,
    * `createReadStream` from memory and a lease that is not `transient` hand the value out,
-   * and it is then left to the collector like any other. A function instead of `true` is
-   * called with the value at that moment, instead of the store freeing it, to reuse its
-   * memory (give its buffer back to a pool).
+   * and it is then left to the collector like any other.
    */
-  owned?: boolean | ((value: unknown) => void);
+  owned?: boolean;
 }
 
 export interface AcquireOptions {
@@ -174,9 +172,7 @@ export class SpillStore extends EventEmitter {
     if (old !== undefined) state.remove(old);
     const entry = new Entry(key, value, size);
     if (options?.cold === true) entry.cold = true;
-    const owned = options?.owned;
-    if (owned === true || typeof owned === 'function') entry.owned = true;
-    if (typeof owned === 'function') entry.reuse = owned;
+    if (options?.owned === true) entry.owned = true;
     state.entries.set(key, entry);
     state.acct.add(entry);
     if (size > state.opts.targetBytes) {

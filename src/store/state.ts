@@ -224,8 +224,7 @@ export class StoreState {
 
   /**
    * The store lets go of a resident value. An owned one nobody pins and no write reads is
-   * freed now, or handed to its `reuse` (true); any other's memory returns only when V8
-   * collects.
+   * freed now (true); any other's memory returns only when V8 collects.
    */
   #released(entry: Entry): boolean {
     if (typeof entry.value !== 'object' || entry.value === null) return false;
@@ -234,10 +233,8 @@ export class StoreState {
     // is over the target.
     this.collector?.released(entry.size);
     if (entry.owned && entry.pins === 0 && entry.write === undefined) {
-      const reuse = entry.reuse;
       entry.owned = false;
-      if (reuse === undefined) this.counters.freedBytes += releaseBuffers(releasableBuffers(entry.value));
-      else reuse(entry.value);
+      this.counters.freedBytes += releaseBuffers(releasableBuffers(entry.value));
       return true;
     }
     return false;

@@ -38,31 +38,6 @@ test('an owned value in an array or object is freed buffer by buffer', async (t)
   assert.deepEqual(await store.get('k'), { parts: [f64(128 * KiB, 1), f64(128 * KiB, 2)], small: f64(1 * KiB, 3), n: 5 });
 });
 
-test('owned as a function: the store hands the value to it instead of freeing it, once', async (t) => {
-  const { store } = await openStore(t, { memoryLimit: 16 * MiB });
-  const given: unknown[] = [];
-  const reuse = (value: unknown): void => void given.push(value);
-  const a = f64(256 * KiB, 1);
-  const b = f64(256 * KiB, 2);
-  const c = f64(256 * KiB, 3);
-  store.set('a', a, { owned: reuse });
-  store.set('b', b, { owned: reuse });
-  store.set('c', c, { owned: reuse });
-  store.delete('a');
-  await store.evict();
-  assert.equal(given.length, 3);
-  assert.ok(given.includes(a) && given.includes(b) && given.includes(c), 'deleted, then spilled');
-  assert.ok(![a, b, c].some(detached), 'handed over whole, not freed');
-  assert.equal(store.stats().counters.freedBytes, 0);
-  const again = f64(256 * KiB, 4);
-  store.set('d', again, { owned: reuse });
-  await store.get('d');
-  store.delete('d');
-  assert.equal(given.length, 3, 'handed out by get: no longer the store\'s to give');
-  store.delete('b');
-  assert.equal(given.length, 3, 'each value once');
-});
-
 test('values not set owned, and owned ones handed out, are never freed by the store', async (t) => {
   const { store } = await openStore(t, { memoryLimit: 16 * MiB });
   const plain = f64(256 * KiB, 1);

@@ -35,40 +35,35 @@ function closedPort(): MessagePort {
 }
 
 /**
- * The ArrayBuffers of RELEASE_MIN_BYTES or more that `value` holds: itself, the buffers of
- * typed arrays and DataViews, and those inside arrays, plain objects, Maps and Sets (not
- * inside instances of other classes). Shared buffers are not among them.
+ * The buffers of `minBytes` or more that `value` holds: itself, the buffers of typed arrays
+ * and DataViews, and those inside arrays, plain objects, Maps and Sets (not inside
+ * instances of other classes); SharedArrayBuffers only with `shared`.
  */
-export function releasableBuffers(value: unknown): ArrayBuffer[] {
-  const found = new Set<ArrayBuffer>();
+export function buffersIn(value: unknown, minBytes: number, shared: true): Set<ArrayBuffer | SharedArrayBuffer>;
+export function buffersIn(value: unknown, minBytes: number, shared?: false): Set<ArrayBuffer>;
+export function buffersIn(value: unknown, minBytes: number, shared = false): Set<ArrayBuffer | SharedArrayBuffer> {
+  const found = new Set<ArrayBuffer | SharedArrayBuffer>();
+  const wanted = (b: ArrayBufferLike): boolean => (b instanceof ArrayBuffer || (shared && b instanceof SharedArrayBuffer)) && b.byteLength >= minBytes;
   const seen = new Set<object>();
+  // A stack, not recursion: a deeply nested value cannot overflow the call stack.
   const stack: unknown[] = [value];
   while (stack.length > 0) {
     const v = stack.pop();
-    if (typeof v !== 'object' || v === null) continue;
-    if (v instanceof ArrayBuffer) {
-      if (v.byteLength >= RELEASE_MIN_BYTES) found.add(v);
-      continue;
-    }
-    if (ArrayBuffer.isView(v)) {
-      const buffer = v.buffer;
-      if (buffer instanceof ArrayBuffer && buffer.byteLength >= RELEASE_MIN_BYTES) found.add(buffer);
-      continue;
-    }
-    if (seen.has(v)) continue;
+    if (typeof v !== 'object' || v === null || seen.has(v)) continue;
     seen.add(v);
-    if (Array.isArray(v)) {
-      for (const item of v as unknown[]) if (typeof item === 'object' && item !== null) stack.push(item);
+    if (ArrayBuffer.isView(v)) {
+      if (wanted(v.buffer)) found.add(v.buffer);
+    } else if (v instanceof ArrayBuffer || v instanceof SharedArrayBuffer) {
+      if (wanted(v)) found.add(v);
+    } else if (Array.isArray(v) || v instanceof Set) {
+      for (const item of v as Iterable<unknown>) stack.push(item);
     } else if (v instanceof Map) {
       for (const [k, item] of v as Map<unknown, unknown>) stack.push(k, item);
-    } else if (v instanceof Set) {
-      for (const item of v as Set<unknown>) stack.push(item);
-    } else {
-      const proto: unknown = Object.getPrototypeOf(v);
-      if (proto === Object.prototype || proto === null) for (const item of Object.values(v)) stack.push(item);
+    } else if (Object.getPrototypeOf(v) === Object.prototype) {
+      for (const item of Object.values(v)) stack.push(item);
     }
   }
-  return [...found];
+  return found;
 }
 
 /**
@@ -76,8 +71,8 @@ export function releasableBuffers(value: unknown): ArrayBuffer[] {
  * as empty afterwards, so the caller must be their only user. A buffer that cannot be
  * moved (marked untransferable) is left as it is, for the collector.
  */
-export function releaseBuffers(buffers: readonly ArrayBuffer[]): number {
-  const live = buffers.filter((b) => b.byteLength > 0);
+export function releaseBuffers(buffers: Iterable<ArrayBuffer>): number {
+  const live = [...buffers].filter((b) => b.byteLength > 0);
   if (live.length === 0) return 0;
   const bytes = live.reduce((sum, b) => sum + b.byteLength, 0);
   const port = closedPort();

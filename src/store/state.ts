@@ -3,7 +3,7 @@ import { SpillwayError, TierWriteError } from '../errors.js';
 import { TierChain } from './chain.js';
 import { newCounters } from './counters.js';
 import { Accounting, Bucket, type Entry, type StoredCopy } from './entry.js';
-import { releasableBuffers, releaseBuffers } from '../runtime/buffer-release.js';
+import { RELEASE_MIN_BYTES, buffersIn, releaseBuffers } from '../runtime/buffer-release.js';
 import { ReleaseCollector } from '../runtime/release-collector.js';
 import { MemoryLru } from './memory-lru.js';
 import { garbageCollector, watchMajorCollections } from '../runtime/garbage-collection.js';
@@ -234,7 +234,7 @@ export class StoreState {
     this.collector?.released(entry.size);
     if (entry.owned && entry.pins === 0 && entry.write === undefined) {
       entry.owned = false;
-      this.counters.freedBytes += releaseBuffers(releasableBuffers(entry.value));
+      this.counters.freedBytes += releaseBuffers(buffersIn(entry.value, RELEASE_MIN_BYTES));
       return true;
     }
     return false;

@@ -10,6 +10,7 @@ import { SpillwayError } from '../errors.js';
 import { TaskFunctionError, TaskImportError } from './errors.js';
 import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.js';
 import { garbageCollector } from '../runtime/garbage-collection.js';
+import { buffersIn } from '../runtime/buffer-release.js';
 import { ThreadCollector } from '../runtime/thread-collector.js';
 import { liftLargeViews, restoreLargeViews } from './large-views.js';
 import { LOOP_BRAND, liftTypedValues, restoreTypedValues } from './typed-crossing.js';
@@ -157,30 +158,4 @@ function binaryBytes(value: unknown, lent: readonly ArrayBuffer[] = []): number 
   let total = 0;
   for (const buffer of buffersIn(value, 0, true)) if (!lent.includes(buffer as ArrayBuffer)) total += buffer.byteLength;
   return total;
-}
-
-function buffersIn(value: unknown, minBytes: number, shared: boolean): Set<ArrayBuffer | SharedArrayBuffer> {
-  const found = new Set<ArrayBuffer | SharedArrayBuffer>();
-  const wanted = (b: ArrayBufferLike): boolean => (b instanceof ArrayBuffer || (shared && b instanceof SharedArrayBuffer)) && b.byteLength >= minBytes;
-  const seen = new Set<object>();
-  const visit = (v: unknown): void => {
-    if (typeof v !== 'object' || v === null || seen.has(v)) return;
-    seen.add(v);
-    if (ArrayBuffer.isView(v)) {
-      if (wanted(v.buffer)) found.add(v.buffer);
-    } else if (v instanceof ArrayBuffer || v instanceof SharedArrayBuffer) {
-      if (wanted(v)) found.add(v);
-    } else if (Array.isArray(v) || v instanceof Set) {
-      for (const item of v) visit(item);
-    } else if (v instanceof Map) {
-      for (const [k, item] of v) {
-        visit(k);
-        visit(item);
-      }
-    } else if (Object.getPrototypeOf(v) === Object.prototype) {
-      for (const item of Object.values(v)) visit(item);
-    }
-  };
-  visit(value);
-  return found;
 }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { RELEASE_MIN_BYTES, releasableBuffers, releaseBuffers } from '../../src/runtime/buffer-release.js';
+import { RELEASE_MIN_BYTES, buffersIn, releaseBuffers } from '../../src/runtime/buffer-release.js';
 
 test('releaseBuffers detaches each buffer and returns the bytes freed', () => {
   const a = new Float64Array(RELEASE_MIN_BYTES / 8);
@@ -23,7 +23,7 @@ test('a buffer Node cannot move is left as it is; the others in the same call ar
   assert.equal(pooled.toString(), 'pooled');
 });
 
-test('releasableBuffers finds large buffers through arrays, plain objects, Maps and Sets, once each', () => {
+test('buffersIn finds large buffers through arrays, plain objects, Maps and Sets, once each', () => {
   const big = (): Float64Array => new Float64Array(RELEASE_MIN_BYTES / 8);
   const [x, y, z, w] = [big(), big(), big(), big()];
   const small = new Float64Array(16);
@@ -32,12 +32,13 @@ test('releasableBuffers finds large buffers through arrays, plain objects, Maps 
     constructor(readonly inside: Float64Array) {}
   }
   const value = { x, list: [y, x.subarray(1), small], map: new Map([['z', z]]), set: new Set([new DataView(w.buffer)]), shared, held: new Holder(big()) };
-  const found = releasableBuffers(value);
+  const found = [...buffersIn(value, RELEASE_MIN_BYTES)];
   assert.deepEqual(new Set(found), new Set([x.buffer, y.buffer, z.buffer, w.buffer]));
   assert.equal(found.length, 4);
-  assert.deepEqual(releasableBuffers(x.buffer), [x.buffer]);
-  assert.deepEqual(releasableBuffers('text'), []);
+  assert.deepEqual([...buffersIn(x.buffer, RELEASE_MIN_BYTES)], [x.buffer]);
+  assert.deepEqual([...buffersIn('text', RELEASE_MIN_BYTES)], []);
   const cyclic: unknown[] = [x];
   cyclic.push(cyclic);
-  assert.deepEqual(releasableBuffers(cyclic), [x.buffer]);
+  assert.deepEqual([...buffersIn(cyclic, RELEASE_MIN_BYTES)], [x.buffer]);
+  assert.ok(buffersIn(value, RELEASE_MIN_BYTES, true).has(shared.buffer), 'shared ones only when asked for');
 });

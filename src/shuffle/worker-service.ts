@@ -13,7 +13,7 @@ import { InvalidArgumentError, SpillwayError, errorMessage } from '../errors.js'
 import type { SpillStore } from '../store/spill-store.js';
 import { RemoteError } from '../transfer/errors.js';
 import type { ExecutionResult, Executor } from '../worker/executor.js';
-import { makeRoom } from '../worker/room.js';
+import { Room } from '../worker/room.js';
 import { type ThreadSlot, UNCOUNTED_SLOT } from '../worker/thread-slots.js';
 import { ShuffleDiskFullError, ShufflePushError } from './errors.js';
 import {
@@ -66,6 +66,8 @@ export interface ShuffleServiceOptions {
   self: { host: string; port: number };
   /** How long a transfer keeps retrying pushes to a peer that fails, waiting for the scheduler to restart the shuffle. */
   retryMs?: number;
+  /** Admits thread work against the memory limit, shared with the worker's other tasks. Default: one of its own. */
+  room?: Room;
 }
 
 interface RunningTask {
@@ -81,6 +83,7 @@ export class ShuffleService {
   readonly #options: ShuffleServiceOptions;
   readonly #peers: PeerPool;
   readonly #retryMs: number;
+  readonly #room: Room;
   /** Buffers of chunks: laid out by the receiver, read back from disk, lent to the assembling thread. */
   readonly #chunkPool: SizedBufferPool;
   /** Frames pushed and given back, lent to the next split (frame-spares.ts). */
@@ -107,6 +110,7 @@ export class ShuffleService {
   constructor(options: ShuffleServiceOptions) {
     this.#options = options;
     this.#retryMs = options.retryMs ?? 120_000;
+    this.#room = options.room ?? new Room(options.store);
     const limit = options.store.memoryLimit;
     const bufferBytes = Math.max(1 << 20, Math.min(64 << 20, Math.floor(limit / 16)));
     this.#chunkPool = new SizedBufferPool({ minBytes: 64 << 10, maxBytes: 16 << 20, maxSpareBytes: Math.max(4 << 20, Math.floor(bufferBytes / 2)) });
@@ -255,9 +259,12 @@ export class ShuffleService {
         };
         // Room for the input's copy and the frames, but for the spares they take, in memory already.
         const spareBytes = spares.length * FRAME_BYTES + (this.#inputSpares.has(inputBytes) ? inputBytes : 0);
-        await makeRoom(this.#options.store, 2 * inputBytes - spareBytes);
-        const copy = await lendableCopy(input, this.#inputSpares);
-        const split = await this.#options.executor.run(fn('splitForShuffle'), [copy?.value ?? input, request], { lend: copy === undefined ? spares : [...spares, copy.buffer] });
+        const claim = await this.#room.claim(2 * inputBytes - spareBytes);
+        const copy = await lendableCopy(input, this.#inputSpares).catch((err: unknown) => {
+          claim.release();
+          throw err;
+        });
+        const split = await this.#options.executor.run(fn('splitForShuffle'), [copy?.value ?? input, request], { lend: copy === undefined ? spares : [...spares, copy.buffer] }).finally(() => claim.release());
         // Handed back, any of them is this worker's alone: a frame's size makes a frame spare.
         for (const buffer of split.lent ?? []) if (!this.#frameSpares.give(buffer)) this.#inputSpares.give(buffer);
         computeSeconds += split.computeSeconds;
@@ -343,9 +350,9 @@ export class ShuffleService {
       // Taken out of the store (chunk-loans.ts): the chunks are this unpack's alone.
       const { chunks, lend, bytes } = await takeChunks(store, taken.keys, this.#chunkPool);
       await thread.enter();
-      await makeRoom(store, 2 * bytes);
+      const claim = await this.#room.claim(2 * bytes);
       const request: AssembleRequest = { output: meta.output, partitions: meta.partitions, inputs: meta.inputs, combine: meta.combine, combineArgs: meta.combineArgs };
-      const { lent, ...result } = await this.#options.executor.run(fn('assembleOutput'), [chunks, request], { lend });
+      const { lent, ...result } = await this.#options.executor.run(fn('assembleOutput'), [chunks, request], { lend }).finally(() => claim.release());
       giveBack(this.#chunkPool, lent);
       return result;
     } finally {

@@ -17,8 +17,16 @@ export interface RoomOptions {
   readRss?: () => number;
 }
 
+/** Room made for one task's thread work; released once that work has ended. */
+export interface RoomClaim {
+  /** Rounds of spilling it took (after waiting for other tasks, if it had to): 0 when there was room, -1 when the task started anyway. */
+  readonly rounds: number;
+  /** The task's memory is now in RSS (or gone): later claims stop counting it. Idempotent. */
+  release(): void;
+}
+
 /**
- * Makes room for a task before it starts on a thread.
+ * Makes room for tasks before they start on a thread.
  *
  * Why: a task's transient memory (the thread's copy of its inputs, then its output) lands
  * on top of whatever the process holds, and the store's monitor samples RSS only now and
@@ -31,16 +39,93 @@ export interface RoomOptions {
  * come every few hundred milliseconds anyway and free the same values; a task started
  * before one of them lands peaks a little higher, still under the pause level's margin.
  * A few rounds at most: memory that spilling cannot free is not the store's, and waiting
- * for it forever would stall the worker. Resolves to the rounds it took (0: there was
- * room), or -1 when it gave up and the task starts anyway.
+ * for it forever would stall the worker.
+ *
+ * With several task threads, tasks are admitted one at a time, and each counts the bytes
+ * of the tasks admitted before it whose thread work has not ended: two tasks checked
+ * against the same reading would each find room that only one of them has. Those bytes
+ * are counted whole although some may show in RSS already: RSS cannot tell a task's
+ * memory arriving from other memory coming and going (spills, collections, peers'
+ * pieces), and counting too much costs an early spill where counting too little costs a
+ * worker over its limit. When spilling cannot make room, a task waits for one under way to
+ * end rather than start over the limit: under memory pressure the worker runs fewer tasks
+ * at once, down to one, which starts anyway.
  */
-export async function makeRoom(store: RoomStore, bytes: number, options: RoomOptions = {}): Promise<number> {
+export class Room {
+  readonly #store: RoomStore;
+  readonly #options: RoomOptions;
+  readonly #readRss: () => number;
+  /** Bytes of the claims granted and not released. */
+  #heldBytes = 0;
+  /** Resolved at the next release: an admission that found no room waits for one. */
+  #nextRelease: { promise: Promise<void>; resolve: () => void } | undefined;
+  /** Admissions run one after another: the tail of that line. */
+  #line: Promise<unknown> = Promise.resolve();
+
+  constructor(store: RoomStore, options: RoomOptions = {}) {
+    this.#store = store;
+    this.#options = options;
+    this.#readRss = options.readRss ?? (() => process.memoryUsage.rss());
+  }
+
+  /** Bytes of the claims granted whose thread work has not ended. */
+  get heldBytes(): number {
+    return this.#heldBytes;
+  }
+
+  /** Waits for room for `bytes` more, after the claims ahead of it; release the claim once the task's thread work ends. */
+  claim(bytes: number): Promise<RoomClaim> {
+    const turn = this.#line.then(() => this.#admit(bytes));
+    this.#line = turn.catch(() => undefined);
+    return turn;
+  }
+
+  async #admit(bytes: number): Promise<RoomClaim> {
+    if (bytes <= 0 || !Number.isFinite(this.#store.pauseBytes)) return { rounds: 0, release: () => undefined };
+    let rounds = await makeRoom(this.#store, bytes, { ...this.#options, readRss: this.#readRss, heldBytes: () => this.#heldBytes });
+    // No room, and tasks under way will end and free theirs: wait for one rather than start
+    // over the limit. Only a task alone starts anyway.
+    while (rounds < 0 && this.#heldBytes > 0) {
+      await this.#released();
+      rounds = await makeRoom(this.#store, bytes, { ...this.#options, readRss: this.#readRss, heldBytes: () => this.#heldBytes });
+    }
+    this.#heldBytes += bytes;
+    let held = true;
+    return {
+      rounds,
+      release: () => {
+        if (!held) return;
+        held = false;
+        this.#heldBytes -= bytes;
+        const next = this.#nextRelease;
+        this.#nextRelease = undefined;
+        next?.resolve();
+      },
+    };
+  }
+
+  #released(): Promise<void> {
+    if (this.#nextRelease === undefined) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      this.#nextRelease = { promise, resolve };
+    }
+    return this.#nextRelease.promise;
+  }
+}
+
+/**
+ * One admission (see Room): resolves to the rounds it took (0: there was room), or -1 when
+ * it gave up and the task starts anyway. `heldBytes`: memory already promised to tasks
+ * under way.
+ */
+export async function makeRoom(store: RoomStore, bytes: number, options: RoomOptions & { heldBytes?: () => number } = {}): Promise<number> {
   const rounds = options.rounds ?? 3;
   const settleMs = options.settleMs ?? 20;
   const readRss = options.readRss ?? (() => process.memoryUsage.rss());
   if (!Number.isFinite(store.pauseBytes) || bytes <= 0) return 0;
   for (let round = 0; ; round++) {
-    const over = readRss() + bytes - store.pauseBytes;
+    const over = readRss() + (options.heldBytes?.() ?? 0) + bytes - store.pauseBytes;
     if (over <= 0) return round;
     if (round === rounds) return -1;
     await store.evict(over);

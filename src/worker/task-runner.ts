@@ -15,7 +15,7 @@ import type { WorkerLifecycle } from './lifecycle.js';
 import type { ModuleCache } from './module-cache.js';
 import type { WorkerMonitoring } from './monitoring.js';
 import type { QueuedTask } from './queue.js';
-import { makeRoom } from './room.js';
+import type { Room, RoomClaim } from './room.js';
 import { type TaskReports, toErrorInfo } from './task-reports.js';
 import type { WorkerTasks } from './tasks.js';
 import type { ThreadSlot } from './thread-slots.js';
@@ -38,6 +38,8 @@ export interface TaskRunnerParts {
   readonly shuffle: ShuffleService;
   readonly modules: ModuleCache;
   readonly monitoring: WorkerMonitoring;
+  /** Admits thread work against the memory limit, one task at a time. */
+  readonly room: Room;
   /** The worker, for its 'task-started' and 'input-corrupt' events. */
   readonly events: EventEmitter;
 }
@@ -100,16 +102,17 @@ export class TaskRunner {
       const fetchSeconds = task.fetchSeconds + (performance.now() - started) / 1000;
       const shuffle = isShuffleFunction(task.spec.fn);
       const fnKey = `${task.spec.fn.module}#${task.spec.fn.name}`;
+      let claim: RoomClaim | undefined;
       if (builtin === undefined && !shuffle) {
         // The thread gets a copy of the inputs, then the output comes back: room for both first.
         const inputBytes = task.inputs.reduce((sum, key) => sum + sizeof(lease.get(key)), 0);
-        await makeRoom(store, inputBytes + (this.#outputBytes.get(fnKey) ?? inputBytes));
-        if (life.closed) return;
+        claim = await this.#parts.room.claim(inputBytes + (this.#outputBytes.get(fnKey) ?? inputBytes));
+        if (life.closed) return claim.release();
       }
       const result = shuffle
         ? await this.#parts.shuffle.run({ key: task.key, name: task.spec.fn.name, args, thread: slot })
         : builtin === undefined
-          ? await this.#parts.executor.run(task.spec.fn, args)
+          ? await this.#parts.executor.run(task.spec.fn, args).finally(() => claim?.release())
           : runInline(builtin, args);
       if (life.closed) return;
       if (!result.ok) {

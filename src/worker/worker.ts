@@ -25,6 +25,7 @@ import { WorkerMonitoring } from './monitoring.js';
 import { resolveMemoryLimit } from './memory-limit.js';
 import { type ResolvedWorkerOptions, type WorkerOptions, resolveWorkerOptions, resumeAtTarget } from './options.js';
 import { Retirement } from './retirement.js';
+import { Room } from './room.js';
 import { type Registered, SchedulerLink, register } from './scheduler-link.js';
 import { SchedulerMessages } from './scheduler-messages.js';
 import { StoreErrorCounts } from './store-errors.js';
@@ -104,7 +105,9 @@ export class Worker extends EventEmitter {
     const link = (this.#link = new SchedulerLink(parts.registered));
     const life = this.#life;
     const tls = (): ReturnType<typeof clientTls> | undefined => (options.tls === undefined ? undefined : clientTls(options.tls));
-    this.#shuffle = new ShuffleService({ store, executor, channel: () => link.channel, token: options.token, tls: tls(), self: address });
+    // One line of admission for every task's thread work: shuffle splits and assemblies too.
+    const room = new Room(store);
+    this.#shuffle = new ShuffleService({ store, executor, channel: () => link.channel, token: options.token, tls: tls(), self: address, room });
     // The pool has replaced the thread; the tasks and the data are unaffected.
     executor.onThreadError = (err) => {
       log.error({ err: errorMessage(err) }, 'a task thread died; the pool replaced it');
@@ -119,7 +122,7 @@ export class Worker extends EventEmitter {
     const heartbeatParts = { link, store, server, directory, tasks, fetcher, shuffle: this.#shuffle, storeErrors, supervisorRestarts: options.supervisorRestarts };
     this.#heartbeat = new Heartbeat(heartbeatParts, options.heartbeatIntervalMs ?? parts.registered.registration.heartbeatIntervalMs);
     this.#monitoring = new WorkerMonitoring({ name: this.name, memoryLimit: options.memoryLimit, heartbeat: this.#heartbeat, life, link });
-    const runnerParts = { store, server, tasks, reports, life, fetcher, executor, shuffle: this.#shuffle, modules, monitoring: this.#monitoring, events: this };
+    const runnerParts = { store, server, tasks, reports, life, fetcher, executor, shuffle: this.#shuffle, modules, monitoring: this.#monitoring, events: this, room };
     const pump = (this.#pump = new TaskPump(runnerParts, options.nthreads, options));
     this.#retirement = new Retirement({ store, tasks, fetcher, link, reports, life, log, worker: this });
     this.#messages = new SchedulerMessages({ store, tasks, pump, fetcher, modules, reports, retirement: this.#retirement, life, shuffle: this.#shuffle, retireTimeoutMs: options.retireTimeoutMs });

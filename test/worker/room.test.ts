@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { makeRoom, type RoomStore } from '../../src/worker/room.js';
+import { Room, type RoomStore, makeRoom } from '../../src/worker/room.js';
 
 const MiB = 1024 * 1024;
 
@@ -65,4 +65,61 @@ test('the collection waits for a timer turn after the eviction: timers due meanw
   };
   assert.equal(await makeRoom(store, 32 * MiB, { readRss, settleMs: 0 }), 1);
   assert.deepEqual(calls, ['evict 22', 'timer', 'collect']);
+});
+
+test('tasks admitted together each count the bytes of those admitted before them, until their thread work ends', async () => {
+  const rss = { value: 150 * MiB };
+  const { store, calls, readRss } = fakeStore(rss, 0);
+  // Each eviction frees what it was asked for, as spilling a cold value would.
+  store.evict = (bytes) => {
+    calls.push(`evict ${Math.round(bytes / MiB)}`);
+    rss.value -= bytes;
+    return Promise.resolve(bytes);
+  };
+  const room = new Room(store, { readRss, settleMs: 0 });
+  // Two 40 MiB tasks asked for in the same turn: 150 + 40 fits under 200, 150 + 40 + 40 does not.
+  const [first, second] = await Promise.all([room.claim(40 * MiB), room.claim(40 * MiB)]);
+  assert.deepEqual([first.rounds, second.rounds], [0, 1]);
+  assert.deepEqual(calls, ['evict 30', 'collect']);
+  assert.equal(room.heldBytes, 80 * MiB);
+  // Once the first task's work has ended its memory is in RSS (or gone), no longer promised.
+  first.release();
+  first.release();
+  assert.equal(room.heldBytes, 40 * MiB);
+  rss.value += 30 * MiB; // 150 MiB: 150 + 40 held + 10 just fits
+  assert.equal((await room.claim(10 * MiB)).rounds, 0);
+  assert.equal(calls.length, 2);
+  // 150 + 50 held + 20 is 20 over: the next task waits for a spill.
+  const fourth = await room.claim(20 * MiB);
+  assert.equal(fourth.rounds, 1);
+  assert.deepEqual(calls.slice(2), ['evict 20', 'collect']);
+  second.release();
+  fourth.release();
+});
+
+test('without room a task waits for those under way to end; a task alone starts anyway', async () => {
+  const rss = { value: 250 * MiB };
+  const { store, calls, readRss } = fakeStore(rss, 0);
+  const room = new Room(store, { readRss, settleMs: 0, rounds: 2 });
+  const first = await room.claim(32 * MiB);
+  assert.equal(first.rounds, -1, 'alone, it starts over the pause level after its rounds');
+  assert.equal(calls.filter((c) => c.startsWith('evict')).length, 2);
+  let secondGranted = false;
+  const second = room.claim(8 * MiB).then((claim) => ((secondGranted = true), claim));
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(secondGranted, false, 'no room while the first runs: it waits');
+  // The first task ends and frees its memory: room for the second.
+  rss.value = 150 * MiB;
+  first.release();
+  assert.equal((await second).rounds, 0);
+  assert.equal(room.heldBytes, 8 * MiB);
+  (await second).release();
+  assert.equal(room.heldBytes, 0);
+  // Still no room once the first ended: the second, alone now, starts anyway.
+  rss.value = 250 * MiB;
+  const third = await room.claim(32 * MiB);
+  const fourth = room.claim(8 * MiB);
+  third.release();
+  assert.equal((await fourth).rounds, -1);
+  (await fourth).release();
 });

@@ -19,31 +19,50 @@ export interface ChunkLoan {
 }
 
 /**
- * Takes the chunks under `keys` out of the store, in order. On a failure the buffers taken
- * so far go back to the pool, and the keys not yet taken stay in the store (the caller deletes them).
+ * Reads in flight at once when taking an output's chunks: one read at a time leaves the
+ * disk and libuv's threads idle between a read's end and the next one's start, and an
+ * output's chunks are dozens of reads of a few hundred KiB each.
  */
-export async function takeChunks(store: SpillStore, keys: readonly string[], pool: SizedBufferPool): Promise<ChunkLoan> {
-  const loan: ChunkLoan = { chunks: [], lend: [], bytes: 0 };
-  try {
-    for (const key of keys) {
-      const taken = await store.take(key, (n) => pool.take(n));
-      if ('encoded' in taken) {
-        loan.chunks.push({ encoded: taken.encoded });
-        loan.lend.push(taken.encoded.buffer as ArrayBuffer);
-        loan.bytes += taken.encoded.byteLength;
-        continue;
+export const TAKE_CONCURRENCY = 8;
+
+/**
+ * Takes the chunks under `keys` out of the store, several at a time, in order. On a
+ * failure the reads under way finish, the buffers taken go back to the pool, and the keys
+ * not taken stay in the store (the caller deletes them).
+ */
+export async function takeChunks(store: Pick<SpillStore, 'take'>, keys: readonly string[], pool: SizedBufferPool): Promise<ChunkLoan> {
+  const slots: (AssembleChunk | undefined)[] = new Array(keys.length);
+  const lend: ArrayBuffer[] = [];
+  let bytes = 0;
+  let next = 0;
+  let failure: { err: unknown } | undefined;
+  const reader = async (): Promise<void> => {
+    while (failure === undefined && next < keys.length) {
+      const i = next++;
+      try {
+        const taken = await store.take(keys[i], (n) => pool.take(n));
+        if ('encoded' in taken) {
+          slots[i] = { encoded: taken.encoded };
+          lend.push(taken.encoded.buffer as ArrayBuffer);
+          bytes += taken.encoded.byteLength;
+          continue;
+        }
+        const chunk = taken.value as Uint8Array;
+        slots[i] = chunk;
+        bytes += chunk.byteLength;
+        // A chunk the receiver laid out in a pooled buffer: the store held it alone, and no one else asks for shuffle keys.
+        if (taken.alone && pool.made(chunk.buffer)) lend.push(chunk.buffer as ArrayBuffer);
+      } catch (err) {
+        failure ??= { err };
       }
-      const chunk = taken.value as Uint8Array;
-      loan.chunks.push(chunk);
-      loan.bytes += chunk.byteLength;
-      // A chunk the receiver laid out in a pooled buffer: the store held it alone, and no one else asks for shuffle keys.
-      if (taken.alone && pool.made(chunk.buffer)) loan.lend.push(chunk.buffer as ArrayBuffer);
     }
-  } catch (err) {
-    giveBack(pool, loan.lend);
-    throw err;
+  };
+  await Promise.all(Array.from({ length: Math.min(TAKE_CONCURRENCY, keys.length) }, reader));
+  if (failure !== undefined) {
+    giveBack(pool, lend);
+    throw failure.err;
   }
-  return loan;
+  return { chunks: slots as AssembleChunk[], lend, bytes };
 }
 
 /** Buffers back from the thread (or never sent) return to the pool. */

@@ -11,7 +11,7 @@ export interface RoomStore {
 export interface RoomOptions {
   /** Rounds of spilling and collecting before the task starts anyway. Default 3. */
   rounds?: number;
-  /** Pause after a round, for writes to land and the collector's sweeper to free memory. Default 20 ms. */
+  /** Pause after a round that collected, for the collector's sweeper to free memory. Default 20 ms. */
   settleMs?: number;
   /** Reads process RSS (tests replace it). */
   readRss?: () => number;
@@ -128,13 +128,17 @@ export async function makeRoom(store: RoomStore, bytes: number, options: RoomOpt
     const over = readRss() + (options.heldBytes?.() ?? 0) + bytes - store.pauseBytes;
     if (over <= 0) return round;
     if (round === rounds) return -1;
-    await store.evict(over);
+    const evicted = await store.evict(over);
     // Never in the same loop turn as the eviction's end: a pause of the store's own (a
     // rationed collection) or V8's may have just ended in that turn, and two pauses in one
     // block make the worst event-loop delays. A timer turn lets heartbeats, peers and
     // timers run in between.
     await sleep(1);
-    store.collectGarbage();
-    await sleep(settleMs);
+    const collected = store.collectGarbage();
+    // Nothing left to spill and no collection allowed: the memory over is not the store's,
+    // and waiting would only keep the thread idle.
+    if (evicted === 0 && !collected) return -1;
+    // The collector's sweeper frees on its threads after the pause: a moment for it.
+    if (collected) await sleep(settleMs);
   }
 }

@@ -123,3 +123,27 @@ test('without room a task waits for those under way to end; a task alone starts 
   assert.equal((await fourth).rounds, -1);
   (await fourth).release();
 });
+
+test('when nothing is left to spill and no collection is allowed, a task starts at once instead of waiting out its rounds', async () => {
+  const rss = { value: 250 * MiB };
+  const calls: string[] = [];
+  const store: RoomStore = {
+    pauseBytes: 200 * MiB,
+    evict: (bytes) => (calls.push(`evict ${Math.round(bytes / MiB)}`), Promise.resolve(0)),
+    collectGarbage: () => (calls.push('collect declined'), false),
+  };
+  const started = performance.now();
+  // A settle time long enough to see: a round that freed nothing must not wait it out.
+  assert.equal(await makeRoom(store, 32 * MiB, { readRss: () => rss.value, settleMs: 2_000, rounds: 3 }), -1);
+  assert.ok(performance.now() - started < 1_000, 'no settling after a round that could free nothing');
+  assert.deepEqual(calls, ['evict 82', 'collect declined']);
+  // Something spilled: the next round looks again (after a timer turn, without the settle: nothing was collected).
+  calls.length = 0;
+  store.evict = (bytes) => {
+    calls.push(`evict ${Math.round(bytes / MiB)}`);
+    rss.value -= 50 * MiB;
+    return Promise.resolve(50 * MiB);
+  };
+  assert.equal(await makeRoom(store, 32 * MiB, { readRss: () => rss.value, settleMs: 2_000, rounds: 3 }), 2);
+  assert.deepEqual(calls, ['evict 82', 'collect declined', 'evict 32', 'collect declined']);
+});

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 /** What making room needs from the store. */
 export interface RoomStore {
   readonly pauseBytes: number;
+  readonly memoryLimit: number;
   evict(bytes: number): Promise<number>;
   /** Collects if the store's ration allows (never unrationed: see makeRoom). */
   collectGarbage(): boolean;
@@ -15,7 +16,16 @@ export interface RoomOptions {
   settleMs?: number;
   /** Reads process RSS (tests replace it). */
   readRss?: () => number;
+  /** Longest a task that found no room waits for RSS to fall under the ceiling before it starts anyway. Default 250 ms. */
+  ceilingWaitMs?: number;
 }
+
+/**
+ * The fraction of the memory limit a task starting without room must fit under: spilling
+ * could not bring RSS under the pause level, but memory the store does not hold still
+ * comes and goes (pieces being written, frames being acknowledged, garbage V8 collects).
+ */
+const CEILING = 0.95;
 
 /** Room made for one task's thread work; released once that work has ended. */
 export interface RoomClaim {
@@ -89,6 +99,7 @@ export class Room {
       await this.#released();
       rounds = await makeRoom(this.#store, bytes, { ...this.#options, readRss: this.#readRss, heldBytes: () => this.#heldBytes });
     }
+    if (rounds < 0) await this.#underCeiling(bytes);
     this.#heldBytes += bytes;
     let held = true;
     return {
@@ -102,6 +113,16 @@ export class Room {
         next?.resolve();
       },
     };
+  }
+
+  /** A task alone and without room still waits, briefly, for its bytes to fit under the limit's ceiling. */
+  async #underCeiling(bytes: number): Promise<void> {
+    const ceiling = this.#store.memoryLimit * CEILING;
+    const deadline = performance.now() + (this.#options.ceilingWaitMs ?? 250);
+    while (this.#readRss() + bytes > ceiling && performance.now() < deadline) {
+      this.#store.collectGarbage();
+      await sleep(5);
+    }
   }
 
   #released(): Promise<void> {

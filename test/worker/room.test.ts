@@ -9,6 +9,7 @@ function fakeStore(rss: { value: number }, freedPerRound: number, pauseBytes = 2
   const calls: string[] = [];
   const store: RoomStore = {
     pauseBytes,
+    memoryLimit: 1024 * MiB,
     evict: (bytes: number) => {
       calls.push(`evict ${Math.round(bytes / MiB)}`);
       return Promise.resolve(0);
@@ -129,6 +130,7 @@ test('when nothing is left to spill and no collection is allowed, a task starts 
   const calls: string[] = [];
   const store: RoomStore = {
     pauseBytes: 200 * MiB,
+    memoryLimit: 1024 * MiB,
     evict: (bytes) => (calls.push(`evict ${Math.round(bytes / MiB)}`), Promise.resolve(0)),
     collectGarbage: () => (calls.push('collect declined'), false),
   };
@@ -146,4 +148,29 @@ test('when nothing is left to spill and no collection is allowed, a task starts 
   };
   assert.equal(await makeRoom(store, 32 * MiB, { readRss: () => rss.value, settleMs: 2_000, rounds: 3 }), 2);
   assert.deepEqual(calls, ['evict 82', 'collect declined', 'evict 32', 'collect declined']);
+});
+
+test('a task alone without room waits, briefly, for its bytes to fit under 0.95 of the limit', async () => {
+  const rss = { value: 240 * MiB };
+  const store: RoomStore = { pauseBytes: 200 * MiB, memoryLimit: 256 * MiB, evict: () => Promise.resolve(0), collectGarbage: () => false };
+  const room = new Room(store, { readRss: () => rss.value, settleMs: 0, ceilingWaitMs: 5_000 });
+  // 240 + 32 is over 0.95 × 256 = 243.2 MiB; memory the store does not hold falls 40 ms later.
+  setTimeout(() => (rss.value = 200 * MiB), 40);
+  const started = performance.now();
+  const claim = await room.claim(32 * MiB);
+  const waited = performance.now() - started;
+  assert.equal(claim.rounds, -1);
+  assert.ok(waited >= 35 && waited < 2_000, `it started once RSS fell, after ${waited} ms`);
+  claim.release();
+  // RSS that never falls holds a task back only ceilingWaitMs.
+  rss.value = 250 * MiB;
+  const stubborn = new Room(store, { readRss: () => rss.value, settleMs: 0, ceilingWaitMs: 30 });
+  const again = performance.now();
+  (await stubborn.claim(32 * MiB)).release();
+  assert.ok(performance.now() - again >= 25, 'it waited out the ceiling wait, then started anyway');
+  // Under the ceiling (though over the pause level) it starts at once.
+  rss.value = 205 * MiB;
+  const quick = performance.now();
+  (await room.claim(32 * MiB)).release();
+  assert.ok(performance.now() - quick < 1_000);
 });

@@ -25,7 +25,7 @@ export interface RoomOptions {
  * could not bring RSS under the pause level, but memory the store does not hold still
  * comes and goes (pieces being written, frames being acknowledged, garbage V8 collects).
  */
-const CEILING = 0.95;
+const CEILING = 0.9;
 
 /** Room made for one task's thread work; released once that work has ended. */
 export interface RoomClaim {

@@ -150,12 +150,12 @@ test('when nothing is left to spill and no collection is allowed, a task starts 
   assert.deepEqual(calls, ['evict 82', 'collect declined', 'evict 32', 'collect declined']);
 });
 
-test('a task alone without room waits, briefly, for its bytes to fit under 0.95 of the limit', async () => {
+test('a task alone without room waits, briefly, for its bytes to fit under 0.9 of the limit', async () => {
   const rss = { value: 240 * MiB };
   const store: RoomStore = { pauseBytes: 200 * MiB, memoryLimit: 256 * MiB, evict: () => Promise.resolve(0), collectGarbage: () => false };
   const room = new Room(store, { readRss: () => rss.value, settleMs: 0, ceilingWaitMs: 5_000 });
-  // 240 + 32 is over 0.95 × 256 = 243.2 MiB; memory the store does not hold falls 40 ms later.
-  setTimeout(() => (rss.value = 200 * MiB), 40);
+  // 240 + 32 is over 0.9 × 256 = 230.4 MiB; memory the store does not hold falls 40 ms later.
+  setTimeout(() => (rss.value = 190 * MiB), 40);
   const started = performance.now();
   const claim = await room.claim(32 * MiB);
   const waited = performance.now() - started;
@@ -169,7 +169,7 @@ test('a task alone without room waits, briefly, for its bytes to fit under 0.95 
   (await stubborn.claim(32 * MiB)).release();
   assert.ok(performance.now() - again >= 25, 'it waited out the ceiling wait, then started anyway');
   // Under the ceiling (though over the pause level) it starts at once.
-  rss.value = 205 * MiB;
+  rss.value = 195 * MiB;
   const quick = performance.now();
   (await room.claim(32 * MiB)).release();
   assert.ok(performance.now() - quick < 1_000);

@@ -26,6 +26,9 @@ export interface RoomOptions {
  * comes and goes (pieces being written, frames being acknowledged, garbage V8 collects).
  */
 const CEILING = 0.9;
+/** How long RSS may stay put before a task waiting for the ceiling starts anyway, and the fall that counts. */
+const STALLED_MS = 25;
+const FALL_BYTES = 1024 * 1024;
 
 /** Room made for one task's thread work; released once that work has ended. */
 export interface RoomClaim {
@@ -115,11 +118,27 @@ export class Room {
     };
   }
 
-  /** A task alone and without room still waits, briefly, for its bytes to fit under the limit's ceiling. */
+  /**
+   * A task alone and without room still waits, briefly, for its bytes to fit under the
+   * limit's ceiling, but only while RSS keeps falling: with thousands of small tasks and
+   * RSS held up by memory that does not go away, a fixed wait each would add up to minutes.
+   */
   async #underCeiling(bytes: number): Promise<void> {
     const ceiling = this.#store.memoryLimit * CEILING;
-    const deadline = performance.now() + (this.#options.ceilingWaitMs ?? 250);
-    while (this.#readRss() + bytes > ceiling && performance.now() < deadline) {
+    const started = performance.now();
+    const deadline = started + (this.#options.ceilingWaitMs ?? 250);
+    let lowest = this.#readRss();
+    let fellAt = started;
+    for (;;) {
+      const rss = this.#readRss();
+      if (rss + bytes <= ceiling) return;
+      const now = performance.now();
+      if (rss <= lowest - FALL_BYTES) {
+        lowest = rss;
+        fellAt = now;
+      }
+      // RSS that has stopped falling will not make room by waiting longer.
+      if (now >= deadline || now - fellAt >= STALLED_MS) return;
       this.#store.collectGarbage();
       await sleep(5);
     }

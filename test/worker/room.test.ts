@@ -150,27 +150,54 @@ test('when nothing is left to spill and no collection is allowed, a task starts 
   assert.deepEqual(calls, ['evict 82', 'collect declined', 'evict 32', 'collect declined']);
 });
 
-test('a task alone without room waits, briefly, for its bytes to fit under 0.9 of the limit', async () => {
-  const rss = { value: 240 * MiB };
-  const store: RoomStore = { pauseBytes: 200 * MiB, memoryLimit: 256 * MiB, evict: () => Promise.resolve(0), collectGarbage: () => false };
+test('a task alone without room waits while RSS falls, until its bytes fit under 0.9 of the limit', async () => {
+  const rss = { value: 250 * MiB };
+  let collections = 0;
+  const store: RoomStore = { pauseBytes: 200 * MiB, memoryLimit: 256 * MiB, evict: () => Promise.resolve(0), collectGarbage: () => (collections++, false) };
   const room = new Room(store, { readRss: () => rss.value, settleMs: 0, ceilingWaitMs: 5_000 });
-  // 240 + 32 is over 0.9 × 256 = 230.4 MiB; memory the store does not hold falls 40 ms later.
-  setTimeout(() => (rss.value = 190 * MiB), 40);
-  const started = performance.now();
-  const claim = await room.claim(32 * MiB);
-  const waited = performance.now() - started;
-  assert.equal(claim.rounds, -1);
-  assert.ok(waited >= 35 && waited < 2_000, `it started once RSS fell, after ${waited} ms`);
-  claim.release();
-  // RSS that never falls holds a task back only ceilingWaitMs.
+  /** Polls of the ceiling wait: each asks for a collection, as the one round of making room does once. */
+  const polls = async (bytes: number): Promise<number> => {
+    collections = 0;
+    (await room.claim(bytes)).release();
+    return collections - 1;
+  };
+  const elapsed = async (bytes: number): Promise<number> => {
+    const started = performance.now();
+    const claim = await room.claim(bytes);
+    assert.equal(claim.rounds, -1);
+    claim.release();
+    return performance.now() - started;
+  };
+  // 250 + 32 is over 0.9 × 256 = 230.4 MiB. Memory the store does not hold falls 2 MiB every
+  // 4 ms: the task starts once RSS reaches 198 MiB, about 100 ms later.
+  const falling = setInterval(() => (rss.value -= 2 * MiB), 4);
+  try {
+    const waited = await elapsed(32 * MiB);
+    assert.ok(rss.value + 32 * MiB <= 0.9 * 256 * MiB + 2 * MiB, `it started once there was room: RSS ${rss.value / MiB} MiB`);
+    assert.ok(waited >= 60 && waited < 2_000, `it waited while RSS fell: ${waited} ms`);
+  } finally {
+    clearInterval(falling);
+  }
+  // RSS that stays put: it gives up after about 25 ms, not the whole ceiling wait.
   rss.value = 250 * MiB;
-  const stubborn = new Room(store, { readRss: () => rss.value, settleMs: 0, ceilingWaitMs: 30 });
-  const again = performance.now();
-  (await stubborn.claim(32 * MiB)).release();
-  assert.ok(performance.now() - again >= 25, 'it waited out the ceiling wait, then started anyway');
-  // Under the ceiling (though over the pause level) it starts at once.
+  const stalled = await elapsed(32 * MiB);
+  assert.ok(stalled >= 20 && stalled < 1_000, `it gave up once RSS stopped falling: ${stalled} ms`);
+  // Under the ceiling, though over the pause level, it starts at once.
   rss.value = 195 * MiB;
-  const quick = performance.now();
-  (await room.claim(32 * MiB)).release();
-  assert.ok(performance.now() - quick < 1_000);
+  assert.equal(await polls(32 * MiB), 0);
+  // Over it, even a small task polls a while (RSS stays put here: until it gives up).
+  rss.value = 230 * MiB;
+  assert.ok((await polls(1 * MiB)) >= 3);
+  // RSS falling too slowly holds a task back at most ceilingWaitMs.
+  rss.value = 250 * MiB;
+  const slow = new Room(store, { readRss: () => rss.value, settleMs: 0, ceilingWaitMs: 60 });
+  const creeping = setInterval(() => (rss.value -= 1.5 * MiB), 10);
+  try {
+    const started = performance.now();
+    (await slow.claim(32 * MiB)).release();
+    const waited = performance.now() - started;
+    assert.ok(waited >= 55 && waited < 1_000, `ceilingWaitMs bounds the wait: ${waited} ms`);
+  } finally {
+    clearInterval(creeping);
+  }
 });

@@ -260,11 +260,13 @@ export class ShuffleService {
         // Room for the input's copy and the frames, but for the spares they take, in memory already.
         const spareBytes = spares.length * FRAME_BYTES + (this.#inputSpares.has(inputBytes) ? inputBytes : 0);
         const claim = await this.#room.claim(2 * inputBytes - spareBytes);
-        const copy = await lendableCopy(input, this.#inputSpares).catch((err: unknown) => {
+        let split: ExecutionResult;
+        try {
+          const copy = await lendableCopy(input, this.#inputSpares);
+          split = await this.#options.executor.run(fn('splitForShuffle'), [copy?.value ?? input, request], { lend: copy === undefined ? spares : [...spares, copy.buffer] });
+        } finally {
           claim.release();
-          throw err;
-        });
-        const split = await this.#options.executor.run(fn('splitForShuffle'), [copy?.value ?? input, request], { lend: copy === undefined ? spares : [...spares, copy.buffer] }).finally(() => claim.release());
+        }
         // Handed back, any of them is this worker's alone: a frame's size makes a frame spare.
         for (const buffer of split.lent ?? []) if (!this.#frameSpares.give(buffer)) this.#inputSpares.give(buffer);
         computeSeconds += split.computeSeconds;

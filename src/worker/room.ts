@@ -70,8 +70,8 @@ export class Room {
   readonly #readRss: () => number;
   /** Bytes of the claims granted and not released. */
   #heldBytes = 0;
-  /** Resolved at the next release: an admission that found no room waits for one. */
-  #nextRelease: { promise: Promise<void>; resolve: () => void } | undefined;
+  /** Admissions that found no room, waiting for the next release. */
+  #waiters: (() => void)[] = [];
   /** Admissions run one after another: the tail of that line. */
   #line: Promise<unknown> = Promise.resolve();
 
@@ -95,12 +95,13 @@ export class Room {
 
   async #admit(bytes: number): Promise<RoomClaim> {
     if (bytes <= 0 || !Number.isFinite(this.#store.pauseBytes)) return { rounds: 0, release: () => undefined };
-    let rounds = await makeRoom(this.#store, bytes, { ...this.#options, readRss: this.#readRss, heldBytes: () => this.#heldBytes });
+    const options = { ...this.#options, readRss: this.#readRss, heldBytes: () => this.#heldBytes };
+    let rounds = await makeRoom(this.#store, bytes, options);
     // No room, and tasks under way will end and free theirs: wait for one rather than start
     // over the limit. Only a task alone starts anyway.
     while (rounds < 0 && this.#heldBytes > 0) {
-      await this.#released();
-      rounds = await makeRoom(this.#store, bytes, { ...this.#options, readRss: this.#readRss, heldBytes: () => this.#heldBytes });
+      await new Promise<void>((resolve) => this.#waiters.push(resolve));
+      rounds = await makeRoom(this.#store, bytes, options);
     }
     if (rounds < 0) await this.#underCeiling(bytes);
     this.#heldBytes += bytes;
@@ -111,9 +112,7 @@ export class Room {
         if (!held) return;
         held = false;
         this.#heldBytes -= bytes;
-        const next = this.#nextRelease;
-        this.#nextRelease = undefined;
-        next?.resolve();
+        for (const resolve of this.#waiters.splice(0)) resolve();
       },
     };
   }
@@ -142,15 +141,6 @@ export class Room {
       this.#store.collectGarbage();
       await sleep(5);
     }
-  }
-
-  #released(): Promise<void> {
-    if (this.#nextRelease === undefined) {
-      let resolve!: () => void;
-      const promise = new Promise<void>((r) => (resolve = r));
-      this.#nextRelease = { promise, resolve };
-    }
-    return this.#nextRelease.promise;
   }
 }
 

@@ -11,6 +11,7 @@ import { checkChecksum, decodeBody, decodeVerified, layoutOfBytes } from '../cod
 import { ValueHasher } from '../codec/checksum.js';
 import { ShuffleIncompleteError, ShuffleSplitError } from './errors.js';
 import { RECORD_HEADER_BYTES, parseRecords, recordLength, writeRecordHeader } from './records.js';
+import { RELEASE_MIN_BYTES, buffersIn, releaseBuffers } from '../runtime/buffer-release.js';
 
 export interface SplitRequest {
   split: FunctionRef;
@@ -141,6 +142,7 @@ export async function splitForShuffle(input: unknown, request: SplitRequest): Pr
   const buffers = new FrameBuffers(frameBytes, request.spares ?? []);
   const writers = Array.from({ length: destinations }, () => new FrameWriter(buffers));
   let bytes = 0;
+  const wholes: Uint8Array[] = [];
   for (let j = 0; j < P; j++) {
     const e = encoded[j];
     if (e === undefined) continue;
@@ -159,6 +161,7 @@ export async function splitForShuffle(input: unknown, request: SplitRequest): Pr
     }
     // A piece larger than a frame: encoded whole once, then cut into parts.
     const whole = new Uint8Array(e.byteLength);
+    wholes.push(whole);
     await writeEncoded(e, whole, 0);
     const parts = Math.ceil(e.byteLength / maxPayload);
     for (let part = 0; part < parts; part++) {
@@ -171,6 +174,9 @@ export async function splitForShuffle(input: unknown, request: SplitRequest): Pr
       remaining[d] -= length;
     }
   }
+  // The pieces are laid out: their buffers, which only this call holds (as a task's result
+  // would be moved away), are freed now rather than left for a collection of this thread.
+  releaseBuffers(buffersIn([pieces, wholes], RELEASE_MIN_BYTES));
   return { frames: writers.map((w) => w.finish()), bytes, reused: buffers.reused, allocated: buffers.allocated };
 }
 

@@ -10,7 +10,7 @@ import { SpillwayError } from '../errors.js';
 import { TaskFunctionError, TaskImportError } from './errors.js';
 import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.js';
 import { garbageCollector } from '../runtime/garbage-collection.js';
-import { buffersIn } from '../runtime/buffer-release.js';
+import { RELEASE_MIN_BYTES, buffersIn, releaseBuffers } from '../runtime/buffer-release.js';
 import { ThreadCollector } from '../runtime/thread-collector.js';
 import { liftLargeViews, restoreLargeViews } from './large-views.js';
 import { LOOP_BRAND, liftTypedValues, restoreTypedValues } from './typed-crossing.js';
@@ -67,6 +67,8 @@ function load(specifier: string, origin: string | undefined): Promise<Record<str
 }
 
 export default async function runTask(request: ThreadRequest): Promise<unknown> {
+  // A task's message arrives as a new event: the responses of those before it are posted.
+  releaseFinished();
   collector?.taskStarted();
   let started = performance.now();
   try {
@@ -94,10 +96,37 @@ export default async function runTask(request: ThreadRequest): Promise<unknown> 
     const response: ThreadResponse = { ok: false, error: errorInfo(err), seconds: (performance.now() - started) / 1000 };
     return withLent(response, [], request.lent, undefined);
   } finally {
-    // The copies of the inputs die with the task: collected once the thread is idle.
-    // Lent buffers go back to the loop (or with the result): never this thread's garbage.
-    collector?.taskEnded(binaryBytes(request.args, request.lent));
+    // The copies of the inputs die with the task. Those this thread alone holds are freed
+    // once the response is on its way; what is left (shared buffers, small clones) is
+    // collected once the thread is idle. Lent buffers go back to the loop (or with the
+    // result): never this thread's garbage.
+    const freed = releaseInputsLater(request);
+    collector?.taskEnded(binaryBytes(request.args, request.lent) - freed);
   }
+}
+
+/**
+ * Frees the task's own copies of its inputs after the response is posted, without a
+ * collection: V8 frees a dead buffer only when it collects, and a thread's collections are
+ * sized by its few-MiB heap, so each task's copies would cost a forced full collection
+ * (runtime/thread-collector.ts). Posting happens as soon as the task's promise settles, before
+ * any timer or immediate runs: by then what the result holds has moved or been copied into
+ * the message, so detaching the buffers cannot reach it. Returns the bytes that will be freed.
+ */
+function releaseInputsLater(request: ThreadRequest): number {
+  const lent = request.lent ?? [];
+  const own = [...buffersIn([request.args, request.views], RELEASE_MIN_BYTES, false)].filter((b) => !lent.includes(b) && isMarkedAsUntransferable?.(b) !== true);
+  if (own.length === 0) return 0;
+  toRelease.push(...own);
+  setImmediate(releaseFinished);
+  return own.reduce((sum, b) => sum + b.byteLength, 0);
+}
+
+/** Finished tasks' input copies, freed on the next turn or when the next task starts, whichever comes first. */
+const toRelease: ArrayBuffer[] = [];
+
+function releaseFinished(): void {
+  if (toRelease.length > 0) releaseBuffers(toRelease.splice(0));
 }
 
 /**

@@ -1,11 +1,11 @@
 import { constants as bufferConstants } from 'node:buffer';
-import v8 from 'node:v8';
 import { CodecError, errorMessage } from '../errors.js';
 import { binaryBytes, binaryTag, type BinaryValue } from './binary.js';
 import { CHECKSUM_SLICE_BYTES, ValueHasher, xxh64 } from './checksum.js';
 import { HeaderKind, type Layout, TRAILER_BYTES, bodyStart, layoutOf, writeChecksum, writePrefix } from './format.js';
 import { packHeader } from './msgpack.js';
 import { planEncoding } from './plan.js';
+import { serializeWithFrames } from './v8-frames.js';
 
 /**
  * A value laid out in the format, before its checksum: a small prefix (fixed fields,
@@ -144,8 +144,7 @@ export function encode(value: unknown): Encoded {
         break;
       case 'v8':
         kind = HeaderKind.V8;
-        header = v8.serialize(plan.value);
-        frames = [];
+        ({ header, frames } = serializeWithFrames(plan.value));
         break;
     }
   } catch (err) {

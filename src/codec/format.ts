@@ -15,6 +15,15 @@ import { FormatError } from '../errors.js';
  *  end  8  trailer: the checksum of every byte before it (u64 LE): XXH64 of the prefix (all
  *          before the first frame, or before the trailer when there is none), then XXH64 of
  *          the rest seeded with that digest (checksum.ts). Version 1 held a CRC-32C.
+ *
+ * What the frames hold depends on the header kind:
+ * - binary: exactly one frame, the payload's bytes; the header is its binary tag;
+ * - msgpackr: one frame per binary payload (or per buffer of a registered type),
+ *   named by index from the header's frame references;
+ * - v8: one frame per SharedArrayBuffer in the value, each once however often the value
+ *   refers to it. The header is Node's v8 serializer output in which SharedArrayBuffer i
+ *   is written as an ArrayBuffer transferred out of band with transfer id i (v8-frames.ts);
+ *   with no SharedArrayBuffer there are no frames and the header is `v8.serialize`'s.
  */
 export const MAGIC = 0x59575053; // "SPWY" read as u32 LE
 export const FORMAT_VERSION = 2;

@@ -63,6 +63,7 @@ const samples: [string, unknown][] = [
   ['msgpack object', { a: 1, s: 'text', n: [null, true] }],
   ['msgpack with frames', { f: new Int32Array([1, -1]), b: Buffer.from('xyz') }],
   ['v8 value', { z: -0, r: /x/ }],
+  ['v8 value with SharedArrayBuffers', [-0, new SharedArrayBuffer(3), new SharedArrayBuffer(12)]],
 ];
 
 describe('values that cannot be encoded give CodecError', () => {
@@ -204,6 +205,12 @@ describe('corrupt bytes: ChecksumError or FormatError, never garbage, never anot
     assert.ok(at > 0);
     ref[at + 1] = 5;
     await assert.rejects(decodeVerified(resealed(ref)), FormatError);
+    // v8 header naming a transferred buffer that is not a frame: id 0 -> 5.
+    const transferred = await encodeToBuffer([-0, new SharedArrayBuffer(8)]);
+    const tag = transferred.indexOf(Buffer.from([0x74, 0x00]), layoutOfBytes(transferred).headerOffset);
+    assert.ok(tag > 0);
+    transferred[tag + 1] = 5;
+    await assert.rejects(decodeVerified(resealed(transferred)), FormatError);
   });
 
   it('property: random header bytes with a valid checksum decode or give FormatError', async () => {

@@ -100,6 +100,30 @@ describe('encoded bytes, built by hand', () => {
     const expected = sealed([...MAGIC, 2, /* kind v8 */ 2, 0, 0, ...u32(header.length), ...u32(0), ...header, ...zeros(padded - header.length)]);
     assertBytes(await encodeToBuffer([-0]), expected);
   });
+
+  it('[-0, sab, sab]: kind 2, the SharedArrayBuffer as frame 0, named in the header as transferred buffer 0', async () => {
+    const sab = new SharedArrayBuffer(5);
+    new Uint8Array(sab).set([1, 2, 3, 4, 5]);
+    // What Node's v8 serializer writes with an ArrayBuffer transferred out of band as id 0
+    // in the SharedArrayBuffer's place: tag 't' and the id, then a back-reference.
+    const stand = new ArrayBuffer(5);
+    const serializer = new v8.DefaultSerializer();
+    serializer.transferArrayBuffer(0, stand);
+    serializer.writeHeader();
+    serializer.writeValue([-0, stand, stand]);
+    const header = [...serializer.releaseBuffer()];
+    assert.ok(Buffer.from(header).includes(Buffer.from([0x74, 0x00])));
+    const padded = Math.ceil((24 + header.length) / 8) * 8 - 24;
+    const expected = sealed([
+      ...MAGIC, 2, /* kind v8 */ 2, 0, 0,
+      ...u32(header.length),
+      ...u32(1), // one frame: the SharedArrayBuffer, once
+      ...u64(5),
+      ...header, ...zeros(padded - header.length), // header at 24
+      1, 2, 3, 4, 5, 0, 0, 0, // the buffer's bytes, padded to 8
+    ]);
+    assertBytes(await encodeToBuffer([-0, sab, sab]), expected);
+  });
 });
 
 describe('parseLayout', () => {

@@ -9,6 +9,8 @@ const valueArb = fc.oneof(
   fc.string(),
   fc.array(fc.record({ n: fc.integer(), s: fc.string(), f: fc.double({ noNaN: true }) }), { maxLength: 20 }),
   fc.dictionary(fc.string(), binaryArb(), { maxKeys: 4 }),
+  // A v8 value (-0, and one buffer twice) whose SharedArrayBuffer is a frame.
+  fc.tuple(binaryArb(), binaryArb(['SharedArrayBuffer'])).map(([binary, shared]) => [-0, binary, shared, shared]),
 );
 
 /** Two pieces back to back in one buffer: a layout that gave both should have given one. */

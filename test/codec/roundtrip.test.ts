@@ -81,18 +81,21 @@ const leafArb: fc.Arbitrary<unknown> = fc.oneof(
 
 interface NodeSpec {
   readonly kind: 'array' | 'object' | 'map' | 'set';
-  readonly children: readonly { readonly key: string; readonly ref: number | undefined; readonly leaf: unknown }[];
+  readonly children: readonly { readonly key: string; readonly ref: number | undefined; readonly shared: number | undefined; readonly leaf: unknown }[];
 }
 
-/** A graph of containers whose children are leaves or references to any node: shared references and cycles. */
-function buildGraph(nodes: readonly NodeSpec[]): unknown {
+/**
+ * A graph of containers whose children are leaves, references to any node (shared
+ * references and cycles) or SharedArrayBuffers from a small pool (one buffer in several places).
+ */
+function buildGraph({ nodes, pool }: { nodes: readonly NodeSpec[]; pool: readonly unknown[] }): unknown {
   const containers: object[] = nodes.map((n) =>
     n.kind === 'array' ? [] : n.kind === 'object' ? {} : n.kind === 'map' ? new Map() : new Set(),
   );
   nodes.forEach((node, i) => {
     const container = containers[i];
-    for (const { key, ref, leaf } of node.children) {
-      const child = ref === undefined ? leaf : containers[ref % containers.length];
+    for (const { key, ref, shared, leaf } of node.children) {
+      const child = shared !== undefined ? pool[shared % pool.length] : ref !== undefined ? containers[ref % containers.length] : leaf;
       if (container instanceof Map) {
         // Sometimes a container as the key, to share references through keys as well.
         if (ref !== undefined && key.length % 2 === 0) container.set(child, leaf);
@@ -106,16 +109,25 @@ function buildGraph(nodes: readonly NodeSpec[]): unknown {
 }
 
 const graphArb: fc.Arbitrary<unknown> = fc
-  .array(
-    fc.record({
-      kind: fc.constantFrom('array', 'object', 'map', 'set'),
-      children: fc.array(
-        fc.record({ key: keyArb, ref: fc.option(fc.nat({ max: 7 }), { nil: undefined }), leaf: leafArb }),
-        { maxLength: 4 },
-      ),
-    }),
-    { minLength: 1, maxLength: 6 },
-  )
+  .record({
+    nodes: fc.array(
+      fc.record({
+        kind: fc.constantFrom('array', 'object', 'map', 'set'),
+        children: fc.array(
+          fc.record({
+            key: keyArb,
+            ref: fc.option(fc.nat({ max: 7 }), { nil: undefined }),
+            // A third of the children: one of the pool's buffers.
+            shared: fc.oneof({ weight: 2, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.nat({ max: 3 }) }),
+            leaf: leafArb,
+          }),
+          { maxLength: 4 },
+        ),
+      }),
+      { minLength: 1, maxLength: 6 },
+    ),
+    pool: fc.array(binaryArb(['SharedArrayBuffer'], 12), { minLength: 1, maxLength: 3 }),
+  })
   .map(buildGraph);
 
 describe('codec round trip (encodeToBuffer -> decodeVerified)', () => {
@@ -180,7 +192,7 @@ describe('codec round trip (encodeToBuffer -> decodeVerified)', () => {
     );
   });
 
-  it('shared references and cycles keep their identity (v8 path)', async () => {
+  it('shared references, cycles and SharedArrayBuffers in several places keep their identity (v8 path)', async () => {
     await fc.assert(
       fc.asyncProperty(graphArb, async (value) => {
         const { decoded, bytes } = await roundTrip(value);

@@ -6,8 +6,8 @@
  *
  * Only buffers the owner holds alone may be given back: a buffer given back while
  * anything can still read it would be filled with other bytes under that reader. The
- * pool keeps at most `maxSpareBytes` waiting; the rest is left to the collector, and
- * `clear` frees the spares at once.
+ * pool keeps at most `maxSpareBytes` waiting; the rest is freed at once (buffer-release.ts),
+ * as `clear` frees the spares: the giver holds it alone, so nothing can read it after.
  */
 import { InvalidArgumentError } from '../errors.js';
 import { releaseBuffers } from './buffer-release.js';
@@ -80,14 +80,17 @@ export class SizedBufferPool {
 
   /**
    * Gives a buffer back for reuse: only one the caller holds alone, which nothing reads or
-   * writes any more. Buffers not of a pooled size (or detached, or past the spare limit)
-   * are left to the collector. True when kept.
+   * writes any more. Buffers not of a pooled size, or past the spare limit, are freed now
+   * rather than left to the collector. True when kept.
    */
   give(buffer: ArrayBufferLike): boolean {
     if (!(buffer instanceof ArrayBuffer) || this.#waiting.has(buffer)) return false;
     const size = buffer.byteLength;
-    if (size === 0 || size > this.#options.maxBytes || this.#classOf(size) !== size) return false;
-    if (this.#spareBytes + size > this.#options.maxSpareBytes) return false;
+    if (size === 0) return false;
+    if (size > this.#options.maxBytes || this.#classOf(size) !== size || this.#spareBytes + size > this.#options.maxSpareBytes) {
+      releaseBuffers([buffer]);
+      return false;
+    }
     let list = this.#spare.get(size);
     if (list === undefined) {
       list = [];

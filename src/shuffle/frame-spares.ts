@@ -10,6 +10,7 @@
  * spare is lent to one split at a time, which hands back what it did not fill.
  */
 import { InvalidArgumentError } from '../errors.js';
+import { releaseBuffers } from '../runtime/buffer-release.js';
 
 /** Spare frame buffers of one size, at most `maxSpares` of them. */
 export class FrameSpares {
@@ -27,6 +28,11 @@ export class FrameSpares {
 
   get size(): number {
     return this.#spares.length;
+  }
+
+  /** `buffer` is waiting here as a spare. */
+  holds(buffer: ArrayBufferLike): boolean {
+    return buffer instanceof ArrayBuffer && this.#waiting.has(buffer);
   }
 
   /** Up to `count` spares, taken out (the caller lends them to a split). */
@@ -48,9 +54,11 @@ export class FrameSpares {
     return true;
   }
 
-  /** Lets every spare go (the worker has no shuffle running). */
+  /** Frees every spare (the worker has no shuffle running). */
   clear(): void {
-    for (const buffer of this.#spares.splice(0)) this.#waiting.delete(buffer);
+    const spares = this.#spares.splice(0);
+    for (const buffer of spares) this.#waiting.delete(buffer);
+    releaseBuffers(spares);
   }
 }
 
@@ -102,6 +110,9 @@ export class FrameLoan {
   }
 
   #giveBack(buffer: ArrayBuffer): void {
-    if (!this.#failed.has(buffer)) this.#spares.give(buffer);
+    if (this.#failed.has(buffer)) return;
+    // Nothing reads a frame given back: one not kept for reuse (sized to its records, or
+    // past maxSpares) is freed now instead of costing the loop's collector.
+    if (!this.#spares.give(buffer) && !this.#spares.holds(buffer)) releaseBuffers([buffer]);
   }
 }

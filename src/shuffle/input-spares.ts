@@ -9,6 +9,7 @@
  * moved back, the thread can no longer read it.
  */
 import { InvalidArgumentError } from '../errors.js';
+import { releaseBuffers } from '../runtime/buffer-release.js';
 import { MOVE_MIN_BYTES, copyViewInto } from '../worker/copy-inputs.js';
 
 /** Spare buffers of any size, taken by exact size; at most `maxBytes` of them, the oldest let go first. */
@@ -48,9 +49,17 @@ export class InputSpares {
     return buffer;
   }
 
-  /** A buffer nothing reads or writes any more, for reuse; older spares go past maxBytes. True when kept. */
+  /**
+   * A buffer nothing reads or writes any more, for reuse; older spares go past maxBytes.
+   * One not kept (larger than maxBytes, or let go for a newer one) is freed now: the giver
+   * held it alone. True when kept.
+   */
   give(buffer: ArrayBufferLike): boolean {
-    if (!(buffer instanceof ArrayBuffer) || buffer.byteLength === 0 || buffer.byteLength > this.maxBytes || this.#waiting.has(buffer)) return false;
+    if (!(buffer instanceof ArrayBuffer) || buffer.byteLength === 0 || this.#waiting.has(buffer)) return false;
+    if (buffer.byteLength > this.maxBytes) {
+      releaseBuffers([buffer]);
+      return false;
+    }
     this.#spares.push(buffer);
     this.#waiting.add(buffer);
     this.#bytes += buffer.byteLength;
@@ -58,13 +67,17 @@ export class InputSpares {
       const oldest = this.#spares.shift() as ArrayBuffer;
       this.#waiting.delete(oldest);
       this.#bytes -= oldest.byteLength;
+      releaseBuffers([oldest]);
     }
     return true;
   }
 
+  /** Frees every spare (the worker has no shuffle running). */
   clear(): void {
-    for (const buffer of this.#spares.splice(0)) this.#waiting.delete(buffer);
+    const spares = this.#spares.splice(0);
+    for (const buffer of spares) this.#waiting.delete(buffer);
     this.#bytes = 0;
+    releaseBuffers(spares);
   }
 }
 

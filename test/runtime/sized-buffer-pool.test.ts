@@ -25,17 +25,22 @@ test('a buffer given back is handed out again for a request of its size (or one 
   assert.equal(pool.take(4000 * KiB).buffer, five.buffer);
 });
 
-test('the pool keeps at most maxSpareBytes and takes back only buffers of its sizes', () => {
+test('the pool keeps at most maxSpareBytes and takes back only buffers of its sizes; the others are freed at once', () => {
   const pool = new SizedBufferPool({ minBytes: 64 * KiB, maxBytes: 1024 * KiB, maxSpareBytes: 256 * KiB });
   const taken = Array.from({ length: 6 }, () => pool.take(64 * KiB));
   assert.deepEqual(taken.map((b) => pool.give(b.buffer)), [true, true, true, true, false, false]);
   assert.equal(pool.spareBytes, 256 * KiB);
-  assert.equal(pool.give(new ArrayBuffer(100 * KiB)), false, 'not a pooled size');
+  assert.deepEqual(taken.map((b) => b.buffer.byteLength), [64, 64, 64, 64, 0, 0].map((n) => n * KiB), 'past maxSpareBytes: freed, the kept ones whole');
+  const odd = new ArrayBuffer(100 * KiB);
+  assert.equal(pool.give(odd), false, 'not a pooled size');
+  assert.equal(odd.byteLength, 0, 'freed');
   assert.equal(pool.give(new ArrayBuffer(32 * KiB)), false, 'under the smallest size');
   const large = pool.take(2048 * KiB);
   assert.equal(large.buffer.byteLength, 2048 * KiB, 'larger than maxBytes: a buffer of its own, exact');
   pool.take(64 * KiB);
   assert.equal(pool.give(large.buffer), false, 'never pooled');
+  assert.equal(large.buffer.byteLength, 0, 'freed');
+  taken[4] = pool.take(64 * KiB);
   const detached = pool.take(64 * KiB).buffer as ArrayBuffer;
   structuredClone(detached, { transfer: [detached] });
   assert.equal(pool.give(detached), false, 'a moved buffer is not taken back');

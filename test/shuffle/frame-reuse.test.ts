@@ -21,18 +21,23 @@ import { slices } from './fixtures/split.js';
 
 const fx = (name: string, file = 'split'): { module: string; name: string } => ({ module: new URL(`./fixtures/${file}.ts`, import.meta.url).href, name });
 
-test('spare frames: bounded, one size, each kept once, taken out by count', () => {
+test('spare frames: bounded, one size, each kept once, taken out by count; clear frees them', () => {
   const spares = new FrameSpares(1024, 2);
   const a = new ArrayBuffer(1024);
   assert.equal(spares.give(new ArrayBuffer(512)), false, 'a frame sized to its records is not kept');
   assert.equal(spares.give(a), true);
   assert.equal(spares.give(a), false, 'a buffer given twice is kept once');
+  assert.ok(spares.holds(a));
   assert.equal(spares.give(new ArrayBuffer(1024)), true);
-  assert.equal(spares.give(new ArrayBuffer(1024)), false, 'past maxSpares: left to the collector');
+  assert.equal(spares.give(new ArrayBuffer(1024)), false, 'past maxSpares: not kept');
   assert.equal(spares.take(1).length, 1);
   assert.equal(spares.size, 1);
   assert.equal(spares.take(5).length, 1);
   assert.equal(spares.size, 0);
+  const b = new ArrayBuffer(1024);
+  spares.give(b);
+  spares.clear();
+  assert.equal(b.byteLength, 0, 'a spare still waiting is freed at once');
   assert.throws(() => new FrameSpares(0, 1), { code: 'SPW_ERR_INVALID_ARG' });
 });
 
@@ -51,6 +56,15 @@ test('a loaned frame comes back once the transfer is done and no push holds it; 
   pushA(true);
   pushA(true);
   assert.deepEqual(spares.take(8), [a.buffer], 'a comes back once its push is done, once');
+  assert.equal(b.buffer.byteLength, 64, 'a failed frame is never freed: its socket write may still read it');
+
+  // Frames the spares do not keep (sized to their records, or past maxSpares) are freed at once.
+  const few = new FrameSpares(64, 1);
+  const [d, e, f] = [64, 64, 32].map((n) => new Uint8Array(n));
+  const second = new FrameLoan(few, [[d, e, f]]);
+  second.end();
+  assert.equal(few.size, 1);
+  assert.deepEqual([d, e, f].map((x) => x.buffer.byteLength), [64, 0, 0], 'one kept whole, the others freed');
 });
 
 test('input spares: taken by exact size, bounded in bytes with the oldest let go; a lendable copy is exact and of the same type', async () => {
@@ -59,9 +73,12 @@ test('input spares: taken by exact size, bounded in bytes with the oldest let go
   assert.equal(spares.give(a), true);
   assert.equal(spares.give(a), false, 'a buffer given twice is kept once');
   assert.equal(spares.give(b), true);
-  assert.equal(spares.give(new ArrayBuffer(400_000)), false, 'larger than the bound: never kept');
+  const large = new ArrayBuffer(400_000);
+  assert.equal(spares.give(large), false, 'larger than the bound: never kept');
+  assert.equal(large.byteLength, 0, 'and freed at once');
   assert.equal(spares.give(c), true);
   assert.equal(spares.bytes, 300_000, 'the oldest (a) let go');
+  assert.equal(a.byteLength, 0, 'and freed');
   assert.ok(spares.has(200_000) && !spares.has(150_000));
   assert.equal(spares.take(100_000), b);
   assert.equal(spares.take(200_000), c);

@@ -4,23 +4,36 @@ import { secondsSince } from './counters.js';
 import type { Entry, StoredCopy } from './entry.js';
 import type { StoreState } from './state.js';
 
+/** A load in flight: its readers share it. */
+interface Flight {
+  readonly promise: Promise<unknown>;
+  /** A reader that may keep the value (not a transient lease) joined it. */
+  handedOut: boolean;
+}
+
 /**
  * Brings values back into memory. Single flight: all concurrent readers of a key share
  * one read and one decode, so they all get the identical object.
+ *
+ * A value read back for transient readers only is owned by the store, as a value set with
+ * `owned` is: the read made its buffers, and those readers keep no reference, so they are
+ * freed as soon as the store lets go of the value again, not left to a major collection.
  */
 export class Loader {
   /** Loads in flight, by entry (a few at a time: not a field on every entry). */
-  readonly #loads = new Map<Entry, Promise<unknown>>();
+  readonly #loads = new Map<Entry, Flight>();
 
   constructor(private readonly state: StoreState) {}
 
-  load(entry: Entry): Promise<unknown> {
+  /** `transient`: the reader keeps no reference to the value once done with it (AcquireOptions). */
+  load(entry: Entry, transient = false): Promise<unknown> {
     const alive = this.state.reattach(entry);
     if (alive !== undefined) return Promise.resolve(alive);
     const running = this.#loads.get(entry);
     if (running !== undefined) {
       this.state.counters.sharedLoads++;
-      return running;
+      if (!transient) running.handedOut = true;
+      return running.promise;
     }
     const copy = entry.copy;
     if (copy === undefined) return Promise.reject(new KeyNotFoundError(entry.key));
@@ -36,7 +49,7 @@ export class Loader {
         // A value larger than the target goes to its reader only (StoreState.isHeavy).
         if (!entry.removed && !entry.resident) {
           if (this.state.isHeavy(entry)) this.state.keepDetached(entry, value);
-          else this.state.makeResident(entry, value);
+          else this.state.makeResident(entry, value, !flight.handedOut);
         }
         return value;
       },
@@ -46,7 +59,8 @@ export class Loader {
         throw err;
       },
     );
-    this.#loads.set(entry, load);
+    const flight: Flight = { promise: load, handedOut: !transient };
+    this.#loads.set(entry, flight);
     return load;
   }
 

@@ -272,7 +272,7 @@ export class SpillStore extends EventEmitter {
     }
     let values: unknown[];
     try {
-      values = await Promise.all(entries.map((e) => (e.resident ? e.value : this.#loader.load(e))));
+      values = await Promise.all(entries.map((e) => (e.resident ? e.value : this.#loader.load(e, transient))));
     } catch (err) {
       for (const entry of entries) state.unpin(entry);
       throw err;

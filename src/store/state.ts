@@ -123,12 +123,12 @@ export class StoreState {
     this.lru.unlink(entry);
   }
 
-  /** Makes `value` the resident value of an entry that was below memory. */
-  makeResident(entry: Entry, value: unknown): void {
+  /** Makes `value` the resident value of an entry that was below memory; `owned`: only the store holds it (SetOptions). */
+  makeResident(entry: Entry, value: unknown, owned = false): void {
     this.acct.remove(entry);
     this.#forgetWeak(entry);
     entry.resident = true;
-    entry.owned = false;
+    entry.owned = owned;
     entry.value = value;
     this.acct.add(entry);
     this.relink(entry);

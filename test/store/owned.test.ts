@@ -92,6 +92,34 @@ test('a transient lease keeps an owned value whole while held; the value is free
   assert.ok(detached(w), 'still owned after a transient lease');
 });
 
+test('a value read back for transient leases only is owned again; one a reader may keep is not', async (t) => {
+  const { store } = await openStore(t, { memoryLimit: 16 * MiB });
+  // Owned when set, so that a spill frees them and every read below is a read from disk.
+  for (const [key, seed] of [['t', 1], ['g', 2], ['n', 3]] as const) store.set(key, f64(256 * KiB, seed), { owned: true });
+  await store.evict();
+
+  const transient = await store.acquire(['t'], { transient: true });
+  const read = transient.get<Float64Array>('t');
+  assert.deepEqual(read, f64(256 * KiB, 1));
+  transient.release();
+  await store.evict();
+  assert.ok(detached(read), 'read for a transient lease only: freed when spilled again');
+
+  // One read shared by a transient lease and a get: the get's caller may keep the value.
+  const [shared, got] = await Promise.all([store.acquire(['g'], { transient: true }), store.get('g')]);
+  assert.equal(shared.get('g'), got, 'one read, one object');
+  shared.release();
+  await store.evict();
+  assert.ok(!detached(got as Float64Array), 'handed out by get: never freed by the store');
+
+  const kept = await store.acquire(['n']);
+  const value = kept.get<Float64Array>('n');
+  kept.release();
+  await store.evict();
+  assert.ok(!detached(value), 'read for a lease that is not transient: never freed by the store');
+  assert.deepEqual(value, f64(256 * KiB, 3));
+});
+
 test('an owned value deleted while its spill is being written is not freed under the write', async (t) => {
   const { store } = await openStore(t, { memoryLimit: 16 * MiB, wrap: (disk) => new SlowTier(disk, 50) });
   const v = f64(256 * KiB, 1);

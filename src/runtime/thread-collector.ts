@@ -1,11 +1,13 @@
 /**
- * When a task thread collects the garbage its tasks leave: the copies of their inputs
- * (moved or cloned into the thread) die with each task, and V8 sizes the thread's
- * collections by its few-MiB heap, not by those buffers.
+ * When a task thread collects the garbage its tasks leave that it could not free itself
+ * (worker/thread.ts frees the large copies of their inputs at once): small copies, the
+ * user's own intermediate values. V8 sizes the thread's collections by its few-MiB heap,
+ * not by the buffers outside it.
  *
- * Once the thread has been idle for `idleMs` after a task with large inputs (the worker
- * had nothing ready for it: a free moment), it runs a full collection, so an idle thread
- * does not sit on the last tasks' copies. Not after every task: a full collection costs
+ * Once the thread has been idle for `idleMs` after tasks that left at least
+ * `minInputBytes` of such garbage between them (the worker had nothing ready for it: a
+ * free moment), it runs a full collection, so an idle thread does not sit on the last
+ * tasks' garbage. Not after every task: a full collection costs
  * the thread milliseconds, several times a short task's own time; while tasks keep
  * coming, V8's own collections, which count the copies as external memory, keep up. A
  * task that starts cancels the idle collection; what is owed carries over.
@@ -19,7 +21,7 @@ export interface ThreadCollectorOptions {
   collect: () => void;
   /** Idle time (ms) after a task before the thread collects. Default 20. */
   idleMs?: number;
-  /** Tasks with less binary input than this leave nothing worth collecting. Default 1 MiB. */
+  /** Less garbage than this, summed over the tasks since the last collection, is not worth collecting. Default 1 MiB. */
   minInputBytes?: number;
 }
 
@@ -36,7 +38,7 @@ export class ThreadCollector {
     this.#minInputBytes = options.minInputBytes ?? 1024 * 1024;
   }
 
-  /** Input bytes of the tasks since the last collection. */
+  /** Garbage bytes the tasks since the last collection left. */
   get owedBytes(): number {
     return this.#owedBytes;
   }
@@ -47,10 +49,10 @@ export class ThreadCollector {
     this.#timer = undefined;
   }
 
-  /** A task whose inputs held `inputBytes` of binary data ended (its answer is on its way). */
-  taskEnded(inputBytes: number): void {
-    if (inputBytes >= this.#minInputBytes) this.#owedBytes += inputBytes;
-    if (this.#owedBytes === 0 || this.#timer !== undefined) return;
+  /** A task that left `garbageBytes` of binary garbage behind ended (its answer is on its way). */
+  taskEnded(garbageBytes: number): void {
+    if (garbageBytes > 0) this.#owedBytes += garbageBytes;
+    if (this.#owedBytes < this.#minInputBytes || this.#timer !== undefined) return;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       this.#owedBytes = 0;

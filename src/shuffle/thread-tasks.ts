@@ -12,6 +12,7 @@ import { ValueHasher } from '../codec/checksum.js';
 import { ShuffleIncompleteError, ShuffleSplitError } from './errors.js';
 import { RECORD_HEADER_BYTES, parseRecords, recordLength, writeRecordHeader } from './records.js';
 import { RELEASE_MIN_BYTES, buffersIn, releaseBuffers } from '../runtime/buffer-release.js';
+import { leaveGarbage } from '../worker/thread-garbage.js';
 
 export interface SplitRequest {
   split: FunctionRef;
@@ -176,7 +177,12 @@ export async function splitForShuffle(input: unknown, request: SplitRequest): Pr
   }
   // The pieces are laid out: their buffers, which only this call holds (as a task's result
   // would be moved away), are freed now rather than left for a collection of this thread.
-  releaseBuffers(buffersIn([pieces, wholes], RELEASE_MIN_BYTES));
+  // Small ones are left to the collector, and counted for it: at thousands of partitions
+  // they are most of what a split leaves.
+  const pieceBuffers = buffersIn([pieces, wholes], 0);
+  let pieceBytes = 0;
+  for (const buffer of pieceBuffers) pieceBytes += buffer.byteLength;
+  leaveGarbage(pieceBytes - releaseBuffers([...pieceBuffers].filter((b) => b.byteLength >= RELEASE_MIN_BYTES)));
   return { frames: writers.map((w) => w.finish()), bytes, reused: buffers.reused, allocated: buffers.allocated };
 }
 

@@ -12,6 +12,7 @@ import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.j
 import { garbageCollector } from '../runtime/garbage-collection.js';
 import { RELEASE_MIN_BYTES, buffersIn, releaseBuffers } from '../runtime/buffer-release.js';
 import { ThreadCollector } from '../runtime/thread-collector.js';
+import { takeLeftGarbage } from './thread-garbage.js';
 import { liftLargeViews, restoreLargeViews } from './large-views.js';
 import { LOOP_BRAND, liftTypedValues, restoreTypedValues } from './typed-crossing.js';
 
@@ -101,7 +102,7 @@ export default async function runTask(request: ThreadRequest): Promise<unknown> 
     // collected once the thread is idle. Lent buffers go back to the loop (or with the
     // result): never this thread's garbage.
     const freed = releaseInputsLater(request);
-    collector?.taskEnded(binaryBytes(request.args, request.lent) - freed);
+    collector?.taskEnded(binaryBytes(request.args, request.lent) - freed + takeLeftGarbage());
   }
 }
 

@@ -36,13 +36,18 @@ test('a task that starts cancels the idle collection; what is owed carries over'
   assert.equal(runs(), 1);
 });
 
-test('tasks with small inputs leave nothing to collect', async () => {
+test('small leftovers add up: no collection until together they pass minInputBytes', async () => {
   const { c, runs } = collector();
-  c.taskEnded(9);
-  c.taskEnded(9);
-  assert.equal(c.owedBytes, 0);
+  c.taskEnded(4);
+  c.taskEnded(4);
+  assert.equal(c.owedBytes, 8);
   await sleep(40);
-  assert.equal(runs(), 0);
+  assert.equal(runs(), 0, 'not worth a collection yet');
+  c.taskStarted();
+  c.taskEnded(4);
+  await sleep(40);
+  assert.equal(runs(), 1, 'twelve bytes of garbage: collected once idle');
+  assert.equal(c.owedBytes, 0);
 });
 
 test('a thread kept busy does not collect: each task cancels the collection of the one before', async () => {

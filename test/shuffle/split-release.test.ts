@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import { decodeVerified } from '../../src/codec/decode.js';
 import { parseRecords } from '../../src/shuffle/records.js';
 import { splitForShuffle } from '../../src/shuffle/thread-tasks.js';
+import { takeLeftGarbage } from '../../src/worker/thread-garbage.js';
 import { keptPieces, pattern } from './fixtures/split.js';
 
 const SPLIT = { module: new URL('./fixtures/split.ts', import.meta.url).href, name: 'keptSlices' };
@@ -14,6 +15,7 @@ test("a split frees its pieces' buffers once they are laid out, and its frames h
   const result = await splitForShuffle(input, { split: SPLIT, splitArgs: [], partitions: P, input: 3, destinations: 2, skip: [], frameBytes: 64 * 1024 });
   assert.equal(keptPieces.length, P);
   for (const piece of keptPieces) assert.equal(piece.byteLength, 0, 'a piece of 256 KiB is detached');
+  assert.equal(takeLeftGarbage(), 0, 'nothing left for the collector');
   const parts = new Map<number, Uint8Array[]>();
   result.frames.forEach((frames, d) => {
     for (const frame of frames) {
@@ -39,8 +41,11 @@ test("a split frees its pieces' buffers once they are laid out, and its frames h
   }
 });
 
-test('small pieces are left to the collector', async () => {
+test('small pieces are left to the collector, and counted for it', async () => {
+  takeLeftGarbage();
   const input = pattern(4096, 1);
   await splitForShuffle(input, { split: SPLIT, splitArgs: [], partitions: 4, input: 0, destinations: 1, skip: [], frameBytes: 64 * 1024 });
   for (const piece of keptPieces) assert.equal(piece.byteLength, 1024);
+  assert.equal(takeLeftGarbage(), 4096);
+  assert.equal(takeLeftGarbage(), 0, 'taken once');
 });

@@ -35,8 +35,8 @@ export interface V8Serialized {
  * cut leaves that tag as the first byte of the next piece, where it can be rewritten
  * without parsing V8's format.
  */
-class FramingSerializer extends v8.DefaultSerializer {
-  /** The SharedArrayBuffers met so far, by id. */
+export class FramingSerializer extends v8.DefaultSerializer {
+  /** The SharedArrayBuffers met so far, in order: the one with id `firstId + i` is `shared[i]`. */
   readonly shared: SharedArrayBuffer[] = [];
   /** The output cut off so far, one piece per SharedArrayBuffer tag V8 writes (the last piece is still in the serializer). */
   readonly pieces: Buffer[] = [];
@@ -44,12 +44,17 @@ class FramingSerializer extends v8.DefaultSerializer {
   readonly cutIds: number[] = [];
   readonly #ids = new Map<SharedArrayBuffer, number>();
 
+  /** `firstId`: the frame index of the first SharedArrayBuffer (frames before it hold something else). */
+  constructor(readonly firstId = 0) {
+    super();
+  }
+
   /** Called by V8 for the first reference to each SharedArrayBuffer; later ones are back-references. */
   _getSharedArrayBufferId(buffer: SharedArrayBuffer): number {
     let id = this.#ids.get(buffer);
     if (id === undefined) {
-      id = this.shared.length;
-      if (id >= MAX_FRAMES) throw new CodecError(`cannot encode more than ${MAX_FRAMES} SharedArrayBuffers in one value`);
+      id = this.firstId + this.shared.length;
+      if (id >= MAX_FRAMES) throw new CodecError(`cannot encode more than ${MAX_FRAMES} frames (SharedArrayBuffers, buffers of registered types) in one value`);
       this.shared.push(buffer);
       this.#ids.set(buffer, id);
     }
@@ -61,9 +66,16 @@ class FramingSerializer extends v8.DefaultSerializer {
 
 /** Serializes as `v8.serialize` does, with each SharedArrayBuffer named by its frame index. */
 export function serializeWithFrames(value: unknown): V8Serialized {
-  const serializer = new FramingSerializer();
+  return writeWithFrames(new FramingSerializer(), [value]);
+}
+
+/**
+ * Writes the header and `values` in order with `serializer`; returns the header and the
+ * frames of its SharedArrayBuffers (frame i of the result has id `firstId + i`).
+ */
+export function writeWithFrames(serializer: FramingSerializer, values: readonly unknown[]): V8Serialized {
   serializer.writeHeader();
-  serializer.writeValue(value);
+  for (const value of values) serializer.writeValue(value);
   const last = serializer.releaseBuffer();
   const { pieces, cutIds } = serializer;
   // Views over the buffers' own memory, as a msgpackr value's frames are: nothing is copied.
@@ -83,7 +95,7 @@ export function serializeWithFrames(value: unknown): V8Serialized {
 }
 
 /** A LEB128 u32 as V8 writes ids; -1 if `bytes` ends inside it or it is longer than 5 bytes. */
-function readVarint(bytes: Uint8Array, at: number): number {
+export function readVarint(bytes: Uint8Array, at: number): number {
   let value = 0;
   for (let shift = 0; shift < 35 && at < bytes.byteLength; shift += 7) {
     const byte = bytes[at++];
@@ -103,11 +115,16 @@ export function deserializeWithFrames(header: Uint8Array, frames: readonly Uint8
   if (frames.length === 0) return v8.deserialize(header);
   const deserializer = new v8.DefaultDeserializer(header);
   deserializer.readHeader();
-  for (let id = 0; id < frames.length; id++) {
+  transferSharedFrames(deserializer, frames, 0);
+  return deserializer.readValue() as unknown;
+}
+
+/** Hands `deserializer` frames `first`.. as new SharedArrayBuffers (copies), each with its index as transfer id. */
+export function transferSharedFrames(deserializer: v8.Deserializer, frames: readonly Uint8Array[], first: number): void {
+  for (let id = first; id < frames.length; id++) {
     const buffer = new SharedArrayBuffer(frames[id].byteLength);
     new Uint8Array(buffer).set(frames[id]);
     // Node takes a SharedArrayBuffer here too; its typings only say ArrayBuffer.
     deserializer.transferArrayBuffer(id, buffer as unknown as ArrayBuffer);
   }
-  return deserializer.readValue() as unknown;
 }

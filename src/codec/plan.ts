@@ -20,17 +20,26 @@ export class TypedRef {
   ) {}
 }
 
+/** A value of a registered type as the plan encoded it: its type's name, meta and buffers. */
+export interface TypedParts {
+  readonly name: string;
+  readonly meta: unknown;
+  readonly buffers: readonly Uint8Array[];
+}
+
 export type EncodingPlan =
   | { readonly kind: 'binary'; readonly value: BinaryValue; readonly tag: number }
   | { readonly kind: 'msgpack'; readonly template: unknown; readonly frames: readonly BinaryValue[] }
-  | { readonly kind: 'v8'; readonly value: unknown };
+  /** `typed`: the values of registered types in `value`, each encoded once (empty when none). */
+  | { readonly kind: 'v8'; readonly value: unknown; readonly typed: ReadonlyMap<object, TypedParts> };
 
 /**
  * Decides how a value is encoded, in one walk:
  * - a binary payload at the top is a single raw frame;
  * - plain data goes to msgpackr, with binary payloads inside it swapped for FrameRefs;
  * - anything msgpackr would not give back exactly (-0, sparse arrays, shared or cyclic
- *   references, ill-formed strings, RegExp, Error, boxed primitives) goes to v8;
+ *   references, ill-formed strings, RegExp, Error, boxed primitives) goes to v8, with the
+ *   values of registered types in it, already encoded, for v8-typed.ts to carry;
  * - what neither can carry (functions, symbols, class instances) is a CodecError.
  */
 export function planEncoding(value: unknown): EncodingPlan {
@@ -40,13 +49,14 @@ export function planEncoding(value: unknown): EncodingPlan {
   }
   const walker = new Walker();
   const template = walker.walk(value, 'value');
-  if (walker.needsV8) return { kind: 'v8', value };
+  if (walker.needsV8) return { kind: 'v8', value, typed: walker.typed };
   return { kind: 'msgpack', template, frames: walker.frames };
 }
 
 class Walker {
   readonly frames: BinaryValue[] = [];
   needsV8 = false;
+  readonly typed = new Map<object, TypedParts>();
   private readonly seen = new Set<object>();
 
   walk(value: unknown, path: string): unknown {
@@ -94,6 +104,9 @@ class Walker {
       value instanceof Boolean
     ) {
       this.needsV8 = true;
+      // The v8 serializer writes an Error's own `cause`: what it holds is walked like any value.
+      const cause = value instanceof Error ? Object.getOwnPropertyDescriptor(value, 'cause') : undefined;
+      if (cause !== undefined && 'value' in cause) this.walk(cause.value, `${path}.cause`);
       return value;
     }
     const type = typeOf(value);
@@ -106,9 +119,11 @@ class Walker {
 
   private walkTyped(value: object, type: TypeEntry, path: string): TypedRef {
     const { meta, buffers } = encodeParts(type, value, path);
+    const views = buffers.map((buffer) => new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength));
+    this.typed.set(value, { name: type.name, meta, buffers: views });
     const first = this.frames.length;
-    for (const buffer of buffers) this.frames.push(new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength));
-    return new TypedRef(type.name, meta, first, buffers.length);
+    for (const view of views) this.frames.push(view);
+    return new TypedRef(type.name, meta, first, views.length);
   }
 
   private walkArray(array: unknown[], path: string): unknown[] {

@@ -3,7 +3,7 @@ import { restoreBinary } from './binary.js';
 import { checksumChunked } from './checksum.js';
 import { HeaderKind, type Layout, parseLayout, readChecksum } from './format.js';
 import { unpackHeader } from './msgpack.js';
-import { deserializeWithFrames } from './v8-frames.js';
+import { deserializeV8 } from './v8-typed.js';
 
 /** Parses and bounds-checks the layout of a complete encoded value. */
 export function layoutOfBytes(bytes: Uint8Array): Layout {
@@ -22,9 +22,10 @@ export function checkChecksum(bytes: Uint8Array, layout: Layout, checksum: bigin
 }
 
 /**
- * Rebuilds the value; binary frames become views over `bytes` (no copy), a v8 value's
- * frames new SharedArrayBuffers (a copy each). The checksum must already have been checked
- * (see decodeVerified, or a streaming reader's hash).
+ * Rebuilds the value; binary frames and buffers of registered types become views over
+ * `bytes` (no copy), a v8 value's SharedArrayBuffers new SharedArrayBuffers (a copy each).
+ * The checksum must already have been checked (see decodeVerified, or a streaming reader's
+ * hash).
  */
 export function decodeBody(bytes: Uint8Array, layout: Layout): unknown {
   const frames = layout.frameOffsets.map((offset, i) => bytes.subarray(offset, offset + layout.frameLengths[i]));
@@ -36,7 +37,7 @@ export function decodeBody(bytes: Uint8Array, layout: Layout): unknown {
       case HeaderKind.Msgpack:
         return unpackHeader(header, frames);
       case HeaderKind.V8:
-        return deserializeWithFrames(header, frames);
+        return deserializeV8(header, frames);
     }
   } catch (err) {
     // A registered type's own failures keep their type and code: the bytes are Spillway's.

@@ -6,6 +6,7 @@ import { HeaderKind, type Layout, TRAILER_BYTES, bodyStart, layoutOf, writeCheck
 import { packHeader } from './msgpack.js';
 import { planEncoding } from './plan.js';
 import { serializeWithFrames } from './v8-frames.js';
+import { serializeTyped } from './v8-typed.js';
 
 /**
  * A value laid out in the format, before its checksum: a small prefix (fixed fields,
@@ -144,7 +145,7 @@ export function encode(value: unknown): Encoded {
         break;
       case 'v8':
         kind = HeaderKind.V8;
-        ({ header, frames } = serializeWithFrames(plan.value));
+        ({ header, frames } = plan.typed.size > 0 ? serializeTyped(plan.value, plan.typed) : serializeWithFrames(plan.value));
         break;
     }
   } catch (err) {

@@ -24,6 +24,9 @@ import { FormatError } from '../errors.js';
  *   refers to it. The header is Node's v8 serializer output in which SharedArrayBuffer i
  *   is written as an ArrayBuffer transferred out of band with transfer id i (v8-frames.ts);
  *   with no SharedArrayBuffer there are no frames and the header is `v8.serialize`'s.
+ *   A value holding values of registered types starts with an envelope host object, and
+ *   each such value is a marker host object whose buffers are frames, before the
+ *   SharedArrayBuffers' (v8-typed.ts).
  */
 export const MAGIC = 0x59575053; // "SPWY" read as u32 LE
 export const FORMAT_VERSION = 2;

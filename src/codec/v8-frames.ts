@@ -11,7 +11,8 @@ import { MAX_FRAMES } from './format.js';
  * `transferArrayBuffer`), so the header names each SharedArrayBuffer that way: transfer id
  * i is frame i, whose bytes the decoder copies into a new SharedArrayBuffer. Everything
  * else is written by Node's DefaultSerializer unchanged, so a value without
- * SharedArrayBuffers has exactly the bytes of `v8.serialize`, and no frames.
+ * SharedArrayBuffers has exactly the bytes of `v8.serialize`, and no frames. (A value
+ * holding values of registered types is v8-typed.ts's: it puts their buffers first.)
  *
  * Views over a SharedArrayBuffer (typed arrays, Buffers, DataViews) are not frames: the
  * DefaultSerializer writes the bytes a view covers into the header, as every other path
@@ -44,7 +45,7 @@ export class FramingSerializer extends v8.DefaultSerializer {
   readonly cutIds: number[] = [];
   readonly #ids = new Map<SharedArrayBuffer, number>();
 
-  /** `firstId`: the frame index of the first SharedArrayBuffer (frames before it hold something else). */
+  /** `firstId`: the frame index of the first SharedArrayBuffer (the frames before it are v8-typed.ts's). */
   constructor(readonly firstId = 0) {
     super();
   }

@@ -4,8 +4,9 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
 import v8 from 'node:v8';
+import * as arrow from 'apache-arrow';
 import fc from 'fast-check';
-import { FormatError, TypeDecodeError, UnknownTypeError, registerType } from '../../src/index.js';
+import { FormatError, TypeDecodeError, UnknownTypeError, registerArrow, registerType } from '../../src/index.js';
 import { decodeVerified, encode, encodeToBuffer } from '../../src/codec/index.js';
 import { EncodedTypedValue, keepUnknownTypesEncoded } from '../../src/codec/types.js';
 import { BINARY_KINDS, binaryArb, keyArb } from './arbitraries.js';
@@ -193,6 +194,16 @@ describe('values of registered types in values that take the v8 path', () => {
     assert.equal(vec.data.buffer, bytes.buffer, 'the data is a view over the read bytes');
     assert.ok(sharedOut instanceof SharedArrayBuffer && sharedOut === sharedAgain);
     assert.deepEqual([...new Uint8Array(sharedOut)], new Array(16).fill(9));
+  });
+
+  it('an Apache Arrow table (a built-in type) referenced twice', async () => {
+    registerArrow(arrow);
+    const table = arrow.tableFromArrays({ a: Float64Array.from([1, 2, 3]), b: ['x', 'y', 'z'] });
+    const { decoded } = await roundTrip([-0, table, { again: table }]);
+    const [, out, { again }] = decoded as [number, arrow.Table, { again: arrow.Table }];
+    assert.ok(out instanceof arrow.Table);
+    assert.equal(out, again);
+    assert.deepEqual(out.toArray().map((row) => row.toJSON()), table.toArray().map((row) => row.toJSON()));
   });
 
   it('user data shaped like a marker stays user data', async () => {

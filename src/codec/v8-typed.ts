@@ -231,6 +231,10 @@ class Lifter {
     Object.setPrototypeOf(copy, Object.getPrototypeOf(error) as object | null);
     this.#copies.set(error, copy);
     cause.value = this.lift(cause.value, `${path}.cause`);
+    // Node 22 and later give an Error's stack as an accessor that reads the instance it is
+    // on: copied as it is, it would give the copy's own stack, made here.
+    const stack = descriptors.stack;
+    if (stack !== undefined && !('value' in stack)) descriptors.stack = { value: error.stack, writable: true, enumerable: false, configurable: true };
     Object.defineProperties(copy, descriptors);
     return copy;
   }

@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { decodeVerified, encodeToBuffer } from '../../src/codec/index.js';
 import { BINARY_KINDS, binaryArb, binarySpecArb, bytesOf, keyArb, makeBinary } from './arbitraries.js';
+import { assertSameIdentities } from './identities.js';
 
 const HEADER_KIND_OFFSET = 5;
 const KIND = { binary: 0, msgpack: 1, v8: 2 } as const;
@@ -10,44 +11,6 @@ const KIND = { binary: 0, msgpack: 1, v8: 2 } as const;
 async function roundTrip(value: unknown): Promise<{ decoded: unknown; bytes: Buffer }> {
   const bytes = await encodeToBuffer(value);
   return { decoded: await decodeVerified(bytes), bytes };
-}
-
-/**
- * Walks `original` and `decoded` side by side and checks that object identity is mirrored:
- * an object met twice in the original (shared or cyclic) is the same decoded object both
- * times, and two distinct original objects never decode to one. deepStrictEqual alone
- * accepts a shared reference decoded as two equal copies.
- */
-function assertSameIdentities(original: unknown, decoded: unknown): void {
-  const forward = new Map<object, object>();
-  const backward = new Map<object, object>();
-  const visit = (a: unknown, b: unknown): void => {
-    if (typeof a !== 'object' || a === null) return;
-    assert.ok(typeof b === 'object' && b !== null, 'an object decoded as a primitive');
-    const seen = forward.get(a);
-    if (seen !== undefined) {
-      assert.equal(b, seen, 'a shared or cyclic reference was decoded as a copy');
-      return;
-    }
-    assert.equal(backward.get(b), undefined, 'two distinct objects decoded as one');
-    forward.set(a, b);
-    backward.set(b, a);
-    if (Array.isArray(a)) {
-      for (let i = 0; i < a.length; i++) visit(a[i], (b as unknown[])[i]);
-    } else if (a instanceof Map) {
-      const bEntries = [...(b as Map<unknown, unknown>)];
-      [...a].forEach(([k, v], i) => {
-        visit(k, bEntries[i][0]);
-        visit(v, bEntries[i][1]);
-      });
-    } else if (a instanceof Set) {
-      const bItems = [...(b as Set<unknown>)];
-      [...a].forEach((item, i) => visit(item, bItems[i]));
-    } else if (!ArrayBuffer.isView(a) && !(a instanceof ArrayBuffer) && !(a instanceof Date)) {
-      for (const key of Object.keys(a)) visit((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key]);
-    }
-  };
-  visit(original, decoded);
 }
 
 /** Defines an own data property, even for '__proto__' (plain assignment would set the prototype). */

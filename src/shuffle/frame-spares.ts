@@ -44,7 +44,8 @@ export class FrameSpares {
 
   /**
    * A buffer nothing reads or writes any more, for reuse. Not of frameBytes (a frame sized
-   * to its records), detached, or past maxSpares: left to the collector. True when kept.
+   * to its records), detached, or past maxSpares: not kept, and left as it is (the caller
+   * may offer it elsewhere; FrameLoan frees it). True when kept.
    */
   give(buffer: ArrayBufferLike): boolean {
     if (!(buffer instanceof ArrayBuffer) || buffer.byteLength !== this.frameBytes || this.#waiting.has(buffer)) return false;

@@ -39,8 +39,10 @@ test('a cluster across network namespaces', { skip: unavailable, timeout: 240_00
   const client = (args: string[], env: NodeJS.ProcessEnv): Lines => new Lines(topology.spawn(clientHost.ns, process.execPath, ['--import', 'tsx', clientScript, ...args], { env, cwd: root }));
   const worker = (host: { ns: string }, port: number, env: NodeJS.ProcessEnv, extra: string[] = []): Lines =>
     cli(host.ns, ['worker', '--scheduler', `${scheduler.address}:${port}`, '--host', '0.0.0.0', '--port', String(DATA), '--memory-limit', '64Mi', '--nthreads', '1', '--connect-timeout', '90s', ...extra], env);
-  const capture = async (file: string): Promise<{ stop: () => Promise<Buffer> }> => {
-    const tcpdump = new Lines(topology.spawn(topology.switchNs, 'tcpdump', ['-i', 'br0', '-U', '-s', '0', '-w', file, 'tcp']));
+  // A 16 MiB capture buffer (-B, in KiB): on a loaded host the default 2 MiB can overflow
+  // during a burst, and a dropped packet could be the one that carries the marker.
+  const capture = async (file: string): Promise<{ stop: () => Promise<Buffer>; log: () => string }> => {
+    const tcpdump = new Lines(topology.spawn(topology.switchNs, 'tcpdump', ['-i', 'br0', '-U', '-B', '16384', '-s', '0', '-w', file, 'tcp']));
     await waitFor(() => /listening on/.test(tcpdump.stderr), 'tcpdump to start', 10_000).catch((err: Error) => {
       throw new Error(`${err.message}:\n${tcpdump.stderr}`);
     });
@@ -50,6 +52,8 @@ test('a cluster across network namespaces', { skip: unavailable, timeout: 240_00
         await tcpdump.exited;
         return readFile(file);
       },
+      // tcpdump's own report once stopped: packets captured, and dropped by the kernel.
+      log: () => tcpdump.stderr.trim(),
     };
   };
 
@@ -68,7 +72,7 @@ test('a cluster across network namespaces', { skip: unavailable, timeout: 240_00
     const result = await run.waitFor('marker', 60_000);
     const bytes = await wire.stop();
     assert.equal(result.verified, true, JSON.stringify(result));
-    assert.ok(bytes.includes(Buffer.from(marker)), 'without TLS the marker crosses the wire in clear');
+    assert.ok(bytes.includes(Buffer.from(marker)), `without TLS the marker crosses the wire in clear (${bytes.length} bytes captured; tcpdump: ${wire.log()})`);
     plainWorker.child.kill('SIGTERM');
     plainScheduler.child.kill('SIGTERM');
     await Promise.all([plainWorker.exited, plainScheduler.exited]);

@@ -257,9 +257,10 @@ export class ShuffleService {
           frameBytes: FRAME_BYTES,
           spares,
         };
-        // Room for the input's copy and the frames, but for the spares they take, in memory already.
+        // Room for the input's copy, the user's pieces (alive until laid out) and the frames,
+        // but for the spares they take, in memory already.
         const spareBytes = spares.length * FRAME_BYTES + (this.#inputSpares.has(inputBytes) ? inputBytes : 0);
-        const claim = await this.#room.claim(2 * inputBytes - spareBytes);
+        const claim = await this.#room.claim(3 * inputBytes - spareBytes);
         let split: ExecutionResult;
         try {
           const copy = await lendableCopy(input, this.#inputSpares);

@@ -1,4 +1,7 @@
-/** Shuffle frames for receiver tests. */
+/** Shuffle frames for receiver tests, and a scheduler channel for shuffle services under test. */
+import assert from 'node:assert/strict';
+import type { Channel } from '../../src/control/channel.js';
+import { ShuffleMethods, type ShuffleRunInfo } from '../../src/shuffle/protocol.js';
 import { RECORD_HEADER_BYTES, recordLength, writeRecordHeader } from '../../src/shuffle/records.js';
 
 /** A frame of one record per output in `outputs`, payload bytes derived from (input, output, byte). */
@@ -11,4 +14,16 @@ export function recordFrame(input: number, outputs: readonly number[], payloadBy
     at += recordLength(payloadBytes);
   }
   return out;
+}
+
+/** A scheduler channel for a shuffle service under test: it answers `shuffle-get` with `info`, and takes notifications. */
+export function runInfoChannel(info: ShuffleRunInfo): Channel {
+  const channel = {
+    request: async (method: string): Promise<ShuffleRunInfo> => {
+      assert.equal(method, ShuffleMethods.get);
+      return info;
+    },
+    notify: (): void => undefined,
+  };
+  return channel as unknown as Channel;
 }

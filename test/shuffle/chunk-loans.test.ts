@@ -7,11 +7,11 @@
 import assert from 'node:assert/strict';
 import { randomFillSync } from 'node:crypto';
 import { test } from 'node:test';
-import type { Channel } from '../../src/control/channel.js';
-import { ShuffleFunctions, ShuffleMethods, type ShuffleRunInfo, type TransferMeta, type UnpackMeta } from '../../src/shuffle/protocol.js';
+import { ShuffleFunctions, type ShuffleRunInfo, type TransferMeta, type UnpackMeta } from '../../src/shuffle/protocol.js';
 import { ShuffleService } from '../../src/shuffle/worker-service.js';
 import { Executor } from '../../src/worker/executor.js';
 import { onCleanup } from '../helpers/cleanup.js';
+import { runInfoChannel } from '../helpers/shuffle-records.js';
 import { MiB, openStore } from '../helpers/store.js';
 import { sha256 } from './fixtures/hash.js';
 import { slices } from './fixtures/split.js';
@@ -27,7 +27,7 @@ test('chunks are laid out, read back and lent in reused buffers, and every outpu
   const { store } = await openStore(t, { memoryLimit: 6 * MiB, pause: false });
   const self = { host: '127.0.0.1', port: 1 };
   const info: ShuffleRunInfo = { run: 1, workers: [self], done: [] };
-  const channel = { request: async (method: string) => (assert.equal(method, ShuffleMethods.get), info), notify: () => undefined } as unknown as Channel;
+  const channel = runInfoChannel(info);
   // Pinned at the target: the store is under pressure, and chunks are written through.
   store.set('filler', new Uint8Array(store.targetBytes));
   const lease = await store.acquire(['filler']);

@@ -7,14 +7,14 @@
 import assert from 'node:assert/strict';
 import { randomFillSync } from 'node:crypto';
 import { test } from 'node:test';
-import type { Channel } from '../../src/control/channel.js';
 import { FrameLoan, FrameSpares } from '../../src/shuffle/frame-spares.js';
 import { InputSpares, lendableCopy } from '../../src/shuffle/input-spares.js';
-import { ShuffleFunctions, ShuffleMethods, type ShuffleRunInfo, type TransferMeta, type UnpackMeta } from '../../src/shuffle/protocol.js';
+import { ShuffleFunctions, type ShuffleRunInfo, type TransferMeta, type UnpackMeta } from '../../src/shuffle/protocol.js';
 import { FRAME_BYTES, ShuffleService } from '../../src/shuffle/worker-service.js';
 import { DataServer } from '../../src/transfer/server.js';
 import { Executor } from '../../src/worker/executor.js';
 import { onCleanup } from '../helpers/cleanup.js';
+import { runInfoChannel } from '../helpers/shuffle-records.js';
 import { MiB, openStore } from '../helpers/store.js';
 import { sha256 } from './fixtures/hash.js';
 import { slices } from './fixtures/split.js';
@@ -114,13 +114,7 @@ test('splits reuse the frames of earlier splits, pushed to a peer or taken in lo
     addresses.push(server.address);
   }
   const info: ShuffleRunInfo = { run: 1, workers: addresses, done: [] };
-  const channel = {
-    request: async (method: string) => {
-      assert.equal(method, ShuffleMethods.get);
-      return info;
-    },
-    notify: () => undefined,
-  } as unknown as Channel;
+  const channel = runInfoChannel(info);
   for (const [w, store] of stores.entries()) {
     services.push(new ShuffleService({ store, executor, channel: () => channel, token: undefined, self: addresses[w], retryMs: 5_000 }));
   }

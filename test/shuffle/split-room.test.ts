@@ -6,14 +6,14 @@
 import assert from 'node:assert/strict';
 import { randomFillSync } from 'node:crypto';
 import { test } from 'node:test';
-import type { Channel } from '../../src/control/channel.js';
 import { sizeof } from '../../src/codec/sizeof.js';
-import { ShuffleFunctions, ShuffleMethods, type ShuffleRunInfo, type TransferMeta } from '../../src/shuffle/protocol.js';
+import { ShuffleFunctions, type ShuffleRunInfo, type TransferMeta } from '../../src/shuffle/protocol.js';
 import { ShuffleService } from '../../src/shuffle/worker-service.js';
 import { DataServer } from '../../src/transfer/server.js';
 import { Executor } from '../../src/worker/executor.js';
 import type { Room, RoomClaim } from '../../src/worker/room.js';
 import { onCleanup } from '../helpers/cleanup.js';
+import { runInfoChannel } from '../helpers/shuffle-records.js';
 import { MiB, openStore } from '../helpers/store.js';
 
 test("a split claims room for its input's copy, the pieces and the frames: three times its input", async (t) => {
@@ -24,13 +24,7 @@ test("a split claims room for its input's copy, the pieces and the frames: three
   const server = await DataServer.listen(store, { host: '127.0.0.1', onRequest: (body, payload) => services[0].onRequest(body, payload) });
   onCleanup(t, () => server.close());
   const info: ShuffleRunInfo = { run: 1, workers: [server.address], done: [] };
-  const channel = {
-    request: async (method: string) => {
-      assert.equal(method, ShuffleMethods.get);
-      return info;
-    },
-    notify: () => undefined,
-  } as unknown as Channel;
+  const channel = runInfoChannel(info);
   const claims: number[] = [];
   let open = 0;
   const room = {

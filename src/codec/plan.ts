@@ -1,6 +1,6 @@
 import { CodecError } from '../errors.js';
 import { binaryTag, type BinaryValue } from './binary.js';
-import { type TypeEntry, encodeParts, typeOf } from './types.js';
+import { type TypeEntry, type TypedParts, typeOf, typedParts } from './types.js';
 
 /** Stands in a msgpackr header for a binary payload carried as frame `index`. */
 export class FrameRef {
@@ -18,13 +18,6 @@ export class TypedRef {
     readonly first: number,
     readonly count: number,
   ) {}
-}
-
-/** A value of a registered type as the plan encoded it: its type's name, meta and buffers. */
-export interface TypedParts {
-  readonly name: string;
-  readonly meta: unknown;
-  readonly buffers: readonly Uint8Array[];
 }
 
 export type EncodingPlan =
@@ -118,12 +111,11 @@ class Walker {
   }
 
   private walkTyped(value: object, type: TypeEntry, path: string): TypedRef {
-    const { meta, buffers } = encodeParts(type, value, path);
-    const views = buffers.map((buffer) => new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength));
-    this.typed.set(value, { name: type.name, meta, buffers: views });
+    const parts = typedParts(type, value, path);
+    this.typed.set(value, parts);
     const first = this.frames.length;
-    for (const view of views) this.frames.push(view);
-    return new TypedRef(type.name, meta, first, views.length);
+    for (const view of parts.buffers) this.frames.push(view);
+    return new TypedRef(type.name, parts.meta, first, parts.buffers.length);
   }
 
   private walkArray(array: unknown[], path: string): unknown[] {

@@ -185,6 +185,19 @@ export function encodeParts(type: TypeEntry, value: object, path: string): { met
   return { meta: parts.meta ?? null, buffers: buffers as ArrayBufferView[] };
 }
 
+/** A value of a registered type encoded: its type's name, meta, and buffers as byte views of the value's own memory. */
+export interface TypedParts {
+  readonly name: string;
+  readonly meta: unknown;
+  readonly buffers: readonly Uint8Array[];
+}
+
+/** `value` (of the registered `type`) encoded by its type, its buffers viewed as bytes (no copy). */
+export function typedParts(type: TypeEntry, value: object, path: string): { name: string; meta: unknown; buffers: Uint8Array[] } {
+  const { meta, buffers } = encodeParts(type, value, path);
+  return { name: type.name, meta, buffers: buffers.map((b) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength)) };
+}
+
 /**
  * The registered type of `value` (its class's, or the nearest registered ancestor's), the
  * built-in type of an Apache Arrow value, or undefined.

@@ -3,8 +3,8 @@ import { CodecError } from '../errors.js';
 import { binaryTag } from './binary.js';
 import { MAX_FRAMES } from './format.js';
 import { packHeader, unpackHeader } from './msgpack.js';
-import { type TypedParts, TypedRef } from './plan.js';
-import { encodeParts, typeOf } from './types.js';
+import { TypedRef } from './plan.js';
+import { type TypedParts, typeOf, typedParts } from './types.js';
 import { FramingSerializer, type V8Serialized, deserializeWithFrames, readVarint, transferSharedFrames, writeWithFrames } from './v8-frames.js';
 
 /**
@@ -172,9 +172,7 @@ class Lifter {
     // Where the plan's walk does not go (an array's other properties): encoded here.
     const type = typeOf(value);
     if (type === undefined) return value;
-    const { meta, buffers } = encodeParts(type, value, path);
-    const views = buffers.map((b) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength));
-    return this.placeholder(value, { name: type.name, meta, buffers: views });
+    return this.placeholder(value, typedParts(type, value, path));
   }
 
   private placeholder(value: object, parts: TypedParts): Uint8Array {

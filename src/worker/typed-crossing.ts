@@ -12,7 +12,7 @@
  * and never runs a type's code.
  */
 import { randomUUID } from 'node:crypto';
-import { EncodedTypedValue, decodeTyped, encodeParts, typeOf } from '../codec/types.js';
+import { EncodedTypedValue, decodeTyped, typeOf, typedParts } from '../codec/types.js';
 import { CodecError } from '../errors.js';
 import { KEEP, define, isPlainObject, replaceInPlace } from './value-walk.js';
 
@@ -33,9 +33,7 @@ export const LOOP_BRAND: string = randomUUID();
 /** The encoded parts of a value of a registered type, or undefined for any other value. */
 export function partsOf(value: object, path = 'value'): { name: string; meta: unknown; buffers: Uint8Array[] } | undefined {
   const type = typeOf(value);
-  if (type === undefined) return undefined;
-  const { meta, buffers } = encodeParts(type, value, path);
-  return { name: type.name, meta, buffers: buffers.map((b) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength)) };
+  return type === undefined ? undefined : typedParts(type, value, path);
 }
 
 export function crossing(brand: string, parts: { name: string; meta: unknown; buffers: Uint8Array[] }): CrossingValue {

@@ -10,9 +10,9 @@ import { SpillwayError } from '../errors.js';
 import { TaskFunctionError, TaskImportError } from './errors.js';
 import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.js';
 import { garbageCollector } from '../runtime/garbage-collection.js';
-import { RELEASE_MIN_BYTES, buffersIn, releaseBuffers } from '../runtime/buffer-release.js';
+import { buffersIn, releaseBuffers } from '../runtime/buffer-release.js';
 import { ThreadCollector } from '../runtime/thread-collector.js';
-import { takeLeftGarbage } from './thread-garbage.js';
+import { inputBuffers, takeLeftGarbage } from './thread-garbage.js';
 import { liftLargeViews, restoreLargeViews } from './large-views.js';
 import { LOOP_BRAND, liftTypedValues, restoreTypedValues } from './typed-crossing.js';
 
@@ -101,8 +101,9 @@ export default async function runTask(request: ThreadRequest): Promise<unknown> 
     // once the response is on its way; what is left (shared buffers, small clones) is
     // collected once the thread is idle. Lent buffers go back to the loop (or with the
     // result): never this thread's garbage.
-    const freed = releaseInputsLater(request);
-    collector?.taskEnded(binaryBytes(request.args, request.lent) - freed + takeLeftGarbage());
+    // Freed with or without a collector: computed apart, as `?.` would skip its argument.
+    const leftBytes = releaseInputsLater(request) + takeLeftGarbage();
+    collector?.taskEnded(leftBytes);
   }
 }
 
@@ -112,15 +113,17 @@ export default async function runTask(request: ThreadRequest): Promise<unknown> 
  * sized by its few-MiB heap, so each task's copies would cost a forced full collection
  * (runtime/thread-collector.ts). Posting happens as soon as the task's promise settles, before
  * any timer or immediate runs: by then what the result holds has moved or been copied into
- * the message, so detaching the buffers cannot reach it. Returns the bytes that will be freed.
+ * the message, so detaching the buffers cannot reach it. Returns the binary bytes of the
+ * inputs left to the collector: shared ones (this thread's references keep them alive too),
+ * small ones and those that cannot move. Lent buffers are neither freed nor counted.
  */
 function releaseInputsLater(request: ThreadRequest): number {
-  const lent = request.lent ?? [];
-  const own = [...buffersIn([request.args, request.views], RELEASE_MIN_BYTES, false)].filter((b) => !lent.includes(b) && isMarkedAsUntransferable?.(b) !== true);
-  if (own.length === 0) return 0;
-  toRelease.push(...own);
-  setImmediate(releaseFinished);
-  return own.reduce((sum, b) => sum + b.byteLength, 0);
+  const { own, leftBytes } = inputBuffers([request.args, request.views], request.lent ?? [], (b) => isMarkedAsUntransferable?.(b) === true);
+  if (own.length > 0) {
+    toRelease.push(...own);
+    setImmediate(releaseFinished);
+  }
+  return leftBytes;
 }
 
 /** Finished tasks' input copies, freed on the next turn or when the next task starts, whichever comes first. */
@@ -181,11 +184,4 @@ function collectTransfers(value: unknown): ArrayBuffer[] {
   return [...buffersIn(value, MIN_TRANSFER_BYTES, false)].filter(
     (b): b is ArrayBuffer => b instanceof ArrayBuffer && isMarkedAsUntransferable?.(b) !== true,
   );
-}
-
-/** Binary bytes of the inputs but `lent`, shared ones included (this thread's references keep those alive too). */
-function binaryBytes(value: unknown, lent: readonly ArrayBuffer[] = []): number {
-  let total = 0;
-  for (const buffer of buffersIn(value, 0, true)) if (!lent.includes(buffer as ArrayBuffer)) total += buffer.byteLength;
-  return total;
 }

@@ -253,7 +253,19 @@ export class Transitions {
     worker.processing.add(record.key);
     const params: ComputeTaskParams = { key: record.key, spec: record.spec, deps, priority: record.priority };
     if (this.#followed(record)) params.followed = true;
+    const consumes = this.#readLast(record);
+    if (consumes.length > 0) params.consumes = consumes;
     this.#out.computeTask(worker, params);
+  }
+
+  /** The inputs no other pending task needs and no client wants: this task reads them last. */
+  #readLast(record: TaskRecord): string[] {
+    const out: string[] = [];
+    for (const key of record.deps) {
+      const dep = this.#tasks.get(key);
+      if (dep !== undefined && dep.wantedBy.size === 0 && dep.pendingDependents === 1) out.push(key);
+    }
+    return out;
   }
 
   /** Some dependent waits for this task alone: it becomes ready when this one finishes. */

@@ -179,7 +179,9 @@ export async function splitForShuffle(input: unknown, request: SplitRequest): Pr
   // would be moved away), are freed now rather than left for a collection of this thread.
   // Small ones are left to the collector, and counted for it: at thousands of partitions
   // they are most of what a split leaves.
+  // Pieces that view the input leave its buffer alone: it is lent, and goes back to the worker.
   const pieceBuffers = buffersIn([pieces, wholes], 0);
+  if (ArrayBuffer.isView(input)) pieceBuffers.delete(input.buffer as ArrayBuffer);
   let pieceBytes = 0;
   for (const buffer of pieceBuffers) pieceBytes += buffer.byteLength;
   leaveGarbage(pieceBytes - releaseBuffers([...pieceBuffers].filter((b) => b.byteLength >= RELEASE_MIN_BYTES)));

@@ -31,6 +31,8 @@ import {
 } from './protocol.js';
 import { FrameLoan, FrameSpares } from './frame-spares.js';
 import { InputSpares, lendableCopy } from './input-spares.js';
+import { lendableWhole, rebuilt } from '../worker/consumed-inputs.js';
+import { releaseBuffers } from '../runtime/buffer-release.js';
 import { PeerPool } from './peer-pool.js';
 import { chunkFrames } from './chunk-frames.js';
 import { SizedBufferPool } from '../runtime/sized-buffer-pool.js';
@@ -76,6 +78,8 @@ interface RunningTask {
   args: unknown[];
   /** The task's thread slot (src/worker/thread-slots.ts): entered for its thread work only, given up while it pushes. */
   thread?: Pick<ThreadSlot, 'enter' | 'leave'>;
+  /** A transfer's input was taken out of the store for it (worker/consumed-inputs.ts): its split borrows the input's own memory, no copy. */
+  consumed?: boolean;
 }
 
 export class ShuffleService {
@@ -140,7 +144,7 @@ export class ShuffleService {
     try {
       switch (task.name) {
         case ShuffleFunctions.transfer:
-          return await this.#transfer(task.key, task.args[0], task.args[1] as TransferMeta, task.thread ?? UNCOUNTED_SLOT);
+          return await this.#transfer(task.key, task.args[0], task.args[1] as TransferMeta, task.thread ?? UNCOUNTED_SLOT, task.consumed === true);
         case ShuffleFunctions.barrier:
           return { ok: true, value: (task.args[0] as unknown[]).length, computeSeconds: 0 };
         case ShuffleFunctions.unpack:
@@ -232,10 +236,11 @@ export class ShuffleService {
   }
 
   /** Splits the input in a thread and pushes its pieces; a run that changes meanwhile (a worker lost) starts it over. */
-  async #transfer(key: string, input: unknown, meta: TransferMeta, thread: Pick<ThreadSlot, 'enter' | 'leave'>): Promise<ExecutionResult> {
+  async #transfer(key: string, input: unknown, meta: TransferMeta, thread: Pick<ThreadSlot, 'enter' | 'leave'>, consumed: boolean): Promise<ExecutionResult> {
     this.#transfers++;
     clearTimeout(this.#sparesTimer);
     let loan: FrameLoan | undefined;
+    let inputLost = false;
     try {
       const deadline = Date.now() + this.#retryMs;
       let computeSeconds = 0;
@@ -243,6 +248,7 @@ export class ShuffleService {
       for (;;) {
         // Frames of a split for an older run are done with: back to the spares before this split takes some.
         loan?.end();
+        if (inputLost) throw new ShufflePushError(`the input ${meta.input} of shuffle ${JSON.stringify(meta.id)} was lent to its split and not handed back: it cannot be split again for run ${info.run}`);
         await thread.enter();
         const inputBytes = sizeof(input);
         // Spares for about the frames this split fills: the rest stay for the other splits under way.
@@ -259,17 +265,30 @@ export class ShuffleService {
         };
         // Room for the input's copy, the user's pieces (alive until laid out) and the frames,
         // but for the spares they take, in memory already.
-        const spareBytes = spares.length * FRAME_BYTES + (this.#inputSpares.has(inputBytes) ? inputBytes : 0);
+        // An input of the worker's own is lent as it is (no copy); it comes back for another split.
+        const own = consumed && lendableWhole(input) ? input : undefined;
+        const spareBytes = spares.length * FRAME_BYTES + (own !== undefined ? inputBytes : this.#inputSpares.has(inputBytes) ? inputBytes : 0);
         const claim = await this.#room.claim(3 * inputBytes - spareBytes);
         let split: ExecutionResult;
         try {
-          const copy = await lendableCopy(input, this.#inputSpares);
-          split = await this.#options.executor.run(fn('splitForShuffle'), [copy?.value ?? input, request], { lend: copy === undefined ? spares : [...spares, copy.buffer] });
+          const copy = own === undefined ? await lendableCopy(input, this.#inputSpares) : undefined;
+          const lend = own !== undefined ? [...spares, own.buffer as ArrayBuffer] : copy === undefined ? spares : [...spares, copy.buffer];
+          split = await this.#options.executor.run(fn('splitForShuffle'), [own ?? copy?.value ?? input, request], { lend });
         } finally {
           claim.release();
         }
         // Handed back, any of them is this worker's alone: a frame's size makes a frame spare.
-        for (const buffer of split.lent ?? []) if (!this.#frameSpares.give(buffer)) this.#inputSpares.give(buffer);
+        let inputBack = false;
+        (split.lent ?? []).forEach((buffer, i) => {
+          if (own !== undefined && split.lentAt?.[i] === spares.length) {
+            input = rebuilt(own, buffer);
+            inputBack = true;
+          } else if (!this.#frameSpares.give(buffer)) this.#inputSpares.give(buffer);
+        });
+        // A split never keeps its input (thread-tasks.ts), so only a dead thread loses it, and
+        // then the split failed. Checked all the same: another split of an empty input would
+        // push wrong pieces.
+        if (own !== undefined && !inputBack) inputLost = true;
         computeSeconds += split.computeSeconds;
         if (!split.ok) return split;
         const { frames, bytes, reused, allocated } = split.value as SplitResult;
@@ -306,6 +325,8 @@ export class ShuffleService {
       }
     } finally {
       loan?.end();
+      // An input taken out of the store for this transfer is nobody else's: freed now.
+      if (consumed && lendableWhole(input)) releaseBuffers([input.buffer as ArrayBuffer]);
       // The transfers are over for now (the unpacks come next, which need the memory): the spares go unless more come soon.
       if (--this.#transfers === 0) this.#sparesTimer = setTimeout(() => this.#letSparesGo(), SPARES_IDLE_MS).unref();
     }

@@ -254,6 +254,23 @@ export class SpillStore extends EventEmitter {
     return await takeEntry(this.#state, entry, into);
   }
 
+  /**
+   * Takes out a value the store holds alone in memory, for a reader that is its last (a task
+   * it is handed to, memory and all): resolves to the value, the key removed, once no spill
+   * of it still reads its memory; or to undefined, the key left as it is, when the value is
+   * not in memory, is pinned, was handed out (`get`, `peek`, a lease that is not transient,
+   * a read stream), or `accept` turns it down.
+   */
+  async consume(key: string, accept: (value: unknown) => boolean): Promise<unknown> {
+    this.#assertOpen();
+    assertKey(key);
+    const entry = this.#state.entries.get(key);
+    if (entry === undefined || !entry.resident || !entry.owned || entry.pins > 0 || !accept(entry.value)) return undefined;
+    this.#puts.supersede(key);
+    const taken = await takeEntry(this.#state, entry, () => new Uint8Array(0));
+    return 'value' in taken ? taken.value : undefined;
+  }
+
   /** Loads the keys (one read each, shared with concurrent readers) and pins them. */
   async acquire(keys: Iterable<string>, options?: AcquireOptions): Promise<Lease> {
     this.#assertOpen();

@@ -9,15 +9,15 @@ import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.j
 import type { ResolvedModule } from './module-cache.js';
 
 export type ExecutionResult =
-  | { ok: true; value: unknown; computeSeconds: number; lent?: ArrayBuffer[] }
-  | { ok: false; error: TaskErrorInfo; computeSeconds: number; lent?: ArrayBuffer[] };
+  | { ok: true; value: unknown; computeSeconds: number; lent?: ArrayBuffer[]; lentAt?: number[] }
+  | { ok: false; error: TaskErrorInfo; computeSeconds: number; lent?: ArrayBuffer[]; lentAt?: number[] };
 
 export interface RunOptions {
   /**
    * Buffers moved to the thread as they are, not copied: the caller must hold them alone
    * and not touch them until the task ends. The result's `lent` hands back those the task's
    * result does not hold (the same memory, as new ArrayBuffer objects); none come back if
-   * the thread dies.
+   * the thread dies. `lentAt` gives each one's index in `lend`.
    */
   lend?: readonly ArrayBuffer[];
 }
@@ -90,7 +90,7 @@ export class Executor {
       if (inputs.typedValues > 0) request.typed = inputs.typedValues;
       if (lent.size > 0) request.lent = [...lent];
       const response = await this.#pool.run(request, { transferList: inputs.transfer });
-      const back = response.lent === undefined ? {} : { lent: response.lent };
+      const back = response.lent === undefined ? {} : { lent: response.lent, lentAt: response.lentAt ?? [] };
       if (response.ok) {
         let value = restoreLargeViews(response.value, response.views);
         // The loop holds what the task made encoded: it stores and sends it, the next task decodes it.

@@ -2,11 +2,13 @@ import type { EventEmitter } from 'node:events';
 import { substitute } from '../cluster/protocol.js';
 import { sizeof } from '../codec/index.js';
 import { ChecksumError, KeyNotFoundError, TierReadError } from '../errors.js';
-import { isShuffleFunction } from '../shuffle/protocol.js';
+import { ShuffleFunctions, isShuffleFunction } from '../shuffle/protocol.js';
 import type { ShuffleService } from '../shuffle/worker-service.js';
 import type { Lease } from '../store/lease.js';
 import type { SpillStore } from '../store/spill-store.js';
 import type { DataServer } from '../transfer/server.js';
+import { releaseBuffers } from '../runtime/buffer-release.js';
+import { ConsumedInputs } from './consumed-inputs.js';
 import { builtinFunction } from './builtins.js';
 import type { ExecutionResult, Executor } from './executor.js';
 import type { Fetcher } from './fetcher.js';
@@ -72,13 +74,22 @@ export class TaskRunner {
     const started = performance.now();
     const builtin = builtinFunction(task.spec.fn);
     let lease: Lease;
+    let consumed = new ConsumedInputs();
     try {
+      // Inputs this task reads last, taken out of the store: their own memory is lent to the
+      // thread (consumed-inputs.ts).
+      if (builtin === undefined && this.#mayConsume(task)) consumed = await ConsumedInputs.take(store, task.consumes ?? []);
       // Pinned for the whole task: the inputs cannot be evicted under it. A thread (or the
       // shuffle's split) gets copies of them, so the lease keeps no reference once released;
       // a built-in's result may be part of its input, which must then no longer be freed
       // when the store lets go of it.
-      lease = await store.acquire(task.inputs, { transient: builtin === undefined });
+      lease = await store.acquire(
+        task.inputs.filter((key) => !consumed.has(key)),
+        { transient: builtin === undefined },
+      );
     } catch (err) {
+      // The task goes back to the queue or fails here: what it took is the worker's again.
+      if (!life.closed) consumed.restore(store);
       tasks.running.delete(task.key);
       slot.end();
       const corrupt = unreadableKey(err, task.inputs);
@@ -98,22 +109,25 @@ export class TaskRunner {
     // From here a death of this process counts against the task (allowedFailures).
     reports.started(task.key);
     try {
-      const args = substitute(task.spec.args ?? [], (key) => lease.get(key));
+      const args = substitute(task.spec.args ?? [], (key) => consumed.get(key) ?? lease.get(key));
       const fetchSeconds = task.fetchSeconds + (performance.now() - started) / 1000;
       const shuffle = isShuffleFunction(task.spec.fn);
       const fnKey = `${task.spec.fn.module}#${task.spec.fn.name}`;
       let claim: RoomClaim | undefined;
       if (builtin === undefined && !shuffle) {
         // The thread gets a copy of the inputs, then the output comes back: room for both first.
-        const inputBytes = task.inputs.reduce((sum, key) => sum + sizeof(lease.get(key)), 0);
+        // Inputs lent as they are cost no room: they are in memory already.
+        const inputBytes = task.inputs.reduce((sum, key) => sum + (consumed.has(key) ? 0 : sizeof(lease.get(key))), 0);
         claim = await this.#parts.room.claim(inputBytes + (this.#outputBytes.get(fnKey) ?? inputBytes));
         if (life.closed) return claim.release();
       }
       const result = shuffle
-        ? await this.#parts.shuffle.run({ key: task.key, name: task.spec.fn.name, args, thread: slot })
+        ? await this.#parts.shuffle.run({ key: task.key, name: task.spec.fn.name, args, thread: slot, consumed: consumed.values.some((v) => v === args[0]) })
         : builtin === undefined
-          ? await this.#parts.executor.run(task.spec.fn, args).finally(() => claim?.release())
+          ? await this.#parts.executor.run(task.spec.fn, args, { lend: consumed.buffers }).finally(() => claim?.release())
           : runInline(builtin, args);
+      // A failed task's inputs stay the worker's; a finished one's are freed.
+      if (!shuffle && consumed.keys.length > 0) releaseBuffers(consumed.settle(store, result.lent, result.lentAt, !result.ok && !life.closed));
       if (life.closed) return;
       if (!result.ok) {
         reports.erred(task.key, result.error);
@@ -143,6 +157,15 @@ export class TaskRunner {
       tasks.dropReplicas(task.inputs);
       this.#pump.pump();
     }
+  }
+
+  /**
+   * Whether the task may be handed inputs it reads last: a thread task, or a shuffle's
+   * transfer (its split runs in a thread; shuffle/worker-service.ts lends the input).
+   */
+  #mayConsume(task: QueuedTask): boolean {
+    if ((task.consumes?.length ?? 0) === 0) return false;
+    return !isShuffleFunction(task.spec.fn) || task.spec.fn.name === ShuffleFunctions.transfer;
   }
 
   /**

@@ -26,5 +26,5 @@ export interface ThreadRequest {
 
 /** What comes back: the value (`views`: as in ThreadRequest), or the error as plain data. `seconds`: time inside the thread. */
 export type ThreadResponse =
-  | { ok: true; value: unknown; seconds: number; views?: LiftedView[]; typed?: number; lent?: ArrayBuffer[] }
-  | { ok: false; error: TaskErrorInfo; seconds: number; lent?: ArrayBuffer[] };
+  | { ok: true; value: unknown; seconds: number; views?: LiftedView[]; typed?: number; lent?: ArrayBuffer[]; lentAt?: number[] }
+  | { ok: false; error: TaskErrorInfo; seconds: number; lent?: ArrayBuffer[]; lentAt?: number[] };

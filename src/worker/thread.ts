@@ -136,15 +136,25 @@ function releaseFinished(): void {
 /**
  * The response, moving `transfers` and handing the lent buffers back (moved: this thread
  * can no longer read them) but for those the result holds, which travel with it. A lent
- * buffer the task moved elsewhere (detached here) is not handed back.
+ * buffer the task moved elsewhere (detached here) is not handed back. `lentAt` says where
+ * in the request's list each one handed back was.
  */
 function withLent(response: ThreadResponse, transfers: ArrayBuffer[], lent: ArrayBuffer[] | undefined, value: unknown): unknown {
   if (lent !== undefined && lent.length > 0) {
     const held = buffersIn(value, 0, false);
-    const back = lent.filter((b) => !held.has(b) && !isDetached(b));
-    for (const b of lent) if (held.has(b) && !transfers.includes(b)) transfers.push(b);
+    const back: ArrayBuffer[] = [];
+    const at: number[] = [];
+    lent.forEach((b, i) => {
+      if (held.has(b)) {
+        if (!transfers.includes(b)) transfers.push(b);
+      } else if (!isDetached(b)) {
+        back.push(b);
+        at.push(i);
+      }
+    });
     if (back.length > 0) {
       response.lent = back;
+      response.lentAt = at;
       transfers.push(...back);
     }
   }

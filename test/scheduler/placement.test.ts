@@ -115,3 +115,22 @@ test('a task is sent `followed` when a dependent waits for it alone', async (t) 
   await waitFor(() => a.computes.some((c) => c.key === 'y'), 'y placed');
   assert.equal(a.computes.find((c) => c.key === 'y')?.followed, undefined, 'nothing depends on y');
 });
+
+test('a task is sent the inputs it reads last as `consumes`: none another pending task or a client needs', async (t) => {
+  const scheduler = await startScheduler(t);
+  const a = await FakeWorker.connect(t, scheduler, { auto: false });
+  const client = await FakeClient.connect(t, scheduler);
+  // x: read by y alone. s: read by u and v. w: read by z, and wanted by the client itself.
+  await client.submit({ x: task(), y: task('x'), s: task(), u: task('s'), v: task('s'), w: task(), z: task('w') }, ['y', 'u', 'v', 'w', 'z']);
+  await waitFor(() => a.computes.length === 3, 'roots placed');
+  for (const key of ['x', 's', 'w']) a.finish(key, 10);
+  await waitFor(() => ['y', 'u', 'z'].every((k) => a.computes.some((c) => c.key === k)), 'dependents placed');
+  const consumes = (key: string): string[] | undefined => a.computes.find((c) => c.key === key)?.consumes;
+  assert.deepEqual(consumes('y'), ['x']);
+  // u and v are sent together, each while the other is pending: neither reads s last.
+  await waitFor(() => a.computes.some((c) => c.key === 'v'), 'v placed');
+  assert.equal(consumes('u'), undefined, 'v still needs s');
+  assert.equal(consumes('v'), undefined, 'u still needs s');
+  assert.equal(consumes('z'), undefined, 'the client wants w');
+  assert.equal(consumes('x'), undefined, 'a root reads nothing');
+});

@@ -49,3 +49,12 @@ test('small pieces are left to the collector, and counted for it', async () => {
   assert.equal(takeLeftGarbage(), 4096);
   assert.equal(takeLeftGarbage(), 0, 'taken once');
 });
+
+test("pieces that view the input never free the input's memory: it is lent, and goes back for another split", async () => {
+  const input = pattern(1 << 20, 5);
+  const views = { module: SPLIT.module, name: 'views' };
+  await splitForShuffle(input, { split: views, splitArgs: [], partitions: 4, input: 0, destinations: 2, skip: [], frameBytes: 64 * 1024 });
+  assert.equal(input.byteLength, 1 << 20, 'not detached');
+  assert.deepEqual(input, pattern(1 << 20, 5), 'and unchanged');
+  assert.equal(takeLeftGarbage(), 0, 'nothing of it counted as garbage either');
+});

@@ -89,8 +89,9 @@ export class FakeScheduler {
     return found.channel;
   }
 
-  compute(workerId: string, key: string, spec: TaskSpec, options: { deps?: Record<string, DataAddress[]>; priority?: number } = {}): void {
+  compute(workerId: string, key: string, spec: TaskSpec, options: { deps?: Record<string, DataAddress[]>; priority?: number; consumes?: string[] } = {}): void {
     const params: ComputeTaskParams = { key, spec, deps: options.deps ?? {}, priority: options.priority ?? 0 };
+    if (options.consumes !== undefined) params.consumes = options.consumes;
     this.channelOf(workerId).notify(Methods.computeTask, params);
   }
 

@@ -37,6 +37,7 @@ test('lent buffers come back from a failed task; one the result holds travels wi
   const failed = await executor.run(fn('fail'), ['no', a], { lend: [a.buffer as ArrayBuffer] });
   assert.equal(failed.ok, false);
   assert.equal(failed.lent?.length, 1);
+  assert.deepEqual(failed.lentAt, [0]);
   assert.equal(new Float64Array(failed.lent?.[0] as ArrayBuffer)[9], 12);
 
   const held = lentArray(1 << 14, 4);
@@ -46,6 +47,7 @@ test('lent buffers come back from a failed task; one the result holds travels wi
   const value = (result as { value: Float64Array }).value;
   assert.equal(value[100], 104, 'the result is the lent memory, whole');
   assert.equal(result.lent?.length, 1, 'only the buffer the result does not hold comes back');
+  assert.deepEqual(result.lentAt, [1], 'and it was the second one lent');
   assert.notEqual(result.lent?.[0], value.buffer);
   assert.equal(new Float64Array(result.lent?.[0] as ArrayBuffer)[100], 105);
 });

@@ -116,6 +116,12 @@ export interface ComputeTaskParams {
    * another task whose room-making would spill the result first.
    */
   followed?: boolean;
+  /**
+   * Inputs this task reads last: no other task still to run needs them and no client
+   * wants them. A worker holding one in memory, alone, may hand the task that memory
+   * instead of a copy, and drop the key.
+   */
+  consumes?: string[];
 }
 
 /** Notification 'release-keys': delete these keys (nobody needs them any more). */

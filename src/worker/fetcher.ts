@@ -83,8 +83,12 @@ export class Fetcher {
     const failed = new Map<string, DataAddress[]>();
     const asked = new Set<string>();
     for (const key of keys) {
-      candidates.set(key, (deps[key] ?? []).filter((a) => !sameAddress(a, self)));
-      failed.set(key, []);
+      const named = deps[key] ?? [];
+      candidates.set(key, named.filter((a) => !sameAddress(a, self)));
+      // Named as a holder of a key this store lacks (a task that read it last took it, or it
+      // was released meanwhile): if nobody delivers, this worker is among the holders that
+      // failed, so the scheduler stops counting on its copy rather than send the task back here.
+      failed.set(key, named.some((a) => sameAddress(a, self)) ? [self] : []);
     }
     const missing: MissingKeys = new Map();
     let pending = keys;
@@ -161,6 +165,8 @@ export class Fetcher {
     for (const key of keys) for (const address of answer[key] ?? []) this.#gone.delete(addressKey(address));
     for (const key of keys) {
       const tried = failed.get(key) ?? [];
+      if ((answer[key] ?? []).some((a) => sameAddress(a, this.options.self)) && !tried.some((t) => sameAddress(t, this.options.self))) tried.push(this.options.self);
+      failed.set(key, tried);
       candidates.set(
         key,
         (answer[key] ?? []).filter((a) => !sameAddress(a, this.options.self) && !tried.some((t) => sameAddress(t, a))),

@@ -78,4 +78,14 @@ describe('worker: inputs from peers', () => {
     scheduler.compute(a.workerId, 'still-alive', fn('add', 1, 1));
     await scheduler.finishedKey('still-alive');
   });
+
+  test('named as the holder of a key it lacks (taken by a task that read it last): it says so in missing-data', async () => {
+    scheduler.whoHas = { taken: [a.server.address] };
+    scheduler.compute(a.workerId, 'after-taken', fn('add', ref('taken'), 1), { deps: { taken: [a.server.address] } });
+    await waitFor(() => scheduler.missing.some((m) => m.task === 'after-taken'), 'missing-data');
+    const report = scheduler.missing.find((m) => m.task === 'after-taken') ?? assert.fail();
+    assert.equal(report.key, 'taken');
+    assert.deepEqual(report.holders, [a.server.address], 'its own copy is the one that failed: the scheduler drops it, never sends the task back for it');
+    assert.equal(a.queued, 0);
+  });
 });

@@ -264,10 +264,11 @@ export class ShuffleService {
           spares,
         };
         // Room for the input's copy, the user's pieces (alive until laid out) and the frames,
-        // but for the spares they take, in memory already.
-        // An input of the worker's own is lent as it is (no copy); it comes back for another split.
+        // but for the spares they take, in memory already. An input of the worker's own is
+        // lent as it is (no copy; it comes back for another split), and counted like a copy:
+        // the store no longer counts it.
         const own = consumed && lendableWhole(input) ? input : undefined;
-        const spareBytes = spares.length * FRAME_BYTES + (own !== undefined ? inputBytes : this.#inputSpares.has(inputBytes) ? inputBytes : 0);
+        const spareBytes = spares.length * FRAME_BYTES + (own === undefined && this.#inputSpares.has(inputBytes) ? inputBytes : 0);
         const claim = await this.#room.claim(3 * inputBytes - spareBytes);
         let split: ExecutionResult;
         try {

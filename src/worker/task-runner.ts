@@ -116,8 +116,8 @@ export class TaskRunner {
       let claim: RoomClaim | undefined;
       if (builtin === undefined && !shuffle) {
         // The thread gets a copy of the inputs, then the output comes back: room for both first.
-        // Inputs lent as they are cost no room: they are in memory already.
-        const inputBytes = task.inputs.reduce((sum, key) => sum + (consumed.has(key) ? 0 : sizeof(lease.get(key))), 0);
+        // An input lent as it is counts too: the store no longer does.
+        const inputBytes = task.inputs.reduce((sum, key) => sum + sizeof(consumed.get(key) ?? lease.get(key)), 0);
         claim = await this.#parts.room.claim(inputBytes + (this.#outputBytes.get(fnKey) ?? inputBytes));
         if (life.closed) return claim.release();
       }

@@ -1,7 +1,8 @@
 /**
- * The split's input, copied for its thread into a buffer that comes back. A task's thread
- * gets a copy of its input (the store keeps its own value, which peers and other tasks may
- * be reading); made fresh each time, that copy is ArrayBuffer memory allocated on the loop,
+ * The split's input, copied for its thread into a buffer that comes back, when the store
+ * keeps its own value (peers and other tasks may be reading it; an input the split reads
+ * last that the store held alone is lent as it is instead: worker/consumed-inputs.ts).
+ * Made fresh each time, that copy is ArrayBuffer memory allocated on the loop,
  * page-faulted in by the copy, then left to a collector. The split's input is a binary
  * value as often as not, and its copy is not part of the result: so the thread hands it
  * back (Executor.run's `lend`), and the next split of an input of the same size is copied

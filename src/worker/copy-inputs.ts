@@ -5,7 +5,8 @@
  * inputs. Instead each large binary input is copied once into a fresh ArrayBuffer that is
  * *transferred* (moved) to the thread: one memcpy on the loop and 1× memory,
  * which the thread frees when it collects (runtime/thread-collector.ts). The store's own
- * value is never handed over: peers and other tasks may be reading it.
+ * value is not handed over, as peers and other tasks may be reading it, but for an input
+ * the task reads last that the store holds alone (consumed-inputs.ts), lent as it is.
  *
  * The bytes are copied in steps, with a loop turn every couple of milliseconds: one copy
  * of a whole partition (page faults of the fresh buffer, CPU contention on a loaded host)

@@ -80,7 +80,8 @@ export class TaskRunner {
       // thread (consumed-inputs.ts).
       if (builtin === undefined && this.#mayConsume(task)) consumed = await ConsumedInputs.take(store, task.consumes ?? []);
       // Pinned for the whole task: the inputs cannot be evicted under it. A thread (or the
-      // shuffle's split) gets copies of them, so the lease keeps no reference once released;
+      // shuffle's split) gets copies of them (or the consumed ones), so the lease keeps no
+      // reference once released;
       // a built-in's result may be part of its input, which must then no longer be freed
       // when the store lets go of it.
       lease = await store.acquire(

@@ -13,7 +13,15 @@
  * message is serialized (which detaches every buffer in its transfer list) and then
  * dropped, and with it the last reference to the memory. No thread receives it.
  */
+import * as workerThreads from 'node:worker_threads';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
+
+/**
+ * Whether `buffer` is marked untransferable (Node's own pools, some libraries' arenas):
+ * Node 22 and later refuse a transfer list holding one, so it must be copied, not moved.
+ * Node 20 has no way to ask, and ignores the mark (undefined there).
+ */
+export const isMarkedAsUntransferable = (workerThreads as { isMarkedAsUntransferable?: (value: object) => boolean }).isMarkedAsUntransferable;
 
 /**
  * Smaller buffers are left to the collector: they cost it little, and Node's pooled Buffer

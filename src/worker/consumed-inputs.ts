@@ -13,14 +13,12 @@
  * keeps its input for another split (a new run) and frees it when it ends
  * (shuffle/worker-service.ts).
  */
-import * as workerThreads from 'node:worker_threads';
 import type { SpillStore } from '../store/spill-store.js';
+import { isMarkedAsUntransferable } from '../runtime/buffer-release.js';
 import { MOVE_MIN_BYTES } from './copy-inputs.js';
 
 type TypedArray = Exclude<ArrayBufferView, DataView>;
 type TypedArrayConstructor = new (buffer: ArrayBuffer) => TypedArray;
-
-const isMarkedAsUntransferable = (workerThreads as { isMarkedAsUntransferable?: (value: object) => boolean }).isMarkedAsUntransferable;
 
 /**
  * A typed array over the whole of an ArrayBuffer, large enough to move, and one that can be

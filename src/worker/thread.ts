@@ -4,13 +4,12 @@
  * so they move to the main thread instead of being copied. Errors are returned, not
  * thrown, so their name, stack and code survive the trip (structured clone drops `code`).
  */
-import * as workerThreads from 'node:worker_threads';
 import { move, transferableSymbol, valueSymbol, workerData } from 'piscina';
 import { SpillwayError } from '../errors.js';
 import { TaskFunctionError, TaskImportError } from './errors.js';
 import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.js';
 import { garbageCollector } from '../runtime/garbage-collection.js';
-import { buffersIn, releaseBuffers } from '../runtime/buffer-release.js';
+import { buffersIn, isMarkedAsUntransferable, releaseBuffers } from '../runtime/buffer-release.js';
 import { ThreadCollector } from '../runtime/thread-collector.js';
 import { inputBuffers, takeLeftGarbage } from './thread-garbage.js';
 import { liftLargeViews, restoreLargeViews } from './large-views.js';
@@ -181,13 +180,6 @@ function errorInfo(err: unknown): { name: string; message: string; stack?: strin
   }
   return { name: 'Error', message: `a non-Error was thrown: ${String(err)}` };
 }
-
-/**
- * Node 22 and later refuse a transfer list holding a buffer marked untransferable (Node's
- * own pools, some libraries' arenas); such a buffer is copied instead. Node 20 has no way to
- * ask, and ignores the mark.
- */
-const isMarkedAsUntransferable = (workerThreads as { isMarkedAsUntransferable?: (value: object) => boolean }).isMarkedAsUntransferable;
 
 /** ArrayBuffers (not shared ones: those are not transferred) reachable through arrays, plain objects, Maps and Sets. */
 function collectTransfers(value: unknown): ArrayBuffer[] {

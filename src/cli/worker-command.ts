@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import { availableParallelism } from 'node:os';
 import { Supervisor } from '../client/supervisor.js';
 import type { DataAddress } from '../cluster/protocol.js';
 import { type LogLevel, createLogger } from '../log.js';
@@ -134,6 +135,8 @@ function superviseWorkers(flags: WorkerFlags, level: LogLevel): void {
   const token = resolveToken(flags.token);
   const supervisor = new Supervisor({
     count: flags.nworkers,
+    // The worker's own default, all the host's cores.
+    taskThreads: flags.nthreads ?? availableParallelism(),
     args: (slot) => childArgs(flags, slot),
     // The token travels in the environment, never on a command line (visible in `ps`).
     env: { SPILLWAY_LOG_LEVEL: level, ...(token === undefined ? {} : { SPILLWAY_TOKEN: token }) },

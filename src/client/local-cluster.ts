@@ -41,8 +41,9 @@ export interface LocalClusterOptions {
   /** Time each process gets to exit after a signal before SIGKILL. Default 5 s. */
   closeTimeoutMs?: number;
   /**
-   * Start the workers with the C library's allocator tuned for large buffers and V8's
-   * young generation capped (the supervisor's `tuneMalloc`, docs/configuration.md); variables already set in this
+   * Start the workers with the C library's allocator tuned for large buffers, V8's young
+   * generation capped and its helper threads sized to the workers' share of the cores (the
+   * supervisor's `tuneMalloc`, docs/configuration.md); variables already set in this
    * process's environment win either way. Default true.
    */
   tuneMalloc?: boolean;
@@ -226,6 +227,7 @@ export class LocalCluster {
         ],
         env,
         tuneMalloc,
+        taskThreads: nthreads,
         memoryLimit,
         terminate: options.terminate,
         restart: options.restart,

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { InvalidArgumentError } from '../errors.js';
 import { type Logger, silentLogger } from '../log.js';
-import { tunedEnvironment } from '../runtime/malloc-environment.js';
+import { tunedEnvironment } from '../runtime/tuned-environment.js';
 import { formatBytes, parseBytes } from '../units.js';
 import { type RestartReason, formatSupervisorRestarts } from '../worker/options.js';
 import { hostMemory } from '../worker/memory-limit.js';
@@ -16,11 +16,14 @@ export interface SupervisorOptions {
   /** Environment of the workers, over this process's own (an `undefined` value unsets a variable). */
   env?: NodeJS.ProcessEnv;
   /**
-   * Start the workers with the C library's allocator tuned for large buffers
+   * Start the workers with the C library's allocator tuned for large buffers, V8's young
+   * generation capped and its helper threads sized to each worker's share of the cores
    * (`tunedEnvironment`, docs/configuration.md); variables the environment already sets win.
    * Default true.
    */
   tuneMalloc?: boolean;
+  /** Task threads of each worker (their `--nthreads`), which with `count` sizes V8's helper threads. Default 1. */
+  taskThreads?: number;
   /** Each worker's memory limit (bytes or '4 GiB'), the base of `terminate`; default the `memoryLimit` each worker announces when ready. */
   memoryLimit?: number | string;
   /**
@@ -127,7 +130,7 @@ class Slot implements SupervisedWorker {
  * 'memory-kill' (worker, rss), 'done' (when every worker has exited for good).
  */
 export class Supervisor extends EventEmitter {
-  readonly #options: Required<Omit<SupervisorOptions, 'onEvent' | 'env' | 'memoryLimit' | 'tuneMalloc' | 'hostMemory'>> & Pick<SupervisorOptions, 'onEvent'> & { memoryLimit: number | undefined };
+  readonly #options: Required<Omit<SupervisorOptions, 'onEvent' | 'env' | 'memoryLimit' | 'tuneMalloc' | 'taskThreads' | 'hostMemory'>> & Pick<SupervisorOptions, 'onEvent'> & { memoryLimit: number | undefined };
   /** The workers' environment: the one place the tuned allocator settings are applied. */
   readonly #env: NodeJS.ProcessEnv;
   readonly #slots: Slot[];
@@ -150,6 +153,8 @@ export class Supervisor extends EventEmitter {
     if (memoryLimit !== undefined && !(memoryLimit > 0)) throw new InvalidArgumentError(`memoryLimit must be a positive number of bytes, got ${memoryLimit}`);
     const tuneMalloc = options.tuneMalloc ?? true;
     if (typeof tuneMalloc !== 'boolean') throw new InvalidArgumentError(`tuneMalloc must be a boolean, got ${String(tuneMalloc)}`);
+    const taskThreads = options.taskThreads ?? 1;
+    if (!Number.isInteger(taskThreads) || taskThreads < 1) throw new InvalidArgumentError(`taskThreads must be a positive integer, got ${taskThreads}`);
     if (!(terminate >= 0)) throw new InvalidArgumentError(`terminate must be a fraction of the memory limit (0 = off), got ${terminate}`);
     for (const name of ['memoryIntervalMs', 'restartDelayMs', 'maxRestartDelayMs', 'startTimeoutMs'] as const) {
       const value = options[name];
@@ -170,7 +175,7 @@ export class Supervisor extends EventEmitter {
     this.#log = this.#options.log;
     this.#hostMemory = givenHostMemory !== undefined ? Promise.resolve(givenHostMemory) : hostMemory().then((m) => m.bytes);
     const env = { ...process.env, ...options.env };
-    this.#env = tuneMalloc ? tunedEnvironment(env) : env;
+    this.#env = tuneMalloc ? tunedEnvironment(env, process.platform, { workers: count, taskThreads }) : env;
     this.done = new Promise((resolve) => (this.#finish = resolve));
     this.#slots = Array.from({ length: count }, (_, i) => new Slot(i));
     for (const slot of this.#slots) this.#spawn(slot);

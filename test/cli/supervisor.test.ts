@@ -1,7 +1,9 @@
 /** `spillway worker` as a supervisor, with real processes: its workers share the host's memory and go when it is told to. */
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import { test } from 'node:test';
 import { CliProcess } from '../../src/client/processes.js';
+import { v8HelperThreads } from '../../src/runtime/tuned-environment.js';
 import { hostMemory } from '../../src/worker/memory-limit.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -22,6 +24,15 @@ test('spillway worker --nworkers 2 --memory-limit auto: two workers, each with h
   assert.deepEqual(ready.map((r) => r.name).sort(), ['shared-0', 'shared-1']);
   for (const r of ready) assert.equal(r.memoryLimit, share, `${String(r.name)}: half of the host's memory`);
   assert.deepEqual(ready.map((r) => r.slot).sort(), [0, 1]);
+  if (process.platform === 'linux' && process.env.NODE_OPTIONS?.includes('--v8-pool-size') !== true) {
+    // V8's helper threads sized for two workers of one task thread each on this host.
+    const helpers = v8HelperThreads({ workers: 2, taskThreads: 1 });
+    for (const r of ready) {
+      const environ = (await readFile(`/proc/${Number(r.pid)}/environ`, 'utf8')).split('\0');
+      const options = environ.find((line) => line.startsWith('NODE_OPTIONS='));
+      assert.match(options ?? '', new RegExp(`(^|\\s)--v8-pool-size=${helpers}(\\s|$)`), `${String(r.name)}: ${options}`);
+    }
+  }
 
   supervisor.child.kill('SIGTERM');
   const exit = await supervisor.exited;

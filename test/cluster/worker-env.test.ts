@@ -1,12 +1,14 @@
-/** The C library settings LocalCluster gives its processes (option tuneMalloc): huge pages for large buffers on Linux. */
+/** The settings LocalCluster gives its workers (option tuneMalloc): huge pages for large buffers on Linux, V8's young generation and helper threads. */
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
+import os from 'node:os';
 import { test } from 'node:test';
 import { Client } from '../../src/client/client.js';
 import { LocalCluster } from '../../src/client/local-cluster.js';
+import { Supervisor } from '../../src/client/supervisor.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import type { Graph } from '../../src/cluster/protocol.js';
-import { withHugePages, withSmallYoungGeneration } from '../../src/runtime/malloc-environment.js';
+import { v8HelperThreads, withHelperThreads, withHugePages, withSmallYoungGeneration } from '../../src/runtime/tuned-environment.js';
 import { fixture, MiB, startCluster } from './helpers.js';
 
 /** A process's environment, from /proc (Linux). */
@@ -41,7 +43,9 @@ test('workers run with huge pages for malloc, and a worker holding large values 
   assert.equal(env.get('GLIBC_TUNABLES'), withHugePages(process.env.GLIBC_TUNABLES));
   assert.equal(env.get('MALLOC_MMAP_THRESHOLD_'), process.env.MALLOC_MMAP_THRESHOLD_ ?? '262144');
   assert.equal(env.get('MALLOC_TRIM_THRESHOLD_'), process.env.MALLOC_TRIM_THRESHOLD_ ?? '524288');
-  assert.equal(env.get('NODE_OPTIONS'), withSmallYoungGeneration(process.env.NODE_OPTIONS));
+  // One worker with the cluster's default task threads, all the host's cores.
+  const helpers = v8HelperThreads({ workers: 1, taskThreads: os.availableParallelism() });
+  assert.equal(env.get('NODE_OPTIONS'), withHelperThreads(withSmallYoungGeneration(process.env.NODE_OPTIONS), helpers));
 
   // Whether glibc applies it depends on the kernel (THP not 'never') and glibc >= 2.35.
   const mode = await thpMode();
@@ -78,4 +82,10 @@ test('tuneMalloc: false starts the processes with this process environment as it
 
 test('tuneMalloc must be a boolean', async () => {
   await assert.rejects(LocalCluster.start({ tuneMalloc: 'yes' as unknown as boolean }), InvalidArgumentError);
+});
+
+test("the supervisor's taskThreads must be a positive integer (checked before any worker starts)", () => {
+  for (const taskThreads of [0, 1.5, -1]) {
+    assert.throws(() => new Supervisor({ count: 1, args: () => [], taskThreads }), InvalidArgumentError, String(taskThreads));
+  }
 });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { tunedEnvironment, withHugePages, withSmallYoungGeneration } from '../../src/runtime/malloc-environment.js';
+import { tunedEnvironment, v8HelperThreads, withHelperThreads, withHugePages, withSmallYoungGeneration } from '../../src/runtime/tuned-environment.js';
 
 test('withHugePages adds glibc.malloc.hugetlb=1 and keeps what the user set', () => {
   assert.equal(withHugePages(undefined), 'glibc.malloc.hugetlb=1');
@@ -58,4 +58,35 @@ test('withSmallYoungGeneration caps the semi-space and keeps the options the use
   assert.equal(withSmallYoungGeneration('--max_semi_space_size 8'), '--max_semi_space_size 8');
   // A flag whose name only starts like it is another flag.
   assert.equal(withSmallYoungGeneration('--max-semi-space-sizes=1'), '--max-semi-space-sizes=1 --max-semi-space-size=2');
+});
+
+test('v8HelperThreads: the cores a worker has beside its loop and task threads, from 1 to 4', () => {
+  // Two workers of one task thread on 2 cores: no core to spare, one helper each.
+  assert.equal(v8HelperThreads({ workers: 2, taskThreads: 1, cores: 2 }), 1);
+  assert.equal(v8HelperThreads({ workers: 1, taskThreads: 2, cores: 2 }), 1);
+  assert.equal(v8HelperThreads({ workers: 2, taskThreads: 1, cores: 8 }), 2);
+  assert.equal(v8HelperThreads({ workers: 1, taskThreads: 1, cores: 5 }), 3);
+  // Never more than Node's own four.
+  assert.equal(v8HelperThreads({ workers: 1, taskThreads: 2, cores: 64 }), 4);
+  // More workers than cores.
+  assert.equal(v8HelperThreads({ workers: 8, taskThreads: 1, cores: 2 }), 1);
+  // The host's own cores by default.
+  assert.ok(v8HelperThreads({ workers: 1, taskThreads: 1 }) >= 1);
+});
+
+test('withHelperThreads sets the pool size and keeps the one the user set', () => {
+  assert.equal(withHelperThreads(undefined, 1), '--v8-pool-size=1');
+  assert.equal(withHelperThreads(' ', 3), '--v8-pool-size=3');
+  assert.equal(withHelperThreads('--max-semi-space-size=2', 1), '--max-semi-space-size=2 --v8-pool-size=1');
+  assert.equal(withHelperThreads('--v8-pool-size=8 --enable-source-maps', 1), '--v8-pool-size=8 --enable-source-maps');
+  assert.equal(withHelperThreads('--v8_pool_size 2', 1), '--v8_pool_size 2');
+  assert.equal(withHelperThreads('--v8-pool-sizes=2', 1), '--v8-pool-sizes=2 --v8-pool-size=1');
+});
+
+test('tunedEnvironment sizes the helper threads for a worker shape, after the young generation', () => {
+  const env = tunedEnvironment({ NODE_OPTIONS: '--enable-source-maps' }, 'linux', { workers: 2, taskThreads: 1, cores: 2 });
+  assert.equal(env.NODE_OPTIONS, '--enable-source-maps --max-semi-space-size=2 --v8-pool-size=1');
+  assert.equal(tunedEnvironment({ NODE_OPTIONS: '--v8-pool-size=4' }, 'linux', { workers: 2, taskThreads: 1, cores: 2 }).NODE_OPTIONS, '--v8-pool-size=4 --max-semi-space-size=2');
+  // Without a shape the pool is left to Node.
+  assert.equal(tunedEnvironment({}, 'linux').NODE_OPTIONS, '--max-semi-space-size=2');
 });

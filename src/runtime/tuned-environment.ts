@@ -1,11 +1,14 @@
 /**
  * The C library's allocator, tuned for a process whose memory is mostly large, short-lived
- * buffers (values being spilled, read back, sent to peers), and V8's young generation kept
- * small. A process cannot retune its own malloc or heap once started, so these are
- * environment variables for the processes it starts: a LocalCluster's scheduler and
- * workers, or a supervisor's children. glibc reads the malloc ones; other C libraries
- * ignore them. docs/configuration.md explains each and its trade-off.
+ * buffers (values being spilled, read back, sent to peers), V8's young generation kept
+ * small, and V8's helper threads sized to the worker's share of the cores. A process cannot
+ * retune its own malloc or heap once started, so these are environment variables for the
+ * processes it starts: a supervisor's workers (LocalCluster's too). glibc reads the malloc
+ * ones; other C libraries ignore them. docs/configuration.md explains each and its
+ * trade-off.
  */
+import { availableParallelism } from 'node:os';
+
 
 /** glibc's mmap threshold: buffers above it are mapped, and unmapped when freed. */
 const MMAP_THRESHOLD = String(256 * 1024);
@@ -15,6 +18,18 @@ const TRIM_THRESHOLD = String(512 * 1024);
 const ARENA_MAX = '2';
 /** V8's largest semi-space, in MiB, for every isolate of the process (its main thread and task threads). */
 const SEMI_SPACE_MIB = 2;
+/** Node's own number of V8 helper threads, the most a worker is given. */
+const NODE_HELPER_THREADS = 4;
+
+/** The workers a supervisor starts on one host, which share its cores. */
+export interface WorkerShape {
+  /** Worker processes on the host. */
+  workers: number;
+  /** Task threads of each worker (its `nthreads`). */
+  taskThreads: number;
+  /** The host's cores; default `os.availableParallelism()`. */
+  cores?: number;
+}
 
 /**
  * `userEnv` with the allocator settings Spillway's processes run best with, each only where
@@ -26,11 +41,13 @@ const SEMI_SPACE_MIB = 2;
  *   freed, while small pieces (a shuffle's, a transfer's) reuse heap memory;
  * - at most two malloc arenas;
  * - on Linux, glibc's transparent huge pages for malloc (`withHugePages`);
- * - V8's young generation capped (`withSmallYoungGeneration`).
+ * - V8's young generation capped (`withSmallYoungGeneration`);
+ * - with `shape`, V8's helper threads sized to each worker's share of the cores
+ *   (`v8HelperThreads`, `withHelperThreads`).
  *
  * Returns a new object; `userEnv` is not changed. Reads no environment but `userEnv`.
  */
-export function tunedEnvironment(userEnv: NodeJS.ProcessEnv = process.env, platform: NodeJS.Platform = process.platform): NodeJS.ProcessEnv {
+export function tunedEnvironment(userEnv: NodeJS.ProcessEnv = process.env, platform: NodeJS.Platform = process.platform, shape?: WorkerShape): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {
     ...userEnv,
     MALLOC_MMAP_THRESHOLD_: userEnv.MALLOC_MMAP_THRESHOLD_ ?? MMAP_THRESHOLD,
@@ -39,7 +56,31 @@ export function tunedEnvironment(userEnv: NodeJS.ProcessEnv = process.env, platf
   };
   if (platform === 'linux') env.GLIBC_TUNABLES = withHugePages(userEnv.GLIBC_TUNABLES);
   env.NODE_OPTIONS = withSmallYoungGeneration(userEnv.NODE_OPTIONS);
+  if (shape !== undefined) env.NODE_OPTIONS = withHelperThreads(env.NODE_OPTIONS, v8HelperThreads(shape));
   return env;
+}
+
+/**
+ * V8's helper threads for each worker: the cores its share of the host leaves beside its
+ * loop and its task threads, at least 1 and at most Node's own 4. The helpers mark and
+ * sweep for every isolate of the process concurrently, at the loop's priority, while task
+ * threads run below it (`threadNice`); where the cores are already taken, four helpers per
+ * worker crowd the loops out of them, and a loop's delays grow with the run queue. One
+ * helper per worker on a host whose cores are all taken shortens the loops' long delays
+ * without slowing the work (docs/benchmarks.md, Cluster).
+ */
+export function v8HelperThreads(shape: WorkerShape): number {
+  const cores = shape.cores ?? availableParallelism();
+  const spare = Math.floor(cores / Math.max(1, shape.workers)) - 1 - shape.taskThreads;
+  return Math.min(NODE_HELPER_THREADS, Math.max(1, spare));
+}
+
+/** `NODE_OPTIONS` with `--v8-pool-size=threads`, unless the user sets the pool's size. */
+export function withHelperThreads(nodeOptions: string | undefined, threads: number): string {
+  const flag = `--v8-pool-size=${threads}`;
+  if (nodeOptions === undefined || nodeOptions.trim() === '') return flag;
+  if (/(^|\s)--v8[-_]pool[-_]size[=\s]/.test(nodeOptions)) return nodeOptions;
+  return `${nodeOptions} ${flag}`;
 }
 
 /**

@@ -76,6 +76,10 @@ function rows(s: LocalSummary, referenceSeconds: number, target: number): Row[] 
       target: '< 100 / < 20',
       pass: w.maxEventLoopDelayMs < 100 && w.p99EventLoopDelayMs < 20,
     });
+    if (w.loopRunSeconds !== null && w.loopWaitSeconds !== null) {
+      // Where the delays come from: the loop's own work, or waiting for a core.
+      out.push({ check: `${name}: ${w.name} event loop on a core / waiting for one`, value: `${w.loopRunSeconds.toFixed(1)} s / ${w.loopWaitSeconds.toFixed(1)} s`, target: '', pass: undefined });
+    }
     if (s.method === 'tasks') {
       const served = w.servedFromDiskBytes + w.servedFromMemoryBytes;
       out.push({

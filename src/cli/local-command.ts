@@ -1,6 +1,7 @@
 import { rm } from 'node:fs/promises';
 import os from 'node:os';
 import { killLocalClustersAndWait } from '../client/local-cluster.js';
+import type { WorkerRunStats } from '../client/monitor.js';
 import { formatBytes } from '../units.js';
 import { type LocalOptions, type LocalSummary, runLocal } from './local.js';
 import { createClusterProgress } from './local-progress.js';
@@ -22,12 +23,18 @@ function printSummary(s: LocalSummary): void {
       (w) =>
         `  ${w.name.padEnd(10)} peak RSS ${formatBytes(w.peakRss)} (${ratio(w.peakRss, w.memoryLimit)} of its limit), spilled ${formatBytes(w.spilledBytes)} (at most ${formatBytes(w.peakDiskBytes)} on disk at once), ` +
         `unspilled ${formatBytes(w.unspilledBytes)}, served from disk ${formatBytes(w.servedFromDiskBytes)} / memory ${formatBytes(w.servedFromMemoryBytes)}, ` +
-        `event-loop delay worst ${w.maxEventLoopDelayMs.toFixed(0)} ms, p99 ${w.p99EventLoopDelayMs.toFixed(0)} ms${w.restarts > 0 ? ` (restarted ${w.restarts}×)` : ''}${w.alive ? '' : ' (exited)'}`,
+        `event-loop delay worst ${w.maxEventLoopDelayMs.toFixed(0)} ms, p99 ${w.p99EventLoopDelayMs.toFixed(0)} ms${loopTimes(w)}${w.restarts > 0 ? ` (restarted ${w.restarts}×)` : ''}${w.alive ? '' : ' (exited)'}`,
     ),
     s.verified ? '  verified   OK' : `  verified   FAILED: ${s.problems.slice(0, 5).join('; ')}`,
     ...(s.rows === undefined ? [] : ['', ...formatRows(s.rows)]),
   ];
   process.stdout.write(lines.join('\n') + '\n');
+}
+
+/** The loop thread's time on a core and waiting for one, where the worker reports it. */
+function loopTimes(w: WorkerRunStats): string {
+  if (w.loopRunSeconds === null || w.loopWaitSeconds === null) return '';
+  return ` (its loop ran ${w.loopRunSeconds.toFixed(1)} s, waited ${w.loopWaitSeconds.toFixed(1)} s for a core)`;
 }
 
 /** A query's rows as an aligned text table. */

@@ -22,6 +22,9 @@ export interface WorkerRunStats {
   maxEventLoopDelayMs: number;
   /** 99th percentile of the event-loop delays over the run (the worker's latest heartbeat). */
   p99EventLoopDelayMs: number;
+  /** Seconds its event loop's thread ran on a core, and waited ready for one, since it started (its latest heartbeat); null where the system does not say (Linux does). */
+  loopRunSeconds: number | null;
+  loopWaitSeconds: number | null;
   /** Polls that found a heartbeat of this worker. */
   samples: number;
   /** False while no process of it runs (killed, and not yet or never restarted). */
@@ -65,6 +68,8 @@ export class ClusterMonitor {
       servedFromMemoryBytes: 0,
       maxEventLoopDelayMs: 0,
       p99EventLoopDelayMs: 0,
+      loopRunSeconds: null,
+      loopWaitSeconds: null,
       samples: 0,
       alive: true,
       restarts: 0,
@@ -147,6 +152,8 @@ export class ClusterMonitor {
       if (w.peakRssSource === 'heartbeat') w.peakRss = Math.max(w.peakRss, beat.rss);
       w.maxEventLoopDelayMs = Math.max(w.maxEventLoopDelayMs, beat.eventLoopDelayMs);
       if (beat.eventLoopDelayRunP99Ms !== undefined) w.p99EventLoopDelayMs = beat.eventLoopDelayRunP99Ms;
+      if (typeof beat.loopRunSeconds === 'number') w.loopRunSeconds = beat.loopRunSeconds;
+      if (typeof beat.loopWaitSeconds === 'number') w.loopWaitSeconds = beat.loopWaitSeconds;
       // Cumulative counters: the latest is the largest.
       w.spilledBytes = Math.max(w.spilledBytes, beat.spilledBytes);
       w.unspilledBytes = Math.max(w.unspilledBytes, beat.unspilledBytes);

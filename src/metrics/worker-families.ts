@@ -134,6 +134,10 @@ export function registerWorkerFamilies(registry: Registry, workers: () => Iterab
       for (const [reason, count] of Object.entries(hb.supervisorRestarts ?? {})) set({ reason }, count);
     },
   );
+  counter('event_loop_thread_seconds_total', "The event loop's thread since the worker started (Linux): on a core (state=\"run\") and ready but waiting for one (state=\"wait\")", ['state'], (set, hb) => {
+    if (typeof hb.loopRunSeconds === 'number') set({ state: 'run' }, hb.loopRunSeconds);
+    if (typeof hb.loopWaitSeconds === 'number') set({ state: 'wait' }, hb.loopWaitSeconds);
+  });
   counter('spill_errors_total', "The store's errors (failed spill writes and reads, corrupt data...) by error code", ['code'], (set, hb) => {
     const errors = hb.spillErrors;
     if (typeof errors !== 'object' || errors === null) return;

@@ -1,6 +1,7 @@
 import { statfs } from 'node:fs/promises';
 import { type IntervalHistogram, type RecordableHistogram, createHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import { Methods, type WorkerHeartbeat } from '../cluster/protocol.js';
+import { type LoopCpuTimes, loopCpuTimes } from '../runtime/loop-cpu.js';
 import type { ShuffleService } from '../shuffle/worker-service.js';
 import type { SpillStore } from '../store/spill-store.js';
 import type { DataServer } from '../transfer/server.js';
@@ -42,6 +43,10 @@ export class Heartbeat {
   #delay = { max: 0, p99: 0 };
   #diskFree: number | null = null;
   #measuringDisk = false;
+  /** The loop thread's times when the heartbeat started, and at the latest reading. */
+  #loopAtStart: LoopCpuTimes | null | undefined;
+  #loop: LoopCpuTimes | null = null;
+  #measuringLoop = false;
 
   constructor(
     private readonly parts: HeartbeatParts,
@@ -52,6 +57,7 @@ export class Heartbeat {
     this.#histogram.enable();
     this.#timer = setInterval(() => this.beat(), intervalMs);
     this.#timer.unref();
+    this.#measureLoop();
   }
 
   /** Closes the current delay window and builds a heartbeat from it. */
@@ -63,6 +69,7 @@ export class Heartbeat {
     for (let k = 1; k <= h.count; k++) this.#run.record(Math.max(1, h.percentile((100 * k) / h.count)));
     h.reset();
     this.#measureDisk();
+    this.#measureLoop();
     return this.figures();
   }
 
@@ -87,6 +94,8 @@ export class Heartbeat {
       eventLoopDelayMs: this.#delay.max,
       eventLoopDelayP99Ms: this.#delay.p99,
       eventLoopDelayRunP99Ms: this.#run.count > 0 ? this.#run.percentile(99) / 1e6 : 0,
+      loopRunSeconds: this.#loop?.runSeconds ?? null,
+      loopWaitSeconds: this.#loop?.waitSeconds ?? null,
       executing: tasks.running.size,
       queued: tasks.queue.size,
       spilledBytes: stats.counters.spilledBytes,
@@ -115,6 +124,22 @@ export class Heartbeat {
   stop(): void {
     clearInterval(this.#timer);
     this.#histogram.disable();
+  }
+
+  /** Like the disk: each beat starts a reading of the loop's times and the next beat reports it, counted from the first. */
+  #measureLoop(): void {
+    if (this.#measuringLoop || this.#loopAtStart === null) return;
+    this.#measuringLoop = true;
+    void loopCpuTimes().then((now) => {
+      this.#measuringLoop = false;
+      if (this.#loopAtStart === undefined) {
+        this.#loopAtStart = now;
+        return;
+      }
+      const start = this.#loopAtStart;
+      if (now === null || start === null) return;
+      this.#loop = { runSeconds: now.runSeconds - start.runSeconds, waitSeconds: now.waitSeconds - start.waitSeconds };
+    });
   }
 
   /** statfs is asynchronous: each beat starts one and the next beat reports it. */

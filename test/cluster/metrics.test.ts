@@ -64,6 +64,7 @@ const WORKER_FAMILIES: Record<string, PrometheusFamily['type']> = {
   spillway_worker_spill_seconds_total: 'COUNTER',
   spillway_worker_transfer_bytes_total: 'COUNTER',
   spillway_worker_spill_errors_total: 'COUNTER',
+  spillway_worker_event_loop_thread_seconds_total: 'COUNTER',
   spillway_task_duration_seconds: 'HISTOGRAM',
   // prom-client's default process metrics.
   process_resident_memory_bytes: 'GAUGE',
@@ -117,6 +118,11 @@ test('the scheduler and each worker export Prometheus metrics that follow its co
     for (const stat of ['max', 'p99']) {
       const delay = one(s, 'spillway_worker_event_loop_delay_seconds', { worker: name, stat });
       assert.ok(delay >= 0 && delay < 60, `${stat} delay ${delay} is in seconds`);
+    }
+    if (process.platform === 'linux') {
+      const run = one(s, 'spillway_worker_event_loop_thread_seconds_total', { worker: name, state: 'run' });
+      const wait = one(s, 'spillway_worker_event_loop_thread_seconds_total', { worker: name, state: 'wait' });
+      assert.ok(run > 0 && run < 3600 && wait >= 0 && wait < 3600, `the loop ran ${run} s and waited ${wait} s: seconds`);
     }
     spilled += one(s, 'spillway_worker_spill_bytes_total', { worker: name, direction: 'write' });
     assert.ok(one(s, 'spillway_worker_spill_seconds_total', { worker: name, direction: 'write' }) >= 0);

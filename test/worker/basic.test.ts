@@ -33,6 +33,13 @@ describe('worker: registration, tasks, errors', () => {
     assert.equal(typeof beat.eventLoopDelayMs, 'number');
     assert.ok(beat.rss > 0);
     assert.equal(beat.paused, false);
+    if (process.platform === 'linux') {
+      // The loop thread's times since the worker started, from the second heartbeat on.
+      await waitFor(() => typeof scheduler.heartbeats.at(-1)?.beat.loopRunSeconds === 'number', 'a heartbeat with the loop\'s times');
+      const later = scheduler.heartbeats.at(-1)?.beat ?? assert.fail('no heartbeat');
+      assert.ok(typeof later.loopRunSeconds === 'number' && later.loopRunSeconds > 0, `ran ${later.loopRunSeconds}`);
+      assert.ok(typeof later.loopWaitSeconds === 'number' && later.loopWaitSeconds >= 0, `waited ${later.loopWaitSeconds}`);
+    }
   });
 
   test('computes a chain of tasks; results are served by its DataServer', async () => {

@@ -21,6 +21,13 @@ export interface WorkerHeartbeat {
   eventLoopDelayP99Ms?: number;
   /** 99th percentile of the same gaps since the worker started (ms). */
   eventLoopDelayRunP99Ms?: number;
+  /**
+   * Cumulative since the worker started (Linux): seconds its event loop's thread ran on a
+   * core, and seconds it was ready to run but waited for one (the kernel's run queue). Null
+   * until first measured or where the system does not say.
+   */
+  loopRunSeconds?: number | null;
+  loopWaitSeconds?: number | null;
   /** Tasks running now and waiting in the worker's queue. */
   executing: number;
   queued: number;

@@ -131,13 +131,11 @@ export class ShuffleService {
   }
 
   /** The data plane's generic requests: pushes of pieces (their records as the request's raw payload). */
-  async onRequest(body: unknown, payload?: readonly Uint8Array[], release?: () => void): Promise<unknown> {
+  async onRequest(body: unknown, payload?: readonly Uint8Array[]): Promise<unknown> {
     if ((body as { op?: unknown } | null)?.op === ADOPT_OP) return await this.#onAdopt(body, payload);
-    const push = parsePush(body, payload, release);
-    // Counted first: once taken in, the socket reads the records arrived in may be freed.
-    const bytes = push.data.reduce((sum, part) => sum + part.byteLength, 0);
+    const push = parsePush(body, payload);
     await this.receiver.accept(push);
-    this.bytes.received += bytes;
+    this.bytes.received += push.data.reduce((sum, part) => sum + part.byteLength, 0);
     return null;
   }
 
@@ -392,7 +390,7 @@ function isSlot(p: Partial<ShuffleSlotParams> | null | undefined): p is ShuffleS
   return typeof p?.id === 'string' && [p.run, p.slot, p.participants, p.partitions].every((n) => Number.isInteger(n) && (n as number) >= 0) && (p.participants as number) > 0;
 }
 
-function parsePush(body: unknown, payload: readonly Uint8Array[] | undefined, released: (() => void) | undefined): PushParams {
+function parsePush(body: unknown, payload: readonly Uint8Array[] | undefined): PushParams {
   const b = body as Partial<Omit<PushParams, 'data'> & { op: string }> | null;
   if (
     typeof b !== 'object' ||
@@ -406,7 +404,7 @@ function parsePush(body: unknown, payload: readonly Uint8Array[] | undefined, re
   ) {
     throw new InvalidArgumentError('a shuffle push needs { op, id, run, input, seq } and its records as the raw payload');
   }
-  return { id: b.id, run: b.run as number, input: b.input as number, seq: b.seq as number, data: payload, ...(released === undefined ? {} : { released }) };
+  return { id: b.id, run: b.run as number, input: b.input as number, seq: b.seq as number, data: payload };
 }
 
 function toErrorInfo(err: unknown): TaskErrorInfo {

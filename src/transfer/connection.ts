@@ -28,8 +28,7 @@ export class Connection {
    */
   constructor(socket: Socket, options: ParserOptions & { idleTimeoutMs?: number; stallTimeoutMs?: number } = {}) {
     this.socket = socket;
-    // Socket reads are this connection's alone: the parser frees those nothing views any more.
-    this.parser = new Parser({ ...options, releaseReads: true });
+    this.parser = new Parser(options);
     socket.setNoDelay(true);
     this.idleTimeoutMs = options.idleTimeoutMs ?? 0;
     this.stallTimeoutMs = options.stallTimeoutMs ?? 0;

@@ -121,12 +121,6 @@ export interface RequestBytesMessage {
   readonly requestId: number;
   readonly body: Uint8Array;
   readonly payload: readonly Uint8Array[];
-  /**
-   * Received messages: tells the parser nothing views `payload` any more, so the socket
-   * reads it arrived in may be freed (parser.ts, ReadBuffer). Never calling it leaves them
-   * to the collector; calling it twice does nothing.
-   */
-  readonly release?: () => void;
 }
 
 export interface ResponseMessage {

@@ -1,4 +1,3 @@
-import { RELEASE_MIN_BYTES, releaseBuffers } from '../runtime/buffer-release.js';
 import { byteOption } from '../units.js';
 import { FrameTooLargeError, ProtocolError, TransferError } from './errors.js';
 import {
@@ -10,7 +9,6 @@ import {
   NONCE_BYTES,
   type ParsedEvent,
   PROOF_BYTES,
-  type RequestBytesMessage,
 } from './messages.js';
 
 export interface ParserOptions {
@@ -18,31 +16,6 @@ export interface ParserOptions {
   maxFrameBytes?: number | string;
   /** Largest value accepted after a Value frame. Default 64 GiB. */
   maxValueBytes?: number | string;
-  /**
-   * The chunks are socket reads nothing else holds (a Connection's): the parser frees each
-   * read of RELEASE_MIN_BYTES or more once nothing views it (ReadBuffer). Default false: a
-   * caller's buffers are never touched.
-   */
-  releaseReads?: boolean;
-}
-
-/**
- * A socket read the parser may free. Node reads a stream into a fresh ArrayBuffer each
- * time, which V8 counts until it collects it: a worker receiving pieces at disk speed
- * would start a full collection for every few megabytes read (runtime/buffer-release.ts).
- * Freed at once, they are off that count. A read is freed when its holds are gone: the
- * parser's while it parses the read or a frame in progress views it, and a RequestBytes'
- * until its consumer calls the message's `release`. Any other view that leaves the parser
- * (a Value's chunks, other messages' bodies) keeps the read for the collector.
- */
-interface ReadBuffer {
-  readonly buffer: ArrayBuffer;
-  holds: number;
-  kept: boolean;
-}
-
-function letGoOf(read: ReadBuffer): void {
-  if (--read.holds === 0 && !read.kept) releaseBuffers([read.buffer]);
 }
 
 export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
@@ -88,16 +61,10 @@ export class Parser {
   private failure: Error | undefined;
   /** Message types the owner accepts next; others are refused on their header, before any body byte is kept. */
   private allowed: ReadonlySet<number> | undefined;
-  private readonly releaseReads: boolean;
-  /** The read being parsed, when it may be freed. */
-  private current: ReadBuffer | undefined;
-  /** The reads the frame in progress views (each holds one of their holds). */
-  private bodyReads: ReadBuffer[] = [];
 
   constructor(options: ParserOptions = {}) {
     this.maxFrameBytes = byteOption(options.maxFrameBytes, 'maxFrameBytes') ?? DEFAULT_MAX_FRAME_BYTES;
     this.maxValueBytes = byteOption(options.maxValueBytes, 'maxValueBytes') ?? DEFAULT_MAX_VALUE_BYTES;
-    this.releaseReads = options.releaseReads ?? false;
   }
 
   /** Accept only these message types from now on (undefined: any); checked on each frame's header. */
@@ -112,19 +79,11 @@ export class Parser {
 
   parse(chunk: Buffer, emit: (event: ParsedEvent) => void): void {
     if (this.failure !== undefined) throw this.failure;
-    const whole = this.releaseReads && chunk.byteOffset === 0 && chunk.byteLength === chunk.buffer.byteLength && chunk.byteLength >= RELEASE_MIN_BYTES;
-    const read: ReadBuffer | undefined = whole && chunk.buffer instanceof ArrayBuffer ? { buffer: chunk.buffer, holds: 1, kept: false } : undefined;
-    this.current = read;
     try {
       this.parseChunk(chunk, emit);
     } catch (err) {
       this.failure = err instanceof Error ? err : new ProtocolError(String(err));
-      // A dead parser frees nothing: what it emitted may still view the read.
-      if (read !== undefined) read.kept = true;
       throw err;
-    } finally {
-      this.current = undefined;
-      if (read !== undefined) letGoOf(read);
     }
   }
 
@@ -145,7 +104,6 @@ export class Parser {
       if (this.rawRemaining > 0) {
         const take = Math.min(this.rawRemaining, chunk.byteLength - offset);
         this.rawRemaining -= take;
-        if (this.current !== undefined) this.current.kept = true;
         emit({ kind: 'value-chunk', bytes: chunk.subarray(offset, offset + take) });
         offset += take;
         if (this.rawRemaining === 0) emit({ kind: 'value-end' });
@@ -162,11 +120,6 @@ export class Parser {
       const need = this.bodyLength - this.bodyFilled;
       const take = Math.min(need, chunk.byteLength - offset);
       if (take > 0) {
-        const read = this.current;
-        if (read !== undefined && this.bodyReads.at(-1) !== read) {
-          read.holds++;
-          this.bodyReads.push(read);
-        }
         this.bodyParts.push(chunk.subarray(offset, offset + take));
         this.bodyFilled += take;
         offset += take;
@@ -196,25 +149,11 @@ export class Parser {
   }
 
   private finishFrame(emit: (event: ParsedEvent) => void): void {
-    const reads = this.bodyReads;
-    this.bodyReads = [];
-    let message: Message;
-    if (this.type === MessageType.RequestBytes) {
-      // A RequestBytes' payload stays in the socket reads it arrived in, until its consumer lets go.
-      let released = false;
-      const release = (): void => {
-        if (released) return;
-        released = true;
-        for (const read of reads) letGoOf(read);
-      };
-      message = { ...decodeRequestBytes(this.bodyParts, this.bodyLength), release };
-    } else {
-      message = decodeBody(this.type as MessageType, this.bodyParts.length === 1 ? this.bodyParts[0] : Buffer.concat(this.bodyParts, this.bodyLength), this.maxValueBytes);
-      for (const read of reads) {
-        read.kept = true;
-        letGoOf(read);
-      }
-    }
+    // A RequestBytes' payload stays in the socket reads it arrived in.
+    const message =
+      this.type === MessageType.RequestBytes
+        ? decodeRequestBytes(this.bodyParts, this.bodyLength)
+        : decodeBody(this.type as MessageType, this.bodyParts.length === 1 ? this.bodyParts[0] : Buffer.concat(this.bodyParts, this.bodyLength), this.maxValueBytes);
     this.headerFilled = 0;
     this.bodyParts = [];
     this.bodyLength = -1;
@@ -290,13 +229,12 @@ function joined(parts: Buffer[]): Buffer {
 }
 
 /** requestId u32, body length u32, msgpack body, then the payload: views of `parts`, not copied. */
-function decodeRequestBytes(parts: readonly Buffer[], length: number): RequestBytesMessage {
+function decodeRequestBytes(parts: readonly Buffer[], length: number): Message {
   const head = joined(viewsOf(parts, 0, 8));
   const requestId = head.readUInt32LE(0);
   const bodyLength = head.readUInt32LE(4);
   if (bodyLength > length - 8) throw new ProtocolError(`RequestBytes body of ${bodyLength} bytes overruns its ${length}-byte frame`);
-  // The body is copied: only the payload's views are covered by the message's `release`.
-  const body = Buffer.from(joined(viewsOf(parts, 8, 8 + bodyLength)));
+  const body = joined(viewsOf(parts, 8, 8 + bodyLength));
   return { type: MessageType.RequestBytes, requestId, body, payload: viewsOf(parts, 8 + bodyLength, length) };
 }
 

@@ -25,7 +25,7 @@ export interface SessionSettings {
   readonly handshakeTimeoutMs: number;
   readonly maxPipelined: number;
   readonly busyRetryAfterMs: number;
-  readonly onRequest: ((body: unknown, payload?: readonly Uint8Array[], release?: () => void) => unknown) | undefined;
+  readonly onRequest: ((body: unknown, payload?: readonly Uint8Array[]) => unknown) | undefined;
 }
 
 /** What the sessions of one server share. */
@@ -295,7 +295,7 @@ export class ServerSession {
     try {
       if (handler === undefined) throw new ProtocolError('this server takes no generic requests');
       const body: unknown = msgpackr().unpack(message.body);
-      const result = await (message.type === MessageType.RequestBytes ? handler(body, message.payload, message.release) : handler(body));
+      const result = await (message.type === MessageType.RequestBytes ? handler(body, message.payload) : handler(body));
       reply = serializeResponse(message.requestId, msgpackr().pack(result));
     } catch (err) {
       const code = err instanceof SpillwayError ? err.code : 'SPW_ERR_HANDLER';

@@ -164,10 +164,10 @@ export class Worker extends EventEmitter {
       });
       cleanup.unshift(() => store.close());
       // Peers push shuffle pieces as generic requests, taken once the worker exists.
-      const requests: { handle?: (body: unknown, payload?: readonly Uint8Array[], release?: () => void) => Promise<unknown> } = {};
-      const onRequest = async (body: unknown, payload?: readonly Uint8Array[], release?: () => void): Promise<unknown> => {
+      const requests: { handle?: (body: unknown, payload?: readonly Uint8Array[]) => Promise<unknown> } = {};
+      const onRequest = async (body: unknown, payload?: readonly Uint8Array[]): Promise<unknown> => {
         if (requests.handle === undefined) throw new InvalidArgumentError('this worker is not ready for shuffle pieces yet');
-        return await requests.handle(body, payload, release);
+        return await requests.handle(body, payload);
       };
       const server = await DataServer.listen(store, { host: opts.host, port: opts.port, token: opts.token, tls: opts.tls === undefined ? undefined : serverTls(opts.tls), onRequest });
       cleanup.unshift(() => server.close());
@@ -184,7 +184,7 @@ export class Worker extends EventEmitter {
       cleanup.unshift(async () => registered.channel.close());
       const worker = new Worker({ options: opts, folder, reclaimed, store, server, registered, executor, modules, name, address, log });
       log.info({ workerId: worker.workerId, workerName: name, data: address, memoryLimit: opts.memoryLimit, nthreads: opts.nthreads, directory }, 'worker registered');
-      requests.handle = (body, payload, release) => worker.#shuffle.onRequest(body, payload, release);
+      requests.handle = (body, payload) => worker.#shuffle.onRequest(body, payload);
       if (opts.httpPort !== undefined) {
         try {
           await worker.#monitoring.listen(opts.httpHost ?? opts.host, opts.httpPort, opts.httpToken);

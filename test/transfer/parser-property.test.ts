@@ -44,8 +44,7 @@ const conversationArb = fc.array(fc.oneof({ weight: 4, arbitrary: messageArb }, 
 
 function plain(message: Message): unknown {
   return Object.fromEntries(
-    // A received RequestBytes' `release` hands its socket reads back: not part of what was sent.
-    Object.entries(message).filter(([k]) => k !== 'release').map(([k, v]: [string, unknown]) => [
+    Object.entries(message).map(([k, v]: [string, unknown]) => [
       k,
       // A RequestBytes' payload comes as views of however the bytes were cut: compared joined.
       v instanceof Uint8Array ? Buffer.from(v).toString('hex') : k === 'payload' ? Buffer.concat(v as Uint8Array[]).toString('hex') : v,

@@ -9,7 +9,6 @@
  */
 import { availableParallelism } from 'node:os';
 
-
 /** glibc's mmap threshold: buffers above it are mapped, and unmapped when freed. */
 const MMAP_THRESHOLD = String(256 * 1024);
 /** Free memory at the top of the heap above this is returned to the system. */

@@ -76,10 +76,7 @@ export function v8HelperThreads(shape: WorkerShape): number {
 
 /** `NODE_OPTIONS` with `--v8-pool-size=threads`, unless the user sets the pool's size. */
 export function withHelperThreads(nodeOptions: string | undefined, threads: number): string {
-  const flag = `--v8-pool-size=${threads}`;
-  if (nodeOptions === undefined || nodeOptions.trim() === '') return flag;
-  if (/(^|\s)--v8[-_]pool[-_]size[=\s]/.test(nodeOptions)) return nodeOptions;
-  return `${nodeOptions} ${flag}`;
+  return withNodeFlag(nodeOptions, 'v8-pool-size', threads);
 }
 
 /**
@@ -91,10 +88,15 @@ export function withHelperThreads(nodeOptions: string | undefined, threads: numb
  * frequent, shorter scavenges.
  */
 export function withSmallYoungGeneration(nodeOptions: string | undefined): string {
-  const flag = `--max-semi-space-size=${SEMI_SPACE_MIB}`;
+  return withNodeFlag(nodeOptions, 'max-semi-space-size', SEMI_SPACE_MIB);
+}
+
+/** `nodeOptions` with `--name=value` added, unless they set the flag already (with dashes or underscores, `=` or a space). */
+function withNodeFlag(nodeOptions: string | undefined, name: string, value: number): string {
+  const flag = `--${name}=${value}`;
   if (nodeOptions === undefined || nodeOptions.trim() === '') return flag;
-  if (/(^|\s)--max[-_]semi[-_]space[-_]size[=\s]/.test(nodeOptions)) return nodeOptions;
-  return `${nodeOptions} ${flag}`;
+  const spelled = new RegExp(`(^|\\s)--${name.replaceAll('-', '[-_]')}[=\\s]`);
+  return spelled.test(nodeOptions) ? nodeOptions : `${nodeOptions} ${flag}`;
 }
 
 /**

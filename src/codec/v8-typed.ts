@@ -255,7 +255,7 @@ function isArrayIndex(key: string): boolean {
   return Number.isInteger(n) && n >= 0 && n < 0xffff_ffff && String(n) === key;
 }
 
-/** An own data property, even for the key `__proto__` (an assignment would set the prototype). */
-function define(target: object, key: string, value: unknown): void {
+/** An own data property, even for the key `__proto__` (an assignment would set the prototype). Shared with the worker's value walks. */
+export function define(target: object, key: string, value: unknown): void {
   Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true });
 }

@@ -12,7 +12,8 @@
  * finds the placeholders by identity, not by their shape: user data that looks like one is
  * left alone.
  */
-import { KEEP, define, isPlainObject, replaceInPlace } from './value-walk.js';
+import { define } from '../codec/v8-typed.js';
+import { KEEP, isPlainObject, replaceInPlace } from './value-walk.js';
 
 /** A view whose byteOffset + byteLength exceeds this is lifted out of a message. */
 export const MAX_POSTED_VIEW_END = 2 ** 32 - 1;

@@ -13,8 +13,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { EncodedTypedValue, decodeTyped, typeOf, typedParts } from '../codec/types.js';
+import { define } from '../codec/v8-typed.js';
 import { CodecError } from '../errors.js';
-import { KEEP, define, isPlainObject, replaceInPlace } from './value-walk.js';
+import { KEEP, isPlainObject, replaceInPlace } from './value-walk.js';
 
 /** The property naming a crossing value; its value is the process's brand. */
 const BRAND_KEY = '\u0000spillway.typed';

@@ -3,6 +3,7 @@
  * typed-crossing.ts): both rebuild, inside a value just received, the objects that crossed
  * in another form, through arrays, plain objects, Maps and Sets.
  */
+import { define } from '../codec/v8-typed.js';
 
 /** What a replacement callback returns for an object it leaves as it is (then walked into). */
 export const KEEP: unique symbol = Symbol('keep');
@@ -52,9 +53,4 @@ export function replaceInPlace(value: unknown, replacement: (v: object) => unkno
 export function isPlainObject(v: object): boolean {
   const proto: unknown = Object.getPrototypeOf(v);
   return proto === Object.prototype || proto === null;
-}
-
-/** An own data property, even for the key `__proto__` (an assignment would set the prototype). */
-export function define(target: Record<string, unknown>, key: string, value: unknown): void {
-  Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true });
 }

@@ -15,10 +15,9 @@
  */
 import type { SpillStore } from '../store/spill-store.js';
 import { isMarkedAsUntransferable } from '../runtime/buffer-release.js';
-import { MOVE_MIN_BYTES } from './copy-inputs.js';
+import { MOVE_MIN_BYTES, viewOver } from './copy-inputs.js';
 
 type TypedArray = Exclude<ArrayBufferView, DataView>;
-type TypedArrayConstructor = new (buffer: ArrayBuffer) => TypedArray;
 
 /**
  * A typed array over the whole of an ArrayBuffer, large enough to move, and one that can be
@@ -33,7 +32,8 @@ export function lendableWhole(value: unknown): value is TypedArray {
 
 /** `like`'s type over `buffer` (the same memory, handed back by a thread). */
 export function rebuilt(like: TypedArray, buffer: ArrayBuffer): TypedArray {
-  return new (like.constructor as TypedArrayConstructor)(buffer);
+  // A lendable value is a typed array (not a Buffer), so its type is kept as it is.
+  return viewOver(like, buffer) as TypedArray;
 }
 
 /** Inputs taken out of the store for one task, by key, in the order their buffers are lent. */

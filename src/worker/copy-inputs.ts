@@ -141,6 +141,14 @@ export async function threadInputs(args: readonly unknown[], brand: string = LOO
 export async function copyViewInto(view: ArrayBufferView, buffer: ArrayBuffer): Promise<ArrayBufferView> {
   if (buffer.byteLength !== view.byteLength) throw new InvalidArgumentError(`a copy of a view of ${view.byteLength} bytes needs a buffer of that size, got ${buffer.byteLength}`);
   await copyInSteps([[view.buffer, view.byteOffset, buffer, view.byteLength]]);
+  return viewOver(view, buffer);
+}
+
+/**
+ * A view of `view`'s type over the whole of `buffer`, the type a structured clone would
+ * make (a Buffer's as a Uint8Array): for memory a thread copied or handed back.
+ */
+export function viewOver(view: ArrayBufferView, buffer: ArrayBuffer): ArrayBufferView {
   if (view instanceof DataView) return new DataView(buffer);
   const ctor = (Buffer.isBuffer(view) ? Uint8Array : view.constructor) as new (buffer: ArrayBuffer) => ArrayBufferView;
   return new ctor(buffer);

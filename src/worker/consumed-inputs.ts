@@ -81,7 +81,7 @@ export class ConsumedInputs {
     (lent ?? []).forEach((buffer, i) => {
       const at = lentAt?.[i];
       if (at === undefined || at >= this.keys.length) return;
-      if (keep) store.set(this.keys[at], rebuilt(this.values[at], buffer), { owned: true, size: buffer.byteLength });
+      if (keep) putBack(store, this.keys[at], rebuilt(this.values[at], buffer));
       else free.push(buffer);
     });
     return free;
@@ -89,8 +89,13 @@ export class ConsumedInputs {
 
   /** Puts every value back in the store as it is (the task never reached its thread). */
   restore(store: SpillStore): void {
-    this.keys.forEach((key, i) => store.set(key, this.values[i], { owned: true, size: this.values[i].byteLength }));
+    this.keys.forEach((key, i) => putBack(store, key, this.values[i]));
     this.keys.length = 0;
     this.values.length = 0;
   }
+}
+
+/** A taken value returned to the store, which holds it alone again. */
+function putBack(store: SpillStore, key: string, value: TypedArray): void {
+  store.set(key, value, { owned: true, size: value.byteLength });
 }

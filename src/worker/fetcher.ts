@@ -85,10 +85,7 @@ export class Fetcher {
     for (const key of keys) {
       const named = deps[key] ?? [];
       candidates.set(key, named.filter((a) => !sameAddress(a, self)));
-      // Named as a holder of a key this store lacks (a task that read it last took it, or it
-      // was released meanwhile): if nobody delivers, this worker is among the holders that
-      // failed, so the scheduler stops counting on its copy rather than send the task back here.
-      failed.set(key, named.some((a) => sameAddress(a, self)) ? [self] : []);
+      failed.set(key, withSelfIfNamed([], named, self));
     }
     const missing: MissingKeys = new Map();
     let pending = keys;
@@ -164,8 +161,7 @@ export class Fetcher {
     // A holder the scheduler names now is registered (again): no longer gone.
     for (const key of keys) for (const address of answer[key] ?? []) this.#gone.delete(addressKey(address));
     for (const key of keys) {
-      const tried = failed.get(key) ?? [];
-      if ((answer[key] ?? []).some((a) => sameAddress(a, this.options.self)) && !tried.some((t) => sameAddress(t, this.options.self))) tried.push(this.options.self);
+      const tried = withSelfIfNamed(failed.get(key) ?? [], answer[key] ?? [], this.options.self);
       failed.set(key, tried);
       candidates.set(
         key,
@@ -173,4 +169,15 @@ export class Fetcher {
       );
     }
   }
+}
+
+/**
+ * `failed` (holders that did not deliver a key), with this worker added when `holders` name
+ * it: named as a holder of a key its store lacks (a task that read it last took it, or it
+ * was released meanwhile), it is among the holders that failed, so the scheduler stops
+ * counting on its copy rather than send the task back here.
+ */
+function withSelfIfNamed(failed: DataAddress[], holders: readonly DataAddress[], self: DataAddress): DataAddress[] {
+  if (holders.some((a) => sameAddress(a, self)) && !failed.some((t) => sameAddress(t, self))) failed.push(self);
+  return failed;
 }

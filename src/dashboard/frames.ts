@@ -189,30 +189,32 @@ export class FrameBuilder {
       processing: w.processing,
       keys: w.keys,
       lastSeenMsAgo: w.lastSeenMsAgo,
-      rates: hb === null ? ZERO_RATES : this.#rates(w.name, hb, now),
+      rates: hb === null ? ZERO_RATES : this.#rates(w.name, hb, now - (w.lastHeartbeatMsAgo ?? 0)),
     };
   }
 
   /**
-   * Bytes per second between the worker's last two heartbeats (seen by successive frames),
-   * from its cumulative counters; a restart reads as 0. Frames may come more often than
-   * heartbeats: a frame that finds the same heartbeat repeats its rates.
+   * Bytes per second between the worker's last two heartbeats, from its cumulative counters
+   * over the time between their arrivals (`at`: when `hb` came; the frame that first sees a
+   * heartbeat may be up to an interval late, which would skew a rate by as much); a restart
+   * reads as 0. Frames may come more often than heartbeats: a frame that finds the same
+   * heartbeat repeats its rates.
    */
-  #rates(name: string, hb: WorkerHeartbeat, now: number): Rates {
+  #rates(name: string, hb: WorkerHeartbeat, at: number): Rates {
     const before = this.#previous.get(name);
     if (before?.hb === hb) return before.rates;
     const current: Previous = {
       hb,
       rates: ZERO_RATES,
-      at: now,
+      at,
       spillWrite: figure(hb.spilledBytes),
       spillRead: figure(hb.unspilledBytes),
       sent: figure(hb.servedFromDiskBytes) + figure(hb.servedFromMemoryBytes) + figure(hb.shuffleSentBytes),
       received: figure(hb.receivedIntoDiskBytes) + figure(hb.receivedIntoMemoryBytes) + figure(hb.shuffleReceivedBytes),
     };
     this.#previous.set(name, current);
-    if (before === undefined || now <= before.at) return ZERO_RATES;
-    const seconds = (now - before.at) / 1000;
+    if (before === undefined || at <= before.at) return ZERO_RATES;
+    const seconds = (at - before.at) / 1000;
     const rate = (k: keyof Rates): number => Math.max(0, current[k] - before[k]) / seconds;
     current.rates = { spillWrite: rate('spillWrite'), spillRead: rate('spillRead'), sent: rate('sent'), received: rate('received') };
     return current.rates;

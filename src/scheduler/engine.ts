@@ -109,6 +109,7 @@ export class Engine {
 
   heartbeat(worker: WorkerRecord, heartbeat: WorkerHeartbeat): void {
     worker.heartbeat = heartbeat;
+    worker.heartbeatAt = Date.now();
   }
 
   /**

@@ -20,6 +20,8 @@ export interface WorkerSnapshot {
   keys: number;
   bytes: number;
   lastSeenMsAgo: number;
+  /** Milliseconds since the last heartbeat came; null until the first. */
+  lastHeartbeatMsAgo: number | null;
   lastHeartbeat: WorkerHeartbeat | null;
 }
 
@@ -54,6 +56,7 @@ export function snapshot(engine: Engine, address: { host: string; port: number }
       keys: w.has.size,
       bytes: w.nbytes,
       lastSeenMsAgo: now - w.lastSeen,
+      lastHeartbeatMsAgo: w.heartbeat === undefined ? null : now - w.heartbeatAt,
       lastHeartbeat: w.heartbeat ?? null,
     })),
     tasks: { ...engine.tasks.counts(), total: engine.tasks.size },

@@ -18,6 +18,8 @@ export interface WorkerRecord {
   /** Sum of the reported sizes of the keys it holds. */
   nbytes: number;
   heartbeat: WorkerHeartbeat | undefined;
+  /** Date.now() when `heartbeat` came (0 before the first): rates between heartbeats span their arrivals. */
+  heartbeatAt: number;
   /** Date.now() of the last message from it. */
   lastSeen: number;
   /** Going away: never given new tasks. */
@@ -36,6 +38,7 @@ export function newWorker(id: string, params: RegisterWorkerParams): WorkerRecor
     has: new Set(),
     nbytes: 0,
     heartbeat: undefined,
+    heartbeatAt: 0,
     lastSeen: Date.now(),
     closing: false,
   };

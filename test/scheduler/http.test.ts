@@ -70,6 +70,8 @@ test('GET /metrics and /api/state over real HTTP; 404 otherwise', async (t) => {
   assert.equal(json.workers.length, 1);
   assert.equal(json.workers[0].name, 'alpha');
   assert.equal(json.workers[0].lastHeartbeat?.disk.bytes, 7);
+  const ago = json.workers[0].lastHeartbeatMsAgo;
+  assert.ok(ago !== null && ago >= 0 && ago < 60_000, `last heartbeat ${ago} ms ago`);
   assert.equal(json.tasks.memory, 1);
   assert.equal(json.tasks.erred, 1);
   assert.equal(json.clients.length, 1);
@@ -89,6 +91,7 @@ test('without httpPort there is no HTTP endpoint', async (t) => {
 test('a heartbeat carrying a 64-bit integer (a BigInt once decoded) does not take /api/state, or the scheduler, down', async (t) => {
   const scheduler = await startScheduler(t, { httpPort: 0, heartbeatIntervalMs: 60_000 });
   const w = await FakeWorker.connect(t, scheduler, { heartbeats: false });
+  assert.equal(scheduler.state().workers[0].lastHeartbeatMsAgo, null, 'no heartbeat yet');
   w.channel.notify(Methods.heartbeat, { ...w.heartbeatPayload(), rss: 2n ** 63n });
   await waitFor(() => scheduler.state().workers[0]?.lastHeartbeat !== null, 'heartbeat in');
   const state = await get(scheduler.httpAddress, '/api/state');

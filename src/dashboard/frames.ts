@@ -23,6 +23,13 @@ export interface WorkerFrame {
   diskFree: number | null;
   delayMaxMs: number;
   delayP99Ms: number;
+  /**
+   * Shares (0 to 1) of the time between its last two heartbeats its event loop's thread ran
+   * on a core, and was ready to run but waited for one (the kernel's schedstat, Linux); null
+   * where the worker does not report them, and until two heartbeats have.
+   */
+  loopRunShare: number | null;
+  loopWaitShare: number | null;
   executing: number;
   queued: number;
   processing: number;
@@ -68,10 +75,13 @@ export interface FrameOptions {
   streamPerFrame: number;
 }
 
+type LoopShares = Pick<WorkerFrame, 'loopRunShare' | 'loopWaitShare'>;
+
 interface Previous {
-  /** The heartbeat these figures came from, and the rates it gave. */
+  /** The heartbeat these figures came from, and the rates and loop shares it gave. */
   hb: WorkerHeartbeat;
   rates: Rates;
+  loop: LoopShares;
   at: number;
   spillWrite: number;
   spillRead: number;
@@ -82,6 +92,8 @@ interface Previous {
 const TASK_RATE_WINDOW_MS = 5000;
 
 const ZERO_RATES: Rates = { spillWrite: 0, spillRead: 0, sent: 0, received: 0 };
+
+const NO_LOOP: LoopShares = { loopRunShare: null, loopWaitShare: null };
 
 /**
  * Turns the scheduler's state into the dashboard's frames: memory parts that add up to
@@ -123,7 +135,7 @@ export class FrameBuilder {
     // Workers in the previous frame and no longer here: closing ones closed, the others were lost.
     for (const prev of this.#last?.workers ?? []) {
       if (present.has(prev.name) || this.#gone.has(prev.name) || prev.state === 'lost' || prev.state === 'closed') continue;
-      this.#gone.set(prev.name, { ...prev, state: prev.state === 'closing' ? 'closed' : 'lost', goneAt: now, executing: 0, queued: 0, processing: 0, rates: ZERO_RATES });
+      this.#gone.set(prev.name, { ...prev, state: prev.state === 'closing' ? 'closed' : 'lost', goneAt: now, executing: 0, queued: 0, processing: 0, rates: ZERO_RATES, ...NO_LOOP });
       this.#previous.delete(prev.name);
     }
     for (const [name, gone] of this.#gone) {
@@ -171,6 +183,7 @@ export class FrameBuilder {
   #worker(w: WorkerSnapshot, now: number): WorkerFrame {
     const hb: WorkerHeartbeat | null = w.lastHeartbeat;
     const parts = hb === null ? { managed: 0, pinned: 0, detached: 0, unmanaged: 0, rss: 0 } : memoryParts(hb);
+    const since = hb === null ? undefined : this.#since(w.name, hb, now - (w.lastHeartbeatMsAgo ?? 0));
     const state: WorkerFrame['state'] = w.closing ? 'closing' : hb === null ? 'starting' : hb.paused === true ? 'paused' : 'running';
     return {
       name: w.name,
@@ -184,28 +197,30 @@ export class FrameBuilder {
       diskFree: typeof hb?.diskFreeBytes === 'number' ? hb.diskFreeBytes : null,
       delayMaxMs: figure(hb?.eventLoopDelayMs),
       delayP99Ms: figure(hb?.eventLoopDelayP99Ms),
+      ...(since?.loop ?? NO_LOOP),
       executing: figure(hb?.executing),
       queued: figure(hb?.queued),
       processing: w.processing,
       keys: w.keys,
       lastSeenMsAgo: w.lastSeenMsAgo,
-      rates: hb === null ? ZERO_RATES : this.#rates(w.name, hb, now - (w.lastHeartbeatMsAgo ?? 0)),
+      rates: since?.rates ?? ZERO_RATES,
     };
   }
 
   /**
-   * Bytes per second between the worker's last two heartbeats, from its cumulative counters
-   * over the time between their arrivals (`at`: when `hb` came; the frame that first sees a
-   * heartbeat may be up to an interval late, which would skew a rate by as much); a restart
-   * reads as 0. Frames may come more often than heartbeats: a frame that finds the same
-   * heartbeat repeats its rates.
+   * Bytes per second, and the loop's shares of the time, between the worker's last two
+   * heartbeats, from its cumulative counters over the time between their arrivals (`at`:
+   * when `hb` came; the frame that first sees a heartbeat may be up to an interval late,
+   * which would skew a rate by as much); a restart reads as 0. Frames may come more often
+   * than heartbeats: a frame that finds the same heartbeat repeats its figures.
    */
-  #rates(name: string, hb: WorkerHeartbeat, at: number): Rates {
+  #since(name: string, hb: WorkerHeartbeat, at: number): Previous {
     const before = this.#previous.get(name);
-    if (before?.hb === hb) return before.rates;
+    if (before?.hb === hb) return before;
     const current: Previous = {
       hb,
       rates: ZERO_RATES,
+      loop: NO_LOOP,
       at,
       spillWrite: figure(hb.spilledBytes),
       spillRead: figure(hb.unspilledBytes),
@@ -213,11 +228,16 @@ export class FrameBuilder {
       received: figure(hb.receivedIntoDiskBytes) + figure(hb.receivedIntoMemoryBytes) + figure(hb.shuffleReceivedBytes),
     };
     this.#previous.set(name, current);
-    if (before === undefined || at <= before.at) return ZERO_RATES;
+    if (before === undefined || at <= before.at) return current;
     const seconds = (at - before.at) / 1000;
     const rate = (k: keyof Rates): number => Math.max(0, current[k] - before[k]) / seconds;
     current.rates = { spillWrite: rate('spillWrite'), spillRead: rate('spillRead'), sent: rate('sent'), received: rate('received') };
-    return current.rates;
+    // Capped at 1: a worker reads its times a beat before it sends them, so the spacing of
+    // the arrivals only approximates that of the readings.
+    const share = (now: unknown, then: unknown): number | null =>
+      typeof now === 'number' && typeof then === 'number' && Number.isFinite(now - then) ? Math.min(1, Math.max(0, now - then) / seconds) : null;
+    current.loop = { loopRunShare: share(hb.loopRunSeconds, before.hb.loopRunSeconds), loopWaitShare: share(hb.loopWaitSeconds, before.hb.loopWaitSeconds) };
+    return current;
   }
 
   /** One history point a second per worker, for `historyMs`. */

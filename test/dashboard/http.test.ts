@@ -4,7 +4,8 @@ import net from 'node:net';
 import { test } from 'node:test';
 import { EventStream } from '../../src/http/event-stream.js';
 import { HttpServer } from '../../src/http/server.js';
-import { FakeWorker, startScheduler } from '../scheduler/helpers.js';
+import { Methods } from '../../src/cluster/protocol.js';
+import { FakeWorker, sleep, startScheduler } from '../scheduler/helpers.js';
 import { waitFor } from '../helpers/wait.js';
 
 type Address = { host: string; port: number };
@@ -91,6 +92,48 @@ test('the scheduler serves the dashboard, its live stream and nothing else', asy
   do frame = await stream.next('frame');
   while ((frame.workers as Array<{ state: string }>)[0].state !== 'lost');
   assert.equal((frame.workers as unknown[]).length, 1);
+});
+
+test("a worker's loop run and wait shares and its rates come from two heartbeats, over the time between their arrivals", async (t) => {
+  // Heartbeats by hand, frames every 500 ms: the first heartbeat just after a frame, the
+  // second 900 ms later, before the frame after next. Over the 500 ms between the frames
+  // that saw them, the shares would read 0.9 and 0.45 where 0.5 and 0.25 are right.
+  const scheduler = await startScheduler(t, { httpPort: 0, heartbeatIntervalMs: 60_000, workerTimeoutMs: 120_000, dashboard: { intervalMs: 500 } });
+  const abort = new AbortController();
+  t.after(() => abort.abort());
+  const stream = await openStream(scheduler.httpAddress as Address, abort.signal);
+  await stream.next('init');
+  const worker = await FakeWorker.connect(t, scheduler, { name: 'alpha', heartbeats: false });
+  assert.equal(scheduler.state().workers[0].lastHeartbeatMsAgo, null, 'no heartbeat yet');
+  const beat = (figures: { loopRunSeconds: number | null; loopWaitSeconds: number | null; spilledBytes: number }): void =>
+    worker.channel.notify(Methods.heartbeat, { ...worker.heartbeatPayload(), ...figures });
+  type Alpha = { state: string; loopRunShare: number | null; loopWaitShare: number | null; rates: { spillWrite: number } };
+  /** Alpha in the next frames, until one passes `done`. */
+  const alphaUntil = async (done: (alpha: Alpha) => boolean, what: string): Promise<Alpha> => {
+    for (let i = 0; i < 40; i++) {
+      const [alpha] = (await stream.next('frame')).workers as Alpha[];
+      if (alpha !== undefined && done(alpha)) return alpha;
+    }
+    throw new Error(`no frame with ${what}`);
+  };
+
+  await stream.next('frame');
+  beat({ loopRunSeconds: 10, loopWaitSeconds: 2, spilledBytes: 0 });
+  const first = performance.now();
+  const one = await alphaUntil((a) => a.state === 'running', 'the first heartbeat');
+  assert.deepEqual([one.loopRunShare, one.loopWaitShare], [null, null], 'one heartbeat gives no share yet');
+  await sleep(first + 900 - performance.now());
+  const gap = (performance.now() - first) / 1000;
+  beat({ loopRunSeconds: 10 + 0.5 * gap, loopWaitSeconds: 2 + 0.25 * gap, spilledBytes: Math.round(gap * 2 ** 20) });
+  const two = await alphaUntil((a) => a.loopRunShare !== null, 'loop shares');
+  assert.ok(Math.abs((two.loopRunShare ?? NaN) - 0.5) < 0.1, `ran ${two.loopRunShare} of the time, 0.5 sent`);
+  assert.ok(Math.abs((two.loopWaitShare ?? NaN) - 0.25) < 0.1, `waited ${two.loopWaitShare} of the time, 0.25 sent`);
+  assert.ok(Math.abs(two.rates.spillWrite / 2 ** 20 - 1) < 0.2, `spilled ${two.rates.spillWrite} B/s, 1 MiB/s sent`);
+
+  // A worker that cannot read its loop's times (not Linux) says null: so does the frame.
+  beat({ loopRunSeconds: null, loopWaitSeconds: null, spilledBytes: Math.round(gap * 2 ** 20) });
+  const three = await alphaUntil((a) => a.loopRunShare === null, 'no loop shares');
+  assert.equal(three.loopWaitShare, null);
 });
 
 test('a slow page is dropped and counted, a vanished one forgotten; neither holds up a broadcast', async (t) => {

@@ -29,6 +29,7 @@
   const rate = (n) => `${bytes(n)}/s`;
   const ms = (n) => (n >= 1000 ? `${(n / 1000).toFixed(1)} s` : `${n.toFixed(n < 10 ? 1 : 0)} ms`);
   const seconds = (s) => ms(s * 1000);
+  const percent = (share) => `${(100 * share).toFixed(0)}%`;
   const clock = (t) => new Date(t).toLocaleTimeString([], { hour12: false });
   const naturally = (a, b) => a.localeCompare(b, undefined, { numeric: true });
 
@@ -49,7 +50,7 @@
     const tr = el('tr');
     tr.dataset.worker = name;
     const cells = {};
-    for (const key of ['name', 'state', 'memory', 'spilled', 'delay', 'spill', 'net', 'tasks', 'spark']) {
+    for (const key of ['name', 'state', 'memory', 'spilled', 'delay', 'loop', 'spill', 'net', 'tasks', 'spark']) {
       cells[key] = el('td');
       tr.append(cells[key]);
     }
@@ -119,6 +120,8 @@
       setText(row.spillLabel, bytes(w.spilled));
       const gone = w.state === 'lost' || w.state === 'closed';
       setText(row.cells.delay, gone ? '–' : `${ms(w.delayMaxMs)} / ${ms(w.delayP99Ms)}`);
+      const loop = w.loopRunShare === null || w.loopWaitShare === null ? 'n/a' : `${percent(w.loopRunShare)} / ${percent(w.loopWaitShare)}`;
+      setText(row.cells.loop, gone ? '–' : loop);
       setText(row.cells.spill, gone ? '–' : `${rate(w.rates.spillWrite)} / ${rate(w.rates.spillRead)}`);
       setText(row.cells.net, gone ? '–' : `${rate(w.rates.sent)} / ${rate(w.rates.received)}`);
       setText(row.cells.tasks, gone ? `lost ${clock(w.goneAt)}` : `${w.executing} / ${w.queued}`);

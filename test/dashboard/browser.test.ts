@@ -11,6 +11,7 @@ import { type Browser, type Page, chromium } from 'playwright-core';
 import { Client } from '../../src/client/client.js';
 import { LocalCluster } from '../../src/client/local-cluster.js';
 import type { ClusterState } from '../../src/cluster/protocol.js';
+import { loopCpuTimes } from '../../src/runtime/loop-cpu.js';
 import { planWorkload } from '../../src/workloads/index.js';
 import { FakeClient, FakeWorker, startScheduler, task } from '../scheduler/helpers.js';
 
@@ -60,6 +61,16 @@ async function bars(page: Page): Promise<Bar[]> {
     for (const seg of bar.querySelectorAll('.seg')) parts[seg.dataset.part] = Number(seg.dataset.bytes);
     return { name: tr.dataset.worker, state: tr.dataset.state, rss: Number(bar.dataset.rss), parts };
   })`)) as Bar[];
+}
+
+/** Page code: each worker row's "loop run / wait" cell, by worker, found under its column's header. */
+const LOOP_CELLS = `(() => {
+  const column = [...document.querySelectorAll('#workers thead th')].findIndex((th) => th.textContent === 'loop run / wait');
+  return Object.fromEntries([...document.querySelectorAll('#worker-rows tr')].map((tr) => [tr.dataset.worker, tr.cells[column]?.textContent]));
+})()`;
+
+async function loopCells(page: Page): Promise<Record<string, string | undefined>> {
+  return (await page.evaluate(LOOP_CELLS)) as Record<string, string | undefined>;
 }
 
 const sum = (parts: Record<string, number>): number => Object.values(parts).reduce((a, b) => a + b, 0);
@@ -130,6 +141,17 @@ test('the dashboard during a real shuffle: a bar per worker summing to its RSS, 
   }
   assert.ok(matched, `the page's RSS figures are ones /api/state reported within a few heartbeats:\n${mismatches.join('\n')}`);
 
+  // The loop's shares of the last heartbeat interval, where this system lets a process read
+  // its threads' times (the workers read theirs the same way), else n/a.
+  const shares = /^\d+% \/ \d+%$/;
+  if ((await loopCpuTimes()) === null) {
+    assert.deepEqual(Object.values(await loopCells(page)), ['n/a', 'n/a', 'n/a']);
+  } else {
+    // Two heartbeats with the times after the first reading: a second or so into the run.
+    await page.waitForFunction(`Object.values(${LOOP_CELLS}).every((text) => ${shares}.test(text))`, null, { timeout: 10_000 }).catch(() => undefined);
+    for (const [name, text] of Object.entries(await loopCells(page))) assert.match(text ?? '', shares, `${name}: loop run / wait`);
+  }
+
   // Live: the same figures a second later are not the same.
   const figures = async (): Promise<string> =>
     String(await page.evaluate(`[document.getElementById('updated').textContent, ...[...document.querySelectorAll('#worker-rows .bar')].map((b) => b.dataset.rss), document.getElementById('task-states').textContent].join('|')`));
@@ -148,6 +170,7 @@ test('the dashboard during a real shuffle: a bar per worker summing to its RSS, 
   assert.ok(lostAfter <= workerTimeoutMs, `shown as lost after ${lostAfter} ms (timeout ${workerTimeoutMs} ms)`);
   assert.equal(await page.textContent('#workers-lost'), '1');
   assert.equal((await bars(page)).length, 3, 'the lost worker stays listed');
+  assert.equal((await loopCells(page))['local-1'], '–', 'a lost worker has no loop figures');
 
   await screenshot(page, 'dashboard-shuffle.png');
   assert.deepEqual(errors, [], 'no console errors');
@@ -176,6 +199,8 @@ test('the dashboard copes with no worker and with 200', async (t) => {
   assert.equal(all.length, 200);
   assert.equal(new Set(all.map((b) => b.name)).size, 200);
   for (const bar of all) assert.equal(sum(bar.parts), bar.rss, `${bar.name}: parts add up to RSS`);
+  // Fake workers report no loop times, as a worker off Linux.
+  assert.deepEqual(new Set(Object.values(await loopCells(page))), new Set(['n/a']));
   assert.equal(await page.isVisible('#no-workers'), false);
   assert.ok((await page.$$('#recent-rows tr')).length > 0, 'the task stream lists finished tasks');
   await screenshot(page, 'dashboard-200-workers.png');

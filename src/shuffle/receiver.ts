@@ -90,9 +90,14 @@ interface RunState {
   nextChunk: number;
 }
 
-/** Store keys of shuffle chunks: a NUL can start no key a graph makes by accident, and the rest is unique per chunk. */
+/**
+ * Store keys of shuffle chunks: a NUL can start no key a graph makes by accident, and the
+ * rest is unique per chunk. Joined, not concatenated: a worker holds tens of thousands of
+ * these keys at high partition counts, and concatenation leaves each as a tree of string
+ * pieces several times the size of one flat string.
+ */
 function chunkKey(id: string, run: number, output: number, n: number): string {
-  return `\u0000shuffle\u0000${id}\u0000${run}\u0000${output}\u0000${n}`;
+  return ['', 'shuffle', id, run, output, n].join('\u0000');
 }
 
 export class ShuffleReceiver {

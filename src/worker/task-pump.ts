@@ -1,6 +1,6 @@
 import type { DataAddress, FunctionRef } from '../cluster/protocol.js';
 import { ShuffleFunctions, isShuffleFunction } from '../shuffle/protocol.js';
-import { FollowerHold } from './follower-hold.js';
+import { FollowerHold, storePins } from './follower-hold.js';
 import type { QueuedTask } from './queue.js';
 import { toErrorInfo } from './task-reports.js';
 import { type Pump, TaskRunner, type TaskRunnerParts } from './task-runner.js';
@@ -42,7 +42,7 @@ export class TaskPump implements Pump {
     this.#parts = parts;
     this.#slots = new ThreadSlots(nthreads, EXTRA_PER_THREAD * nthreads, () => this.pump());
     this.#limits = limits;
-    this.hold = new FollowerHold(FOLLOWER_HOLD_MS, () => this.pump());
+    this.hold = new FollowerHold(FOLLOWER_HOLD_MS, () => this.pump(), storePins(parts.store));
     this.runner = new TaskRunner(parts, this.hold, this);
   }
 

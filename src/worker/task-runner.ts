@@ -75,6 +75,8 @@ export class TaskRunner {
     const builtin = builtinFunction(task.spec.fn);
     let lease: Lease;
     let consumed = new ConsumedInputs();
+    // A result pinned for this reader is its to take from here.
+    this.#hold.reading(task.inputs);
     try {
       // Inputs this task reads last, taken out of the store: their own memory is lent to the
       // thread (consumed-inputs.ts).

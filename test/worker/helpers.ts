@@ -89,9 +89,10 @@ export class FakeScheduler {
     return found.channel;
   }
 
-  compute(workerId: string, key: string, spec: TaskSpec, options: { deps?: Record<string, DataAddress[]>; priority?: number; consumes?: string[] } = {}): void {
+  compute(workerId: string, key: string, spec: TaskSpec, options: { deps?: Record<string, DataAddress[]>; priority?: number; consumes?: string[]; followed?: boolean } = {}): void {
     const params: ComputeTaskParams = { key, spec, deps: options.deps ?? {}, priority: options.priority ?? 0 };
     if (options.consumes !== undefined) params.consumes = options.consumes;
+    if (options.followed !== undefined) params.followed = options.followed;
     this.channelOf(workerId).notify(Methods.computeTask, params);
   }
 

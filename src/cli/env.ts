@@ -29,7 +29,7 @@ export class EnvCommand extends Command {
 }
 
 /** Variables Spillway reads that are not flags (docs/configuration.md). */
-const OTHER_VARIABLES = new Set(['SPILLWAY_LOG', 'SPILLWAY_LOG_FORMAT', 'SPILLWAY_CHECKSUM', 'SPILLWAY_EXIT_WITH_STDIN', 'SPILLWAY_SUPERVISOR_RESTARTS']);
+const OTHER_VARIABLES = new Set(['SPILLWAY_LOG', 'SPILLWAY_LOG_FORMAT', 'SPILLWAY_CHECKSUM', 'SPILLWAY_EXIT_WITH_STDIN', 'SPILLWAY_SUPERVISOR_RESTARTS', 'SPILLWAY_HEAP_GROWING_PERCENT']);
 
 const TRUE = new Set(['1', 'true', 'yes', 'on']);
 const FALSE = new Set(['', '0', 'false', 'no', 'off']);

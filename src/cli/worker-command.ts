@@ -6,6 +6,7 @@ import { type LogLevel, createLogger } from '../log.js';
 import type { MemoryLimitSpec } from '../worker/memory-limit.js';
 import { parseSupervisorRestarts } from '../worker/options.js';
 import { Worker } from '../worker/index.js';
+import { applyHeapGrowth } from '../runtime/tuned-environment.js';
 import { EXIT_FAILED, announce, resolveLogLevel, resolveToken, runUntilStopped } from './options.js';
 import { type SecurityFlags, tlsFromFlags } from './security-flags.js';
 
@@ -52,6 +53,8 @@ export async function workerCommand(flags: WorkerFlags): Promise<void> {
  * `{"event":"ready",...}`, then `{"event":"reconnected",...}` after each new registration.
  */
 async function runWorker(flags: WorkerFlags, level: LogLevel): Promise<void> {
+  // Before the worker allocates anything: its heap's growth, as its supervisor chose.
+  applyHeapGrowth();
   const worker = await Worker.start({
     scheduler: flags.scheduler,
     token: resolveToken(flags.token),

@@ -1,13 +1,17 @@
 /**
  * The C library's allocator, tuned for a process whose memory is mostly large, short-lived
  * buffers (values being spilled, read back, sent to peers), V8's young generation kept
- * small, and V8's helper threads sized to the worker's share of the cores. A process cannot
- * retune its own malloc or heap once started, so these are environment variables for the
- * processes it starts: a supervisor's workers (LocalCluster's too). glibc reads the malloc
- * ones; other C libraries ignore them. docs/configuration.md explains each and its
- * trade-off.
+ * small, its heap kept near what it holds, and V8's helper threads sized to the worker's
+ * share of the cores. A process cannot retune its own malloc once started, nor take most V8
+ * flags in NODE_OPTIONS, so these are environment variables for the processes it starts: a
+ * supervisor's workers (LocalCluster's too). glibc reads the malloc ones; other C libraries
+ * ignore them; the heap's growth, which NODE_OPTIONS may not carry, has a variable of its
+ * own that the worker applies to itself (`applyHeapGrowth`). docs/configuration.md explains
+ * each and its trade-off.
  */
 import { availableParallelism } from 'node:os';
+import { setFlagsFromString } from 'node:v8';
+import { InvalidArgumentError } from '../errors.js';
 
 /** glibc's mmap threshold: buffers above it are mapped, and unmapped when freed. */
 const MMAP_THRESHOLD = String(256 * 1024);
@@ -17,6 +21,10 @@ const TRIM_THRESHOLD = String(512 * 1024);
 const ARENA_MAX = '2';
 /** V8's largest semi-space, in MiB, for every isolate of the process (its main thread and task threads). */
 const SEMI_SPACE_MIB = 2;
+/** How far V8 lets a worker's heap grow past what its last full collection kept, in percent. */
+const HEAP_GROWING_PERCENT = '30';
+/** The variable that carries it to the worker, which applies it to itself (`applyHeapGrowth`). */
+export const HEAP_GROWING_VARIABLE = 'SPILLWAY_HEAP_GROWING_PERCENT';
 /** Node's own number of V8 helper threads, the most a worker is given. */
 const NODE_HELPER_THREADS = 4;
 
@@ -41,6 +49,7 @@ export interface WorkerShape {
  * - at most two malloc arenas;
  * - on Linux, glibc's transparent huge pages for malloc (`withHugePages`);
  * - V8's young generation capped (`withSmallYoungGeneration`);
+ * - V8's heap kept close to what it holds (`HEAP_GROWING_VARIABLE`, `applyHeapGrowth`);
  * - with `shape`, V8's helper threads sized to each worker's share of the cores
  *   (`v8HelperThreads`, `withHelperThreads`).
  *
@@ -53,6 +62,7 @@ export function tunedEnvironment(userEnv: NodeJS.ProcessEnv = process.env, platf
     MALLOC_TRIM_THRESHOLD_: userEnv.MALLOC_TRIM_THRESHOLD_ ?? TRIM_THRESHOLD,
     MALLOC_ARENA_MAX: userEnv.MALLOC_ARENA_MAX ?? ARENA_MAX,
   };
+  env[HEAP_GROWING_VARIABLE] = userEnv[HEAP_GROWING_VARIABLE] ?? HEAP_GROWING_PERCENT;
   if (platform === 'linux') env.GLIBC_TUNABLES = withHugePages(userEnv.GLIBC_TUNABLES);
   env.NODE_OPTIONS = withSmallYoungGeneration(userEnv.NODE_OPTIONS);
   if (shape !== undefined) env.NODE_OPTIONS = withHelperThreads(env.NODE_OPTIONS, v8HelperThreads(shape));
@@ -97,6 +107,31 @@ function withNodeFlag(nodeOptions: string | undefined, name: string, value: numb
   if (nodeOptions === undefined || nodeOptions.trim() === '') return flag;
   const spelled = new RegExp(`(^|\\s)--${name.replaceAll('-', '[-_]')}[=\\s]`);
   return spelled.test(nodeOptions) ? nodeOptions : `${nodeOptions} ${flag}`;
+}
+
+/**
+ * Applies `SPILLWAY_HEAP_GROWING_PERCENT` (set by the supervisor, `tunedEnvironment`) to this
+ * process's V8 as `--heap-growing-percent`, unless the process was started with that flag;
+ * returns the flag applied, if any. NODE_OPTIONS may not carry it, so the worker sets it on
+ * itself as it starts; V8 reads it at each full collection, for every isolate.
+ *
+ * Why: V8 lets a heap grow to a multiple of what its last full collection kept, up to
+ * four times it when its collections are quick. A worker's live heap is small (tens of MiB:
+ * the store's index, a shuffle's chunk keys), and in the stretches where few buffers start
+ * collections its heap filled with garbage to several times that, past the worker's memory
+ * limit, memory the store can neither spill nor count on. Kept within 30 % of it, the heap
+ * stays near its live size at the cost of more frequent, small markings.
+ */
+export function applyHeapGrowth(env: NodeJS.ProcessEnv = process.env, execArgv: readonly string[] = process.execArgv): string | undefined {
+  const value = env[HEAP_GROWING_VARIABLE];
+  if (value === undefined || value.trim() === '') return undefined;
+  if (!/^\d+$/.test(value.trim()) || Number(value) < 1) {
+    throw new InvalidArgumentError(`${HEAP_GROWING_VARIABLE} must be a whole number of percent, 1 or more, got ${JSON.stringify(value)}`);
+  }
+  if (execArgv.some((arg) => /^--heap[-_]growing[-_]percent([=]|$)/.test(arg))) return undefined;
+  const flag = `--heap-growing-percent=${Number(value)}`;
+  setFlagsFromString(flag);
+  return flag;
 }
 
 /**

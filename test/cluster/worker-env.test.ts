@@ -46,6 +46,7 @@ test('workers run with huge pages for malloc, and a worker holding large values 
   // One worker with the cluster's default task threads, all the host's cores.
   const helpers = v8HelperThreads({ workers: 1, taskThreads: os.availableParallelism() });
   assert.equal(env.get('NODE_OPTIONS'), withHelperThreads(withSmallYoungGeneration(process.env.NODE_OPTIONS), helpers));
+  assert.equal(env.get('SPILLWAY_HEAP_GROWING_PERCENT'), process.env.SPILLWAY_HEAP_GROWING_PERCENT ?? '30');
 
   // Whether glibc applies it depends on the kernel (THP not 'never') and glibc >= 2.35.
   const mode = await thpMode();

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
-import { tunedEnvironment, v8HelperThreads, withHelperThreads, withHugePages, withSmallYoungGeneration } from '../../src/runtime/tuned-environment.js';
+import { InvalidArgumentError } from '../../src/errors.js';
+import { HEAP_GROWING_VARIABLE, applyHeapGrowth, tunedEnvironment, v8HelperThreads, withHelperThreads, withHugePages, withSmallYoungGeneration } from '../../src/runtime/tuned-environment.js';
 
 test('withHugePages adds glibc.malloc.hugetlb=1 and keeps what the user set', () => {
   assert.equal(withHugePages(undefined), 'glibc.malloc.hugetlb=1');
@@ -24,6 +26,7 @@ test('tunedEnvironment adds the allocator settings to what the user has, and lea
     MALLOC_ARENA_MAX: '2',
     GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1',
     NODE_OPTIONS: '--max-semi-space-size=2',
+    SPILLWAY_HEAP_GROWING_PERCENT: '30',
   });
   assert.deepEqual(user, { PATH: '/bin', HOME: '/home/u' });
 });
@@ -35,6 +38,7 @@ test("tunedEnvironment: the user's settings win", () => {
     MALLOC_ARENA_MAX: '8',
     GLIBC_TUNABLES: 'glibc.malloc.hugetlb=0',
     NODE_OPTIONS: '--max-semi-space-size=16',
+    SPILLWAY_HEAP_GROWING_PERCENT: '100',
   };
   assert.deepEqual(tunedEnvironment(user, 'linux'), user);
 });
@@ -89,4 +93,29 @@ test('tunedEnvironment sizes the helper threads for a worker shape, after the yo
   assert.equal(tunedEnvironment({ NODE_OPTIONS: '--v8-pool-size=4' }, 'linux', { workers: 2, taskThreads: 1, cores: 2 }).NODE_OPTIONS, '--v8-pool-size=4 --max-semi-space-size=2');
   // Without a shape the pool is left to Node.
   assert.equal(tunedEnvironment({}, 'linux').NODE_OPTIONS, '--max-semi-space-size=2');
+});
+
+test('applyHeapGrowth sets V8\'s heap growth from the variable, unless the process was started with its own', () => {
+  assert.equal(applyHeapGrowth({}, []), undefined);
+  assert.equal(applyHeapGrowth({ [HEAP_GROWING_VARIABLE]: ' ' }, []), undefined);
+  for (const own of [['--heap-growing-percent=50'], ['--heap_growing_percent', '50'], ['--heap-growing-percent']]) {
+    assert.equal(applyHeapGrowth({ [HEAP_GROWING_VARIABLE]: '30' }, own), undefined, own.join(' '));
+  }
+  // The value V8 would have chosen for this test process: it changes nothing here.
+  assert.equal(applyHeapGrowth({ [HEAP_GROWING_VARIABLE]: '30' }, []), '--heap-growing-percent=30');
+});
+
+test('applyHeapGrowth refuses a value that is not a whole number of percent', () => {
+  for (const value of ['abc', '0', '-5', '1.5', '30%']) {
+    assert.throws(() => applyHeapGrowth({ [HEAP_GROWING_VARIABLE]: value }, []), (err: unknown) => err instanceof InvalidArgumentError && err.message.includes(HEAP_GROWING_VARIABLE), value);
+  }
+});
+
+test("this Node's V8 knows the flag applyHeapGrowth sets", () => {
+  // V8 ignores an unknown flag given at run time (it only prints an error): on the command
+  // line an unknown one stops node, so this fails on a Node whose V8 dropped it.
+  const child = spawnSync(process.execPath, ['--heap-growing-percent=30', '-e', '0'], { encoding: 'utf8' });
+  assert.equal(child.status, 0, child.stderr);
+  const bogus = spawnSync(process.execPath, ['--heap-growing-percentage-bogus=30', '-e', '0'], { encoding: 'utf8' });
+  assert.notEqual(bogus.status, 0, 'an unknown V8 flag stops node');
 });

@@ -117,10 +117,11 @@ function withNodeFlag(nodeOptions: string | undefined, name: string, value: numb
  *
  * Why: V8 lets a heap grow to a multiple of what its last full collection kept, up to
  * four times it when its collections are quick. A worker's live heap is small (tens of MiB:
- * the store's index, a shuffle's chunk keys), and in the stretches where few buffers start
- * collections its heap filled with garbage to several times that, past the worker's memory
- * limit, memory the store can neither spill nor count on. Kept within 30 % of it, the heap
- * stays near its live size at the cost of more frequent, small markings.
+ * the store's index, a shuffle's chunk keys), and where few buffers start collections the
+ * heap fills with garbage to several times that, past the worker's memory limit: memory
+ * the store can neither spill nor count on. Kept within 30 % of it, the heap stays near
+ * its live size at the cost of more frequent, small markings. An empty value leaves V8's
+ * own growth.
  */
 export function applyHeapGrowth(env: NodeJS.ProcessEnv = process.env, execArgv: readonly string[] = process.execArgv): string | undefined {
   const value = env[HEAP_GROWING_VARIABLE];

@@ -98,6 +98,9 @@ test('tunedEnvironment sizes the helper threads for a worker shape, after the yo
 test('applyHeapGrowth sets V8\'s heap growth from the variable, unless the process was started with its own', () => {
   assert.equal(applyHeapGrowth({}, []), undefined);
   assert.equal(applyHeapGrowth({ [HEAP_GROWING_VARIABLE]: ' ' }, []), undefined);
+  // An empty value is how a user leaves V8's own growth: the supervisor keeps it as it is.
+  assert.equal(tunedEnvironment({ [HEAP_GROWING_VARIABLE]: '' }, 'linux')[HEAP_GROWING_VARIABLE], '');
+  assert.equal(applyHeapGrowth({ [HEAP_GROWING_VARIABLE]: '' }, []), undefined);
   for (const own of [['--heap-growing-percent=50'], ['--heap_growing_percent', '50'], ['--heap-growing-percent']]) {
     assert.equal(applyHeapGrowth({ [HEAP_GROWING_VARIABLE]: '30' }, own), undefined, own.join(' '));
   }

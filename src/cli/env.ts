@@ -5,6 +5,7 @@
  * match no flag.
  */
 import { Command, Option } from 'commander';
+import { HEAP_GROWING_VARIABLE, OLD_SPACE_VARIABLE } from '../runtime/tuned-environment.js';
 
 /** `--memory-limit` → `SPILLWAY_MEMORY_LIMIT`. */
 export function envName(flags: string): string {
@@ -29,7 +30,7 @@ export class EnvCommand extends Command {
 }
 
 /** Variables Spillway reads that are not flags (docs/configuration.md). */
-const OTHER_VARIABLES = new Set(['SPILLWAY_LOG', 'SPILLWAY_LOG_FORMAT', 'SPILLWAY_CHECKSUM', 'SPILLWAY_EXIT_WITH_STDIN', 'SPILLWAY_SUPERVISOR_RESTARTS', 'SPILLWAY_HEAP_GROWING_PERCENT']);
+const OTHER_VARIABLES = new Set(['SPILLWAY_LOG', 'SPILLWAY_LOG_FORMAT', 'SPILLWAY_CHECKSUM', 'SPILLWAY_EXIT_WITH_STDIN', 'SPILLWAY_SUPERVISOR_RESTARTS', HEAP_GROWING_VARIABLE, OLD_SPACE_VARIABLE]);
 
 const TRUE = new Set(['1', 'true', 'yes', 'on']);
 const FALSE = new Set(['', '0', 'false', 'no', 'off']);

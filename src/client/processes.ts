@@ -43,9 +43,11 @@ export class CliProcess {
     stderr: 'pipe' | 'inherit',
     /** Own process group: a terminal's Ctrl-C (or a group kill) reaches only the parent, which decides what to pass on. */
     ownGroup = false,
+    /** Options for node itself, before the script (V8 flags NODE_OPTIONS may not carry). */
+    nodeArgs: readonly string[] = [],
   ) {
     const { command, args: prefix } = cliCommand();
-    this.child = spawn(command, [...prefix, ...args], {
+    this.child = spawn(command, [...nodeArgs, ...prefix, ...args], {
       env: { ...process.env, ...env, SPILLWAY_EXIT_WITH_STDIN: '1' },
       stdio: ['pipe', 'pipe', stderr],
       detached: ownGroup,

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { InvalidArgumentError } from '../errors.js';
 import { type Logger, silentLogger } from '../log.js';
-import { tunedEnvironment } from '../runtime/tuned-environment.js';
+import { oldSpaceFloorArguments, tunedEnvironment } from '../runtime/tuned-environment.js';
 import { formatBytes, parseBytes } from '../units.js';
 import { type RestartReason, formatSupervisorRestarts } from '../worker/options.js';
 import { hostMemory } from '../worker/memory-limit.js';
@@ -17,9 +17,9 @@ export interface SupervisorOptions {
   env?: NodeJS.ProcessEnv;
   /**
    * Start the workers with the C library's allocator tuned for large buffers, V8's young
-   * generation capped and its helper threads sized to each worker's share of the cores
-   * (`tunedEnvironment`, docs/configuration.md); variables the environment already sets win.
-   * Default true.
+   * generation capped, a floor under its old generation's limit, and its helper threads
+   * sized to each worker's share of the cores (`tunedEnvironment`, `oldSpaceFloorArguments`,
+   * docs/configuration.md); variables the environment already sets win. Default true.
    */
   tuneMalloc?: boolean;
   /** Task threads of each worker (their `--nthreads`), which with `count` sizes V8's helper threads. Default 1. */
@@ -133,6 +133,8 @@ export class Supervisor extends EventEmitter {
   readonly #options: Required<Omit<SupervisorOptions, 'onEvent' | 'env' | 'memoryLimit' | 'tuneMalloc' | 'taskThreads' | 'hostMemory'>> & Pick<SupervisorOptions, 'onEvent'> & { memoryLimit: number | undefined };
   /** The workers' environment: the one place the tuned allocator settings are applied. */
   readonly #env: NodeJS.ProcessEnv;
+  /** Node's own arguments for the workers (V8 flags the environment cannot carry). */
+  readonly #nodeArgs: readonly string[];
   readonly #slots: Slot[];
   readonly #log: Logger;
   readonly #memoryTimer: NodeJS.Timeout | undefined;
@@ -176,6 +178,7 @@ export class Supervisor extends EventEmitter {
     this.#hostMemory = givenHostMemory !== undefined ? Promise.resolve(givenHostMemory) : hostMemory().then((m) => m.bytes);
     const env = { ...process.env, ...options.env };
     this.#env = tuneMalloc ? tunedEnvironment(env, process.platform, { workers: count, taskThreads }) : env;
+    this.#nodeArgs = tuneMalloc ? oldSpaceFloorArguments(env, memoryLimit) : [];
     this.done = new Promise((resolve) => (this.#finish = resolve));
     this.#slots = Array.from({ length: count }, (_, i) => new Slot(i));
     for (const slot of this.#slots) this.#spawn(slot);
@@ -265,7 +268,7 @@ export class Supervisor extends EventEmitter {
   #spawn(slot: Slot): void {
     // The worker reports its slot's restart counts in its metrics: they change only when it dies.
     const env = { ...this.#env, SPILLWAY_SUPERVISOR_RESTARTS: formatSupervisorRestarts(slot.restartsBy) };
-    const child = new CliProcess(`worker ${slot.slot}`, ['worker', ...this.#options.args(slot.slot), '--no-supervisor'], env, this.#options.stderr, true);
+    const child = new CliProcess(`worker ${slot.slot}`, ['worker', ...this.#options.args(slot.slot), '--no-supervisor'], env, this.#options.stderr, true, this.#nodeArgs);
     slot.process = child;
     slot.startedAt = Date.now();
     slot.killedForMemory = false;

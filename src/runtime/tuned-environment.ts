@@ -6,8 +6,9 @@
  * flags in NODE_OPTIONS, so these are environment variables for the processes it starts: a
  * supervisor's workers (LocalCluster's too). glibc reads the malloc ones; other C libraries
  * ignore them; the heap's growth, which NODE_OPTIONS may not carry, has a variable of its
- * own that the worker applies to itself (`applyHeapGrowth`). docs/configuration.md explains
- * each and its trade-off.
+ * own that the worker applies to itself (`applyHeapGrowth`), and the floor under the old
+ * generation's limit, which V8 reads only as it starts, goes on the worker's command line
+ * (`oldSpaceFloorArguments`). docs/configuration.md explains each and its trade-off.
  */
 import { availableParallelism } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
@@ -25,6 +26,11 @@ const SEMI_SPACE_MIB = 2;
 const HEAP_GROWING_PERCENT = '30';
 /** The variable that carries it to the worker, which applies it to itself (`applyHeapGrowth`). */
 export const HEAP_GROWING_VARIABLE = 'SPILLWAY_HEAP_GROWING_PERCENT';
+/** The variable that sets the floor of a worker's old-generation limit, in MiB (`oldSpaceFloorArguments`). */
+export const OLD_SPACE_VARIABLE = 'SPILLWAY_INITIAL_OLD_SPACE_MIB';
+/** That floor's default, in MiB, and the share of the worker's memory limit it stays within. */
+const OLD_SPACE_MIB = 64;
+const OLD_SPACE_SHARE = 1 / 4;
 /** Node's own number of V8 helper threads, the most a worker is given. */
 const NODE_HELPER_THREADS = 4;
 
@@ -133,6 +139,38 @@ export function applyHeapGrowth(env: NodeJS.ProcessEnv = process.env, execArgv: 
   const flag = `--heap-growing-percent=${Number(value)}`;
   setFlagsFromString(flag);
   return flag;
+}
+
+/**
+ * The node arguments that put a floor under V8's old-generation limit for a worker
+ * (`--initial-old-space-size`): `SPILLWAY_INITIAL_OLD_SPACE_MIB` from `env` where set (an
+ * empty value: none, V8's own limits), else 64 MiB, or a quarter of `memoryLimit` when that
+ * is less. Neither NODE_OPTIONS nor a running process can carry this flag: V8 reads it
+ * when it makes the heap, so the supervisor puts it on the worker's command line.
+ *
+ * Why: V8 counts the ArrayBuffer memory allocated since its last full collection as part of
+ * the old generation when it decides to start the next one, and after a collection the
+ * limit is the (small) live heap plus about 10 MB. A worker's values are buffers of
+ * megabytes coming and going (a task's result, a chunk, a read-back): with a live heap of
+ * 10-30 MB, nearly every one started a full marking, hundreds a minute, each marking and
+ * sweeping on the loop's core. A floor lets the ArrayBuffer memory swing by tens of MB
+ * between markings; the store still detaches what it frees and collects when RSS is over
+ * its target, so garbage does not pile up past the floor.
+ */
+export function oldSpaceFloorArguments(env: NodeJS.ProcessEnv = process.env, memoryLimit?: number): string[] {
+  const value = env[OLD_SPACE_VARIABLE];
+  let mib: number;
+  if (value !== undefined) {
+    if (value.trim() === '') return [];
+    if (!/^\d+$/.test(value.trim()) || Number(value) < 1) {
+      throw new InvalidArgumentError(`${OLD_SPACE_VARIABLE} must be a whole number of MiB, 1 or more, got ${JSON.stringify(value)}`);
+    }
+    mib = Number(value);
+  } else {
+    const share = memoryLimit === undefined ? Infinity : Math.floor((memoryLimit * OLD_SPACE_SHARE) / 2 ** 20);
+    mib = Math.max(1, Math.min(OLD_SPACE_MIB, share));
+  }
+  return [`--initial-old-space-size=${mib}`];
 }
 
 /**

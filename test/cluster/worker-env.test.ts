@@ -8,7 +8,7 @@ import { LocalCluster } from '../../src/client/local-cluster.js';
 import { Supervisor } from '../../src/client/supervisor.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import type { Graph } from '../../src/cluster/protocol.js';
-import { v8HelperThreads, withHelperThreads, withHugePages, withSmallYoungGeneration } from '../../src/runtime/tuned-environment.js';
+import { OLD_SPACE_VARIABLE, v8HelperThreads, withHelperThreads, withHugePages, withSmallYoungGeneration } from '../../src/runtime/tuned-environment.js';
 import { fixture, MiB, startCluster } from './helpers.js';
 
 /** A process's environment, from /proc (Linux). */
@@ -20,6 +20,11 @@ async function environment(pid: number): Promise<Map<string, string>> {
       .filter((line) => line.includes('='))
       .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
   );
+}
+
+/** A process's command line, from /proc (Linux). */
+async function commandLine(pid: number): Promise<string[]> {
+  return (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0').filter((arg) => arg !== '');
 }
 
 /** The kernel's transparent huge page mode ('always', 'madvise' or 'never'), or undefined without THP. */
@@ -47,6 +52,11 @@ test('workers run with huge pages for malloc, and a worker holding large values 
   const helpers = v8HelperThreads({ workers: 1, taskThreads: os.availableParallelism() });
   assert.equal(env.get('NODE_OPTIONS'), withHelperThreads(withSmallYoungGeneration(process.env.NODE_OPTIONS), helpers));
   assert.equal(env.get('SPILLWAY_HEAP_GROWING_PERCENT'), process.env.SPILLWAY_HEAP_GROWING_PERCENT ?? '30');
+  // V8 reads the old generation's floor only as it starts: node's own argument, before the script.
+  const args = await commandLine(pid);
+  const script = args.findIndex((arg) => /main\.[jt]s$/.test(arg));
+  const floor = args.indexOf('--initial-old-space-size=64');
+  if (process.env[OLD_SPACE_VARIABLE] === undefined) assert.ok(floor > 0 && floor < script, args.join(' '));
 
   // Whether glibc applies it depends on the kernel (THP not 'never') and glibc >= 2.35.
   const mode = await thpMode();
@@ -79,6 +89,8 @@ test('tuneMalloc: false starts the processes with this process environment as it
   for (const name of ['MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_', 'MALLOC_ARENA_MAX', 'GLIBC_TUNABLES', 'NODE_OPTIONS']) {
     assert.equal(env.get(name), process.env[name], name);
   }
+  const args = await commandLine(cluster.workers[0]);
+  assert.ok(!args.some((arg) => arg.startsWith('--initial-old-space-size')), args.join(' '));
 });
 
 test('tuneMalloc must be a boolean', async () => {
@@ -89,4 +101,25 @@ test("the supervisor's taskThreads must be a positive integer (checked before an
   for (const taskThreads of [0, 1.5, -1]) {
     assert.throws(() => new Supervisor({ count: 1, args: () => [], taskThreads }), InvalidArgumentError, String(taskThreads));
   }
+});
+
+test('a worker of a small memory limit gets a quarter of it as its floor; SPILLWAY_INITIAL_OLD_SPACE_MIB wins, empty turns it off', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
+  const floorOf = async (pid: number): Promise<string | undefined> => (await commandLine(pid)).find((arg) => arg.startsWith('--initial-old-space-size'));
+  const supervisors: Supervisor[] = [];
+  t.after(() => Promise.all(supervisors.map((s) => s.stop(1_000))));
+  // Workers that never register (no scheduler): only their command lines are read.
+  const cases: [NodeJS.ProcessEnv, number, string | undefined][] = [
+    [{ [OLD_SPACE_VARIABLE]: undefined }, 96 * MiB, '--initial-old-space-size=24'],
+    [{ [OLD_SPACE_VARIABLE]: '100' }, 96 * MiB, '--initial-old-space-size=100'],
+    [{ [OLD_SPACE_VARIABLE]: '' }, 96 * MiB, undefined],
+  ];
+  for (const [env, memoryLimit, expected] of cases) {
+    const supervisor = new Supervisor({ count: 1, args: () => ['--scheduler', '127.0.0.1:9', '--memory-limit', String(memoryLimit)], env, memoryLimit, restart: false, stderr: 'pipe' });
+    supervisors.push(supervisor);
+    assert.equal(await floorOf(supervisor.workers[0].pid), expected, JSON.stringify(env));
+  }
+});
+
+test('a supervisor refuses a floor that is not a whole number of MiB before it starts any worker', () => {
+  assert.throws(() => new Supervisor({ count: 1, args: () => [], env: { [OLD_SPACE_VARIABLE]: '64MiB' } }), (err: unknown) => err instanceof InvalidArgumentError && err.message.includes(OLD_SPACE_VARIABLE));
 });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { HEAP_GROWING_VARIABLE, applyHeapGrowth, tunedEnvironment, v8HelperThreads, withHelperThreads, withHugePages, withSmallYoungGeneration } from '../../src/runtime/tuned-environment.js';
+import { HEAP_GROWING_VARIABLE, OLD_SPACE_VARIABLE, applyHeapGrowth, oldSpaceFloorArguments, tunedEnvironment, v8HelperThreads, withHelperThreads, withHugePages, withSmallYoungGeneration } from '../../src/runtime/tuned-environment.js';
 
 test('withHugePages adds glibc.malloc.hugetlb=1 and keeps what the user set', () => {
   assert.equal(withHugePages(undefined), 'glibc.malloc.hugetlb=1');
@@ -121,4 +121,58 @@ test("this Node's V8 knows the flag applyHeapGrowth sets", () => {
   assert.equal(child.status, 0, child.stderr);
   const bogus = spawnSync(process.execPath, ['--heap-growing-percentage-bogus=30', '-e', '0'], { encoding: 'utf8' });
   assert.notEqual(bogus.status, 0, 'an unknown V8 flag stops node');
+});
+
+const MiB = 2 ** 20;
+
+test('oldSpaceFloorArguments: 64 MiB, a quarter of the memory limit when that is less, or the variable', () => {
+  assert.deepEqual(oldSpaceFloorArguments({}), ['--initial-old-space-size=64']);
+  assert.deepEqual(oldSpaceFloorArguments({}, 4096 * MiB), ['--initial-old-space-size=64']);
+  assert.deepEqual(oldSpaceFloorArguments({}, 256 * MiB), ['--initial-old-space-size=64']);
+  assert.deepEqual(oldSpaceFloorArguments({}, 128 * MiB), ['--initial-old-space-size=32']);
+  assert.deepEqual(oldSpaceFloorArguments({}, 1 * MiB), ['--initial-old-space-size=1']);
+  // The user's value wins, whatever the limit; an empty one leaves V8's own limits.
+  assert.deepEqual(oldSpaceFloorArguments({ [OLD_SPACE_VARIABLE]: '200' }, 128 * MiB), ['--initial-old-space-size=200']);
+  assert.deepEqual(oldSpaceFloorArguments({ [OLD_SPACE_VARIABLE]: ' 16 ' }), ['--initial-old-space-size=16']);
+  assert.deepEqual(oldSpaceFloorArguments({ [OLD_SPACE_VARIABLE]: '' }), []);
+  assert.deepEqual(oldSpaceFloorArguments({ [OLD_SPACE_VARIABLE]: '  ' }, 128 * MiB), []);
+});
+
+test('oldSpaceFloorArguments refuses a value that is not a whole number of MiB', () => {
+  for (const value of ['abc', '0', '-5', '1.5', '64MiB']) {
+    assert.throws(() => oldSpaceFloorArguments({ [OLD_SPACE_VARIABLE]: value }), (err: unknown) => err instanceof InvalidArgumentError && err.message.includes(OLD_SPACE_VARIABLE), value);
+  }
+});
+
+/**
+ * The old generation's limits V8 reports as it starts each marking (`--trace-incremental-marking`),
+ * in MB, for a process with a worker's young generation and heap growth and about 20 MB of
+ * live heap that allocates buffers of 4 MiB, keeping the last eight.
+ */
+function markingLimits(extra: readonly string[]): number[] {
+  const script = `
+    const heap = Array.from({ length: 250000 }, (_, i) => ({ i, s: 'x' + i }));
+    const recent = [];
+    for (let i = 0; i < 100; i++) {
+      recent.push(new ArrayBuffer(4 << 20));
+      if (recent.length > 8) recent.shift();
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    if (heap.length !== 250000) process.exit(3);
+  `;
+  const args = [withSmallYoungGeneration(undefined), '--heap-growing-percent=30', '--trace-incremental-marking', ...extra, '--input-type=module', '-e', script];
+  const child = spawnSync(process.execPath, args, { encoding: 'utf8' });
+  assert.equal(child.status, 0, child.stderr);
+  // "v8: 20MB / 64MB / 44MB global" (size/limit/slack), or with the waste too, "v8: 20MB / 0MB / 64MB / 44MB".
+  return [...child.stdout.matchAll(/Start \([^)]*\).* v8: \d+MB(?: \/ \d+MB)? \/ (\d+)MB \/ \d+MB global/g)].map((m) => Number(m[1]));
+}
+
+test("this Node's V8 applies the floor: every marking after the first sees a limit of at least 64 MB", () => {
+  const floored = markingLimits(oldSpaceFloorArguments({}));
+  assert.ok(floored.length >= 2, `markings: ${floored.join(', ')}`);
+  // The first may start under the initial limit, before V8 has sized the heap.
+  assert.ok(floored.slice(1).every((mb) => mb >= 64), `limits with the floor: ${floored.join(', ')} MB`);
+  // Without it, the limit follows the live heap: the floor is what raised it.
+  const own = markingLimits([]);
+  assert.ok(own.length >= 2 && own.slice(1).every((mb) => mb < 64), `limits without the floor: ${own.join(', ')} MB`);
 });

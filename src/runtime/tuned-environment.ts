@@ -30,7 +30,7 @@ export const HEAP_GROWING_VARIABLE = 'SPILLWAY_HEAP_GROWING_PERCENT';
 export const OLD_SPACE_VARIABLE = 'SPILLWAY_INITIAL_OLD_SPACE_MIB';
 /** That floor's default, in MiB, and the share of the worker's memory limit it stays within. */
 const OLD_SPACE_MIB = 64;
-const OLD_SPACE_SHARE = 1 / 4;
+const OLD_SPACE_SHARE = 1 / 8;
 /** Node's own number of V8 helper threads, the most a worker is given. */
 const NODE_HELPER_THREADS = 4;
 
@@ -144,7 +144,7 @@ export function applyHeapGrowth(env: NodeJS.ProcessEnv = process.env, execArgv: 
 /**
  * The node arguments that put a floor under V8's old-generation limit for a worker
  * (`--initial-old-space-size`): `SPILLWAY_INITIAL_OLD_SPACE_MIB` from `env` where set (an
- * empty value: none, V8's own limits), else 64 MiB, or a quarter of `memoryLimit` when that
+ * empty value: none, V8's own limits), else 64 MiB, or an eighth of `memoryLimit` when that
  * is less. Neither NODE_OPTIONS nor a running process can carry this flag: V8 reads it
  * when it makes the heap, so the supervisor puts it on the worker's command line.
  *

@@ -130,13 +130,10 @@ function withNodeFlag(nodeOptions: string | undefined, name: string, value: numb
  * own growth.
  */
 export function applyHeapGrowth(env: NodeJS.ProcessEnv = process.env, execArgv: readonly string[] = process.execArgv): string | undefined {
-  const value = env[HEAP_GROWING_VARIABLE];
-  if (value === undefined || value.trim() === '') return undefined;
-  if (!/^\d+$/.test(value.trim()) || Number(value) < 1) {
-    throw new InvalidArgumentError(`${HEAP_GROWING_VARIABLE} must be a whole number of percent, 1 or more, got ${JSON.stringify(value)}`);
-  }
+  const percent = wholeNumberSetting(env, HEAP_GROWING_VARIABLE, 'percent');
+  if (typeof percent !== 'number') return undefined;
   if (execArgv.some((arg) => /^--heap[-_]growing[-_]percent([=]|$)/.test(arg))) return undefined;
-  const flag = `--heap-growing-percent=${Number(value)}`;
+  const flag = `--heap-growing-percent=${percent}`;
   setFlagsFromString(flag);
   return flag;
 }
@@ -149,28 +146,33 @@ export function applyHeapGrowth(env: NodeJS.ProcessEnv = process.env, execArgv: 
  * when it makes the heap, so the supervisor puts it on the worker's command line.
  *
  * Why: V8 counts the ArrayBuffer memory allocated since its last full collection as part of
- * the old generation when it decides to start the next one, and after a collection the
- * limit is the (small) live heap plus about 10 MB. A worker's values are buffers of
- * megabytes coming and going (a task's result, a chunk, a read-back): with a live heap of
- * 10-30 MB, nearly every one started a full marking, hundreds a minute, each marking and
- * sweeping on the loop's core. A floor lets the ArrayBuffer memory swing by tens of MB
- * between markings; the store still detaches what it frees and collects when RSS is over
- * its target, so garbage does not pile up past the floor.
+ * the old generation when it decides to start the next one, and without a floor the limit
+ * is the small live heap plus a step of a few MB. A worker's values are buffers of
+ * megabytes coming and going (a task's result, a chunk, a read-back), so nearly every one
+ * would start a full marking on the loop's core. A floor lets that memory swing between
+ * markings. The higher it is, the longer garbage sits in RSS before a marking frees it, so
+ * it stays a small share of the memory limit.
  */
 export function oldSpaceFloorArguments(env: NodeJS.ProcessEnv = process.env, memoryLimit?: number): string[] {
-  const value = env[OLD_SPACE_VARIABLE];
-  let mib: number;
-  if (value !== undefined) {
-    if (value.trim() === '') return [];
-    if (!/^\d+$/.test(value.trim()) || Number(value) < 1) {
-      throw new InvalidArgumentError(`${OLD_SPACE_VARIABLE} must be a whole number of MiB, 1 or more, got ${JSON.stringify(value)}`);
-    }
-    mib = Number(value);
-  } else {
-    const share = memoryLimit === undefined ? Infinity : Math.floor((memoryLimit * OLD_SPACE_SHARE) / 2 ** 20);
-    mib = Math.max(1, Math.min(OLD_SPACE_MIB, share));
-  }
+  const setting = wholeNumberSetting(env, OLD_SPACE_VARIABLE, 'MiB');
+  if (setting === 'off') return [];
+  const share = memoryLimit === undefined ? Infinity : Math.floor((memoryLimit * OLD_SPACE_SHARE) / 2 ** 20);
+  const mib = setting ?? Math.max(1, Math.min(OLD_SPACE_MIB, share));
   return [`--initial-old-space-size=${mib}`];
+}
+
+/**
+ * The whole number of `unit` (1 or more) that variable `name` of `env` sets: undefined when
+ * unset, 'off' when empty (the user turns the tuning off); anything else is refused.
+ */
+function wholeNumberSetting(env: NodeJS.ProcessEnv, name: string, unit: string): number | 'off' | undefined {
+  const value = env[name];
+  if (value === undefined) return undefined;
+  if (value.trim() === '') return 'off';
+  if (!/^\d+$/.test(value.trim()) || Number(value) < 1) {
+    throw new InvalidArgumentError(`${name} must be a whole number of ${unit}, 1 or more, got ${JSON.stringify(value)}`);
+  }
+  return Number(value);
 }
 
 /**

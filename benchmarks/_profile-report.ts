@@ -34,7 +34,13 @@ interface Trace {
   pid: number;
   argv: string[];
   delay: { maxMs: number; p99Ms: number; meanMs: number };
-  usage?: { userSeconds: number; systemSeconds: number; peak: { heapUsed: number; heapTotal: number; external: number; arrayBuffers: number } };
+  usage?: {
+    userSeconds: number;
+    systemSeconds: number;
+    peak: { heapUsed: number; heapTotal: number; external: number; arrayBuffers: number };
+    /** Linux only: every thread's CPU time, largest first. */
+    threads?: { main: boolean; userSeconds: number; systemSeconds: number }[];
+  };
   stalls: Stall[];
   gcs: { startUs: number; ms: number; kind?: number; flags?: number }[];
 }
@@ -125,6 +131,14 @@ export async function profileReport(dir: string, stallsShown = 12): Promise<void
       const { userSeconds, systemSeconds, peak } = trace.usage;
       const mib = (n: number): string => `${(n / 2 ** 20).toFixed(0)} MiB`;
       console.log(`   CPU ${userSeconds.toFixed(1)} s user + ${systemSeconds.toFixed(1)} s system (all threads); peak JS heap ${mib(peak.heapUsed)} used of ${mib(peak.heapTotal)}, array buffers ${mib(peak.arrayBuffers)}`);
+      const threads = trace.usage.threads ?? [];
+      const main = threads.find((t) => t.main);
+      if (main !== undefined) {
+        // Node names none of its threads: the others are told apart by what they cost (docs/benchmarks.md).
+        const others = threads.filter((t) => !t.main && t.userSeconds + t.systemSeconds >= 0.05);
+        const seconds = (t: { userSeconds: number; systemSeconds: number }): string => (t.userSeconds + t.systemSeconds).toFixed(1);
+        console.log(`   CPU by thread (user + system): main ${seconds(main)} s; ${others.length} others over 0.05 s, largest first: ${others.map(seconds).join(', ')} s`);
+      }
     }
     const gcMs = trace.gcs.reduce((s, g) => s + g.ms, 0);
     console.log(`   GC pauses over 5 ms: ${trace.gcs.length}, ${gcMs.toFixed(0)} ms in all, longest ${Math.max(0, ...trace.gcs.map((g) => g.ms)).toFixed(0)} ms`);

@@ -4,18 +4,43 @@
  * through the inspector): samples each process's main thread every millisecond and
  * records every event-loop turn longer than STALL_MS (a 10 ms timer that fires late),
  * every GC pause over 5 ms, the loop-delay histogram, the process's CPU time (all
- * threads) and its peak heap and external memory. At exit it writes
+ * threads, and on Linux each thread's, sampled every half second so that threads which end
+ * before the process are counted too) and its peak heap and external memory. At exit it writes
  * DIR/profile-<pid>.cpuprofile and DIR/stalls-<pid>.json. The times are CLOCK_MONOTONIC
  * microseconds, the clock of the profile's samples, so the report (_profile-report.ts)
  * finds which functions ran in each stall.
  */
-import { writeFileSync } from 'node:fs';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import inspector from 'node:inspector';
 import { monitorEventLoopDelay, PerformanceObserver, performance } from 'node:perf_hooks';
 import v8 from 'node:v8';
 import { isMainThread } from 'node:worker_threads';
 
 const STALL_MS = 50;
+/** Linux reports thread CPU times in USER_HZ ticks, 100 a second on every architecture Node runs on. */
+const USER_HZ = 100;
+
+/** Each thread's latest CPU times (seconds), by thread id; read from /proc, Linux only. */
+const threadCpu = new Map();
+function sampleThreads() {
+  if (process.platform !== 'linux') return;
+  let tids;
+  try {
+    tids = readdirSync('/proc/self/task');
+  } catch {
+    return;
+  }
+  for (const tid of tids) {
+    try {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      threadCpu.set(Number(tid), { userSeconds: Number(fields[11]) / USER_HZ, systemSeconds: Number(fields[12]) / USER_HZ });
+    } catch {
+      // The thread ended meanwhile: its last sample stands.
+    }
+  }
+}
 const TICK_MS = 10;
 const dir = process.env.SPILLWAY_STALL_TRACE_DIR;
 
@@ -39,6 +64,7 @@ if (dir !== undefined && dir !== '' && isMainThread) {
   setInterval(() => {
     const m = process.memoryUsage();
     for (const k of Object.keys(peak)) peak[k] = Math.max(peak[k], m[k]);
+    sampleThreads();
   }, 500).unref();
   let last = process.hrtime.bigint();
   setInterval(() => {
@@ -59,7 +85,9 @@ if (dir !== undefined && dir !== '' && isMainThread) {
     });
     const delay = { maxMs: histogram.max / 1e6, p99Ms: histogram.percentile(99) / 1e6, meanMs: histogram.mean / 1e6 };
     const cpu = process.cpuUsage();
-    const usage = { userSeconds: cpu.user / 1e6, systemSeconds: cpu.system / 1e6, peak };
+    sampleThreads();
+    const threads = [...threadCpu].map(([tid, t]) => ({ main: tid === process.pid, ...t })).sort((a, b) => b.userSeconds + b.systemSeconds - a.userSeconds - a.systemSeconds);
+    const usage = { userSeconds: cpu.user / 1e6, systemSeconds: cpu.system / 1e6, peak, threads };
     writeFileSync(`${dir}/stalls-${process.pid}.json`, JSON.stringify({ pid: process.pid, argv: process.argv.slice(1), delay, usage, stalls, gcs }));
   });
 }

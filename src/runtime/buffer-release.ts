@@ -9,6 +9,11 @@
  * bytes off V8's count at once, and its memory returns to the C library with it: the
  * worker's collector runs far less often and its RSS follows what the store holds.
  *
+ * V8's count is how far that memory has risen above the lowest it has been since the last
+ * mark-compact, so a detached buffer that is then replaced (the next chunk laid out, a
+ * buffer lent to a thread and handed back) counts again as its replacement arrives. Only
+ * memory kept and reused in place, as the pools do, never counts twice.
+ *
  * A buffer is detached by moving it into a message posted on a closed MessagePort: the
  * message is serialized (which detaches every buffer in its transfer list) and then
  * dropped, and with it the last reference to the memory. No thread receives it.

@@ -145,8 +145,9 @@ export function applyHeapGrowth(env: NodeJS.ProcessEnv = process.env, execArgv: 
  * is less. Neither NODE_OPTIONS nor a running process can carry this flag: V8 reads it
  * when it makes the heap, so the supervisor puts it on the worker's command line.
  *
- * Why: V8 counts the ArrayBuffer memory allocated since its last full collection as part of
- * the old generation when it decides to start the next one, and without a floor the limit
+ * Why: V8 counts how far the ArrayBuffer memory has risen since its last full collection
+ * (above the lowest it has been since) as part of the old generation when it decides to
+ * start the next one, and without a floor the limit
  * is the small live heap plus a step of a few MB. A worker's values are buffers of
  * megabytes coming and going (a task's result, a chunk, a read-back), so nearly every one
  * would start a full marking on the loop's core. A floor lets that memory swing between

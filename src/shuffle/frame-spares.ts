@@ -1,10 +1,11 @@
 /**
- * Push frames for reuse. A split lays its pieces out in frames on a task thread; every
- * frame moved to the worker's loop is ArrayBuffer memory the loop's heap takes in, and V8
- * runs a major collection on the loop for every few dozen MiB of it that lives a while.
- * So frames the worker is done with go back to the next split, moved rather than left to
- * the collector, and the thread lays that split's frames out in them: moving a buffer to a
- * thread and back costs the loop's heap nothing.
+ * Push frames for reuse. A split lays its pieces out in frames on a task thread, and the
+ * frames move to the worker's loop to be pushed. Frames the worker is done with go back to
+ * the next split, moved rather than left to the collector, and the thread lays that
+ * split's frames out in them: memory already touched, where a fresh frame costs the
+ * thread its page faults, and never garbage waiting in RSS for a collection. (V8 still
+ * counts each frame that arrives on the loop toward its next mark-compact, as it counts
+ * any ArrayBuffer memory that arrives: runtime/buffer-release.ts.)
  *
  * Ownership is exact: a frame comes back only once nothing reads it (FrameLoan), and a
  * spare is lent to one split at a time, which hands back what it did not fill.

@@ -4,9 +4,11 @@
  * thread deserializes them into a copy of its own, so a task briefly costs up to 3× its
  * inputs. Instead each large binary input is copied once into a fresh ArrayBuffer that is
  * *transferred* (moved) to the thread: one memcpy on the loop and 1× memory,
- * which the thread frees when it collects (runtime/thread-collector.ts). The store's own
- * value is not handed over, as peers and other tasks may be reading it, but for an input
- * the task reads last that the store holds alone (consumed-inputs.ts), lent as it is.
+ * which the thread frees when it collects (runtime/thread-collector.ts). An input of a MiB
+ * or more crosses in one of the worker's staging buffers instead when one is to spare, and
+ * the thread copies it out (staging.ts). The store's own value is not handed over, as
+ * peers and other tasks may be reading it, but for an input the task reads last that the
+ * store holds alone (consumed-inputs.ts), lent as it is.
  *
  * The bytes are copied in steps, with a loop turn every couple of milliseconds: one copy
  * of a whole partition (page faults of the fresh buffer, CPU contention on a loaded host)
@@ -16,6 +18,7 @@
  */
 import { InvalidArgumentError } from '../errors.js';
 import { Slicer } from '../loop.js';
+import { STAGE_MIN_BYTES } from './staging.js';
 import { needsLift } from './large-views.js';
 import { LOOP_BRAND, crossing, partsOf } from './typed-crossing.js';
 
@@ -35,6 +38,8 @@ export interface ThreadInputs {
   largeViews: boolean;
   /** Values of registered types, replaced by their crossing form (typed-crossing.ts). */
   typedValues: number;
+  /** Staging buffers the copies went into (shared, not moved): the thread copies them again (staging.ts). */
+  staged: SharedArrayBuffer[];
 }
 
 const NONE_LENT: ReadonlySet<ArrayBuffer> = new Set();
@@ -46,7 +51,7 @@ type TypedArrayConstructor = new (length: number) => ArrayBufferView & { set(sou
  * offset, viewed one step at a time: a Uint8Array holds at most 2^32 bytes on Node 20, and
  * a value may be larger (a Float64Array of 5 GiB is fine).
  */
-type CopyJob = readonly [from: ArrayBufferLike, fromOffset: number, to: ArrayBuffer, byteLength: number, toOffset?: number];
+type CopyJob = readonly [from: ArrayBufferLike, fromOffset: number, to: ArrayBufferLike, byteLength: number, toOffset?: number];
 
 const alignUp = (n: number): number => (n + 7) & ~7;
 
@@ -56,9 +61,18 @@ const alignUp = (n: number): number => (n + 7) & ~7;
  * A value of a registered type is replaced by its crossing form (typed-crossing.ts, marked
  * with `brand`), its encoded buffers copied into one fresh buffer, 8-byte aligned each as
  * the value format lays frames out, so the thread decodes it in place.
+ *
+ * With `stage`, a typed array or DataView of STAGE_MIN_BYTES or more is copied into the
+ * staging buffer it returns, when it returns one (staging.ts), instead of a fresh buffer.
  */
-export async function threadInputs(args: readonly unknown[], brand: string = LOOP_BRAND, lent: ReadonlySet<ArrayBuffer> = NONE_LENT): Promise<ThreadInputs> {
+export async function threadInputs(
+  args: readonly unknown[],
+  brand: string = LOOP_BRAND,
+  lent: ReadonlySet<ArrayBuffer> = NONE_LENT,
+  stage?: (bytes: number) => SharedArrayBuffer | undefined,
+): Promise<ThreadInputs> {
   const jobs: CopyJob[] = [];
+  const staged: SharedArrayBuffer[] = [];
   // Lent buffers move as they are: the caller gave them up until the thread hands them back.
   const transfer: ArrayBuffer[] = [...lent];
   let copiedBytes = 0;
@@ -72,8 +86,10 @@ export async function threadInputs(args: readonly unknown[], brand: string = LOO
     if (ArrayBuffer.isView(value)) {
       // SharedArrayBuffer-backed values are shared as they are: no copy at all.
       if (value.byteLength >= MOVE_MIN_BYTES && !(value.buffer instanceof SharedArrayBuffer) && !lent.has(value.buffer as ArrayBuffer)) {
-        const copy = emptyCopyOf(value, jobs);
-        transfer.push(copy.buffer as ArrayBuffer);
+        const staging = stage !== undefined && value.byteLength >= STAGE_MIN_BYTES && !needsLift(value) ? stage(value.byteLength) : undefined;
+        const copy = staging === undefined ? emptyCopyOf(value, jobs) : stagedCopyOf(value, staging, jobs);
+        if (staging === undefined) transfer.push(copy.buffer as ArrayBuffer);
+        else staged.push(staging);
         copiedBytes += value.byteLength;
         out = copy;
       }
@@ -131,7 +147,7 @@ export async function threadInputs(args: readonly unknown[], brand: string = LOO
   };
   const copied = args.map(visit);
   await copyInSteps(jobs);
-  return { args: copied, transfer, copiedBytes, largeViews, typedValues };
+  return { args: copied, transfer, copiedBytes, largeViews, typedValues, staged };
 }
 
 /**
@@ -163,6 +179,15 @@ async function copyInSteps(jobs: readonly CopyJob[]): Promise<void> {
       new Uint8Array(to, toOffset + at, n).set(new Uint8Array(from, fromOffset + at, n));
     }
   }
+}
+
+/** A view of `view`'s type (a Buffer's as a Uint8Array) at the start of `staging`; its bytes are queued in `jobs`. */
+function stagedCopyOf(view: ArrayBufferView, staging: SharedArrayBuffer, jobs: CopyJob[]): ArrayBufferView {
+  jobs.push([view.buffer, view.byteOffset, staging, view.byteLength]);
+  if (view instanceof DataView) return new DataView(staging, 0, view.byteLength);
+  const ctor = (Buffer.isBuffer(view) ? Uint8Array : view.constructor) as new (buffer: SharedArrayBuffer, byteOffset: number, length: number) => ArrayBufferView;
+  const bytesPerElement = (view as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT;
+  return new ctor(staging, 0, view.byteLength / bytesPerElement);
 }
 
 /**

@@ -7,6 +7,7 @@ import { LOOP_BRAND, liftTypedValues, restoreTypedValues } from './typed-crossin
 import { threadNiceIncrement } from '../runtime/thread-priority.js';
 import type { ThreadData, ThreadRequest, ThreadResponse } from './thread-types.js';
 import type { ResolvedModule } from './module-cache.js';
+import { StagingPool } from './staging.js';
 
 export type ExecutionResult =
   | { ok: true; value: unknown; computeSeconds: number; lent?: ArrayBuffer[]; lentAt?: number[] }
@@ -34,19 +35,23 @@ export class Executor {
 
   readonly #moveInputs: boolean;
   readonly #modules: { resolve(fn: FunctionRef): Promise<ResolvedModule> } | undefined;
+  /** The staging buffers large inputs cross in. */
+  readonly staging: StagingPool;
 
   /**
    * `moveInputs: false` posts inputs as they are (structured clone), for measurements;
    * `nice` lowers the threads' CPU priority below the event loop's (runtime/thread-priority.ts);
    * `collectGarbage` (default true) has an idle thread collect what its tasks left;
-   * `modules` says where a function's module is imported from (shipped modules, allow-list).
+   * `modules` says where a function's module is imported from (shipped modules, allow-list);
+   * `stagingBytes` (default 0: none) is the shared memory large inputs may cross in (staging.ts).
    */
   constructor(
     nthreads: number,
-    options: { moveInputs?: boolean; nice?: number; collectGarbage?: boolean; modules?: { resolve(fn: FunctionRef): Promise<ResolvedModule> } } = {},
+    options: { moveInputs?: boolean; nice?: number; collectGarbage?: boolean; modules?: { resolve(fn: FunctionRef): Promise<ResolvedModule> }; stagingBytes?: number } = {},
   ) {
     this.nthreads = nthreads;
     this.#moveInputs = options.moveInputs ?? true;
+    this.staging = new StagingPool(options.stagingBytes ?? 0);
     this.#modules = options.modules;
     // Under tsx (development) this file is .ts and so is the thread; compiled, both are .js.
     // Threads inherit process.execArgv, so `--import tsx` reaches them and .ts task modules load.
@@ -78,9 +83,17 @@ export class Executor {
   async run(fn: FunctionRef, args: unknown[], options: RunOptions = {}): Promise<ExecutionResult> {
     const started = performance.now();
     const lent = new Set(options.lend ?? []);
+    // Every staging buffer taken goes back when the task has ended, however it ended: the
+    // thread copies the inputs out of them before the task's function runs.
+    const staged: SharedArrayBuffer[] = [];
+    const stage = (bytes: number): SharedArrayBuffer | undefined => {
+      const buffer = this.staging.take(bytes);
+      if (buffer !== undefined) staged.push(buffer);
+      return buffer;
+    };
     try {
       const target: ResolvedModule = this.#modules === undefined ? { module: fn.module } : await this.#modules.resolve(fn);
-      const inputs = this.#moveInputs ? await threadInputs(args, LOOP_BRAND, lent) : postedAsTheyAre(args, lent);
+      const inputs = this.#moveInputs ? await threadInputs(args, LOOP_BRAND, lent, stage) : postedAsTheyAre(args, lent);
       // Views ending past 4 GiB would arrive cut modulo 2^32 (large-views.ts); threadInputs
       // saw every view already, so the walk that lifts them runs only when one does.
       const lifted = inputs.largeViews ? liftLargeViews(inputs.args) : { value: inputs.args, views: [] };
@@ -89,6 +102,7 @@ export class Executor {
       if (lifted.views.length > 0) request.views = lifted.views;
       if (inputs.typedValues > 0) request.typed = inputs.typedValues;
       if (lent.size > 0) request.lent = [...lent];
+      if (inputs.staged.length > 0) request.staged = inputs.staged;
       const response = await this.#pool.run(request, { transferList: inputs.transfer });
       const back = response.lent === undefined ? {} : { lent: response.lent, lentAt: response.lentAt ?? [] };
       if (response.ok) {
@@ -109,6 +123,8 @@ export class Executor {
         error: { name: error.name, message: error.message, stack: error.stack, code: codeOf(error) },
         computeSeconds: (performance.now() - started) / 1000,
       };
+    } finally {
+      for (const buffer of staged) this.staging.give(buffer);
     }
   }
 
@@ -120,7 +136,7 @@ export class Executor {
 /** Inputs structured cloned (no copy of ours), but for values of registered types, which cross encoded. */
 function postedAsTheyAre(args: unknown[], lent: ReadonlySet<ArrayBuffer>): ThreadInputs {
   const typed = liftTypedValues(args, LOOP_BRAND);
-  return { args: typed.value as unknown[], transfer: [...lent], copiedBytes: 0, largeViews: true, typedValues: typed.count };
+  return { args: typed.value as unknown[], transfer: [...lent], copiedBytes: 0, largeViews: true, typedValues: typed.count, staged: [] };
 }
 
 function isCloneFailure(err: unknown): boolean {

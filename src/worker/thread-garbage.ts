@@ -26,13 +26,14 @@ export function takeLeftGarbage(): number {
  * small pieces): `own`, the copies this thread can free itself (ArrayBuffers of
  * RELEASE_MIN_BYTES or more that can move); `leftBytes`, the bytes only a collection
  * frees (shared memory, which this thread's references keep alive too, small buffers,
- * buffers marked untransferable). Lent buffers go back to the loop: in neither.
+ * buffers marked untransferable). `kept`, buffers the loop keeps (lent ones, which go
+ * back to it, and staging buffers, which its pool holds: worker/staging.ts): in neither.
  */
-export function inputBuffers(inputs: unknown, lent: readonly ArrayBuffer[], untransferable: (buffer: ArrayBuffer) => boolean): { own: ArrayBuffer[]; leftBytes: number } {
+export function inputBuffers(inputs: unknown, kept: readonly ArrayBufferLike[], untransferable: (buffer: ArrayBuffer) => boolean): { own: ArrayBuffer[]; leftBytes: number } {
   const own: ArrayBuffer[] = [];
   let leftBytes = 0;
   for (const buffer of buffersIn(inputs, 0, true)) {
-    if (buffer instanceof ArrayBuffer && lent.includes(buffer)) continue;
+    if (kept.includes(buffer)) continue;
     if (buffer instanceof ArrayBuffer && buffer.byteLength >= RELEASE_MIN_BYTES && !untransferable(buffer)) own.push(buffer);
     else leftBytes += buffer.byteLength;
   }

@@ -22,6 +22,8 @@ export interface ThreadRequest {
   typed?: number;
   /** Buffers the caller lent (moved, not copied): handed back in the response's `lent` unless the result holds them. */
   lent?: ArrayBuffer[];
+  /** Staging buffers some args are views of (shared): copied into the thread's own memory before the task runs (staging.ts). */
+  staged?: SharedArrayBuffer[];
 }
 
 /** What comes back: the value (`views`: as in ThreadRequest), or the error as plain data. `seconds`: time inside the thread. */

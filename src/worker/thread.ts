@@ -12,6 +12,7 @@ import { garbageCollector } from '../runtime/garbage-collection.js';
 import { buffersIn, isMarkedAsUntransferable, releaseBuffers } from '../runtime/buffer-release.js';
 import { ThreadCollector } from '../runtime/thread-collector.js';
 import { inputBuffers, takeLeftGarbage } from './thread-garbage.js';
+import { unstage } from './staging.js';
 import { liftLargeViews, restoreLargeViews } from './large-views.js';
 import { LOOP_BRAND, liftTypedValues, restoreTypedValues } from './typed-crossing.js';
 
@@ -71,6 +72,7 @@ export default async function runTask(request: ThreadRequest): Promise<unknown> 
   releaseFinished();
   collector?.taskStarted();
   let started = performance.now();
+  let stagedCopies: ArrayBuffer[] = [];
   try {
     const mod = await load(request.module, request.origin);
     const fn = mod[request.name];
@@ -81,6 +83,13 @@ export default async function runTask(request: ThreadRequest): Promise<unknown> 
     let args = restoreLargeViews(request.args, request.views) as unknown[];
     // Decoded with the types the task's module registered, now that it is loaded.
     if ((request.typed ?? 0) > 0) args = restoreTypedValues(args, typedBrand, 'decode') as unknown[];
+    // Inputs that crossed in the loop's staging buffers get memory of this thread's own: the
+    // loop takes the staging buffers back once the task is done (staging.ts).
+    if (request.staged !== undefined) {
+      const unstaged = unstage(args, new Set(request.staged));
+      args = unstaged.value as unknown[];
+      stagedCopies = unstaged.copies;
+    }
     const result: unknown = await (fn as (...args: unknown[]) => unknown)(...args);
     const seconds = (performance.now() - started) / 1000;
     // Values of registered types cross as their encoded buffers, moved (typed-crossing.ts).
@@ -101,7 +110,7 @@ export default async function runTask(request: ThreadRequest): Promise<unknown> 
     // collected once the thread is idle. Lent buffers go back to the loop (or with the
     // result): never this thread's garbage.
     // Freed with or without a collector: computed apart, as `?.` would skip its argument.
-    const leftBytes = releaseInputsLater(request) + takeLeftGarbage();
+    const leftBytes = releaseInputsLater(request, stagedCopies) + takeLeftGarbage();
     collector?.taskEnded(leftBytes);
   }
 }
@@ -114,11 +123,15 @@ export default async function runTask(request: ThreadRequest): Promise<unknown> 
  * any timer or immediate runs: by then what the result holds has moved or been copied into
  * the message, so detaching the buffers cannot reach it. Returns the binary bytes of the
  * inputs left to the collector: shared ones (this thread's references keep them alive too),
- * small ones and those that cannot move. Lent buffers are neither freed nor counted.
+ * small ones and those that cannot move. Lent and staging buffers are neither freed nor
+ * counted; the copies made of the staged inputs (`stagedCopies`) are freed too.
  */
-function releaseInputsLater(request: ThreadRequest): number {
-  const { own, leftBytes } = inputBuffers([request.args, request.views], request.lent ?? [], (b) => isMarkedAsUntransferable?.(b) === true);
-  if (own.length > 0) {
+function releaseInputsLater(request: ThreadRequest, stagedCopies: readonly ArrayBuffer[]): number {
+  const kept: ArrayBufferLike[] = [...(request.lent ?? []), ...(request.staged ?? [])];
+  const found = inputBuffers([request.args, request.views], kept, (b) => isMarkedAsUntransferable?.(b) === true);
+  const own = new Set([...found.own, ...stagedCopies]);
+  const leftBytes = found.leftBytes;
+  if (own.size > 0) {
     toRelease.push(...own);
     setImmediate(releaseFinished);
   }

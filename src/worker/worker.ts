@@ -35,6 +35,12 @@ import { TaskReports } from './task-reports.js';
 import { WorkerTasks } from './tasks.js';
 
 /**
+ * The shared memory large task inputs cross to their threads in (worker/staging.ts), as a
+ * share of the memory limit: held for the worker's life once used, outside the store.
+ */
+const STAGING_SHARE = 16;
+
+/**
  * A worker: a SpillStore, a DataServer serving it to peers, a pool of threads running
  * tasks, and a control channel to the scheduler. It runs what the scheduler sends
  * (compute-task), fetches inputs from peers, and reports results; see docs/cluster.md#worker.
@@ -172,7 +178,9 @@ export class Worker extends EventEmitter {
       const server = await DataServer.listen(store, { host: opts.host, port: opts.port, token: opts.token, tls: opts.tls === undefined ? undefined : serverTls(opts.tls), onRequest });
       cleanup.unshift(() => server.close());
       const modules = await ModuleCache.create(directory, opts.allowModules);
-      const executor = new Executor(opts.nthreads, { nice: opts.threadNice, collectGarbage: opts.collectGarbage ?? true, modules });
+      // Staging for large inputs (worker/staging.ts): one of a sixteenth of the memory limit crosses in it.
+      const stagingBytes = Math.floor(memoryLimit / STAGING_SHARE);
+      const executor = new Executor(opts.nthreads, { nice: opts.threadNice, collectGarbage: opts.collectGarbage ?? true, modules, stagingBytes });
       cleanup.unshift(() => executor.close());
       const address = await contactAddress(server.address, opts.contactAddress);
       const name = opts.name ?? `worker-${process.pid}-${server.address.port}`;

@@ -1,0 +1,139 @@
+/**
+ * Shared memory that carries large task inputs to their threads.
+ *
+ * A thread gets its own copy of each large input (copy-inputs.ts). Made on the loop into a
+ * fresh ArrayBuffer, that copy is memory V8 counts on the loop's heap as it is allocated:
+ * with inputs of tens of MiB, a couple of them pass V8's external-memory limit, and V8
+ * then starts a mark-compact and advances its marking on the loop as more arrive
+ * (docs/benchmarks.md, Cluster). SharedArrayBuffer memory is counted by neither thread.
+ * So the loop copies such an input into a staging buffer from this pool, the thread copies
+ * it again into memory of its own before the task runs (the task sees an ordinary
+ * ArrayBuffer-backed value, as before), and the staging buffer comes back to the pool once
+ * the task's response is in.
+ *
+ * Shared memory is freed only once every thread holding it has collected its handle, so a
+ * staging buffer is never dropped after one task: the pool keeps every buffer it made,
+ * at most `maxBytes` of them in all, and an input that would pass that is copied as before.
+ */
+import { InvalidArgumentError } from '../errors.js';
+
+/** Smaller inputs are copied as before: V8's count hardly moves for them, and a staged one costs a second copy. */
+export const STAGE_MIN_BYTES = 1 << 20;
+
+export class StagingPool {
+  readonly maxBytes: number;
+  /** Spare buffers per size. */
+  readonly #spare = new Map<number, SharedArrayBuffer[]>();
+  /** Buffers lent out and not yet given back. */
+  readonly #out = new WeakSet<SharedArrayBuffer>();
+  #madeBytes = 0;
+  /** Inputs staged (a spare reused or a buffer made), and those refused for want of room. */
+  staged = 0;
+  refused = 0;
+
+  constructor(maxBytes: number) {
+    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new InvalidArgumentError(`a staging pool's maxBytes must be a non-negative whole number, got ${maxBytes}`);
+    this.maxBytes = maxBytes;
+  }
+
+  /** Bytes of the buffers this pool made (lent out or spare): never freed while it lives. */
+  get madeBytes(): number {
+    return this.#madeBytes;
+  }
+
+  /**
+   * A staging buffer of at least `bytes` (a spare, or a new one while the pool has room),
+   * or undefined: the caller copies as before. Give it back once no thread reads it.
+   */
+  take(bytes: number): SharedArrayBuffer | undefined {
+    if (!Number.isSafeInteger(bytes) || bytes < 0) throw new InvalidArgumentError(`a staging size is a non-negative whole number, got ${bytes}`);
+    const size = sizeClass(bytes);
+    // A spare one size up will do too: inputs of one kind vary a little.
+    const spare = this.#spare.get(size)?.pop() ?? this.#spare.get(size + step(size))?.pop();
+    if (spare !== undefined) {
+      this.#out.add(spare);
+      this.staged++;
+      return spare;
+    }
+    if (this.#madeBytes + size > this.maxBytes) {
+      this.refused++;
+      return undefined;
+    }
+    const buffer = new SharedArrayBuffer(size);
+    this.#madeBytes += size;
+    this.#out.add(buffer);
+    this.staged++;
+    return buffer;
+  }
+
+  /** `buffer`, from `take`, is read by no thread any more. A buffer not lent out from here is ignored. */
+  give(buffer: SharedArrayBuffer): void {
+    if (!this.#out.has(buffer)) return;
+    this.#out.delete(buffer);
+    let list = this.#spare.get(buffer.byteLength);
+    if (list === undefined) {
+      list = [];
+      this.#spare.set(buffer.byteLength, list);
+    }
+    list.push(buffer);
+  }
+}
+
+/** Four sizes per power of two (at most a quarter more than asked for), 64 KiB at least. */
+function sizeClass(bytes: number): number {
+  if (bytes <= 1 << 16) return 1 << 16;
+  const s = step(bytes);
+  return Math.ceil(bytes / s) * s;
+}
+
+function step(bytes: number): number {
+  return 2 ** (Math.floor(Math.log2(bytes)) - 2);
+}
+
+/**
+ * On the thread: `value` (the task's arguments) with every view of a staging buffer in
+ * `staged` replaced by a copy of its own, of the same type, and the copies' buffers (which
+ * the thread frees once the task is done, as it does its other input copies). Arrays, plain
+ * objects, Maps and Sets are changed in place: they are the message's, this thread's alone.
+ */
+export function unstage(value: unknown, staged: ReadonlySet<SharedArrayBuffer>): { value: unknown; copies: ArrayBuffer[] } {
+  const copies: ArrayBuffer[] = [];
+  const seen = new Set<object>();
+  const own = (v: unknown): unknown => {
+    if (!ArrayBuffer.isView(v) || !(v.buffer instanceof SharedArrayBuffer) || !staged.has(v.buffer)) return v;
+    const buffer = new ArrayBuffer(v.byteLength);
+    new Uint8Array(buffer).set(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+    copies.push(buffer);
+    if (v instanceof DataView) return new DataView(buffer);
+    const ctor = v.constructor as new (buffer: ArrayBuffer) => ArrayBufferView;
+    return new ctor(buffer);
+  };
+  // A stack, not recursion: a deeply nested value cannot overflow the call stack.
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v !== 'object' || v === null || ArrayBuffer.isView(v) || seen.has(v)) continue;
+    seen.add(v);
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) stack.push((v[i] = own(v[i])));
+    } else if (v instanceof Map) {
+      const entries = [...(v as Map<unknown, unknown>)].map(([k, item]) => [own(k), own(item)] as const);
+      v.clear();
+      for (const [k, item] of entries) {
+        v.set(k, item);
+        stack.push(k, item);
+      }
+    } else if (v instanceof Set) {
+      const items = [...(v as Set<unknown>)].map(own);
+      v.clear();
+      for (const item of items) {
+        v.add(item);
+        stack.push(item);
+      }
+    } else if (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null) {
+      const record = v as Record<string, unknown>;
+      for (const key of Object.keys(record)) stack.push((record[key] = own(record[key])));
+    }
+  }
+  return { value: own(value), copies };
+}

@@ -113,15 +113,22 @@ export class SizedBufferPool {
   #classOf(bytes: number): number | undefined {
     if (!Number.isSafeInteger(bytes) || bytes < 0) throw new InvalidArgumentError(`a buffer size is a non-negative whole number, got ${bytes}`);
     if (bytes > this.#options.maxBytes) return undefined;
-    if (bytes <= this.#options.minBytes) return this.#options.minBytes;
-    // Four sizes per power of two: at most a quarter more than asked for.
-    const step = 2 ** (Math.floor(Math.log2(bytes)) - 2);
-    return Math.ceil(bytes / step) * step;
+    return sizeClass(bytes, this.#options.minBytes);
   }
 }
 
-/** The size class after `size` (see #classOf). */
-function sizeAbove(size: number): number {
+/**
+ * The size a pool hands out for `bytes`: `minBytes` at least, else one of four sizes per
+ * power of two, at most a quarter more than asked for.
+ */
+export function sizeClass(bytes: number, minBytes: number): number {
+  if (bytes <= minBytes) return minBytes;
+  const step = 2 ** (Math.floor(Math.log2(bytes)) - 2);
+  return Math.ceil(bytes / step) * step;
+}
+
+/** The size class after `size` (see sizeClass). */
+export function sizeAbove(size: number): number {
   return size + 2 ** (Math.floor(Math.log2(size)) - 2);
 }
 

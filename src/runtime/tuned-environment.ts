@@ -141,14 +141,14 @@ export function applyHeapGrowth(env: NodeJS.ProcessEnv = process.env, execArgv: 
 /**
  * The node arguments that put a floor under V8's old-generation limit for a worker
  * (`--initial-old-space-size`): `SPILLWAY_INITIAL_OLD_SPACE_MIB` from `env` where set (an
- * empty value: none, V8's own limits), else 64 MiB, or an eighth of `memoryLimit` when that
- * is less. Neither NODE_OPTIONS nor a running process can carry this flag: V8 reads it
- * when it makes the heap, so the supervisor puts it on the worker's command line.
+ * empty value: none, V8's own limits), else OLD_SPACE_MIB, or OLD_SPACE_SHARE of
+ * `memoryLimit` when that is less. Neither NODE_OPTIONS nor a running process can carry
+ * this flag: V8 reads it when it makes the heap, so the supervisor puts it on the worker's
+ * command line.
  *
  * Why: V8 counts how far the ArrayBuffer memory has risen since its last full collection
  * (above the lowest it has been since) as part of the old generation when it decides to
- * start the next one, and without a floor the limit
- * is the small live heap plus a step of a few MB. A worker's values are buffers of
+ * start the next one, and without a floor the limit is the small live heap plus a step. A worker's values are buffers of
  * megabytes coming and going (a task's result, a chunk, a read-back), so nearly every one
  * would start a full marking on the loop's core. A floor lets that memory swing between
  * markings. The higher it is, the longer garbage sits in RSS before a marking frees it, so

@@ -16,9 +16,13 @@
  * at most `maxBytes` of them in all, and an input that would pass that is copied as before.
  */
 import { InvalidArgumentError } from '../errors.js';
+import { sizeAbove, sizeClass } from '../runtime/sized-buffer-pool.js';
 
 /** Smaller inputs are copied as before: V8's count hardly moves for them, and a staged one costs a second copy. */
 export const STAGE_MIN_BYTES = 1 << 20;
+
+/** The smallest staging buffer made. */
+const MIN_BUFFER_BYTES = 1 << 16;
 
 export class StagingPool {
   readonly maxBytes: number;
@@ -47,9 +51,9 @@ export class StagingPool {
    */
   take(bytes: number): SharedArrayBuffer | undefined {
     if (!Number.isSafeInteger(bytes) || bytes < 0) throw new InvalidArgumentError(`a staging size is a non-negative whole number, got ${bytes}`);
-    const size = sizeClass(bytes);
+    const size = sizeClass(bytes, MIN_BUFFER_BYTES);
     // A spare one size up will do too: inputs of one kind vary a little.
-    const spare = this.#spare.get(size)?.pop() ?? this.#spare.get(size + step(size))?.pop();
+    const spare = this.#spare.get(size)?.pop() ?? this.#spare.get(sizeAbove(size))?.pop();
     if (spare !== undefined) {
       this.#out.add(spare);
       this.staged++;
@@ -79,16 +83,6 @@ export class StagingPool {
   }
 }
 
-/** Four sizes per power of two (at most a quarter more than asked for), 64 KiB at least. */
-function sizeClass(bytes: number): number {
-  if (bytes <= 1 << 16) return 1 << 16;
-  const s = step(bytes);
-  return Math.ceil(bytes / s) * s;
-}
-
-function step(bytes: number): number {
-  return 2 ** (Math.floor(Math.log2(bytes)) - 2);
-}
 
 /**
  * On the thread: `value` (the task's arguments) with every view of a staging buffer in

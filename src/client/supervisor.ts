@@ -16,7 +16,7 @@ export interface SupervisorOptions {
   /** Environment of the workers, over this process's own (an `undefined` value unsets a variable). */
   env?: NodeJS.ProcessEnv;
   /**
-   * Start the workers with the C library's allocator tuned for large buffers, V8's young
+   * Start the workers with the C library's allocator tuned for large buffers (by `memoryLimit`), V8's young
    * generation capped, a floor under its old generation's limit, and its helper threads
    * sized to each worker's share of the cores (`tunedEnvironment`, `oldSpaceFloorArguments`,
    * docs/configuration.md); variables the environment already sets win. Default true.
@@ -24,7 +24,10 @@ export interface SupervisorOptions {
   tuneMalloc?: boolean;
   /** Task threads of each worker (their `--nthreads`), which with `count` sizes V8's helper threads. Default 1. */
   taskThreads?: number;
-  /** Each worker's memory limit (bytes or '4 GiB'), the base of `terminate`; default the `memoryLimit` each worker announces when ready. */
+  /**
+   * Each worker's memory limit (bytes or '4 GiB'), the base of `terminate` and of the
+   * allocator's tuning (`mallocThresholds`); default the `memoryLimit` each worker announces when ready.
+   */
   memoryLimit?: number | string;
   /**
    * A worker whose RSS passes its footprint at registration plus this fraction of twice its
@@ -177,7 +180,7 @@ export class Supervisor extends EventEmitter {
     this.#log = this.#options.log;
     this.#hostMemory = givenHostMemory !== undefined ? Promise.resolve(givenHostMemory) : hostMemory().then((m) => m.bytes);
     const env = { ...process.env, ...options.env };
-    this.#env = tuneMalloc ? tunedEnvironment(env, process.platform, { workers: count, taskThreads }) : env;
+    this.#env = tuneMalloc ? tunedEnvironment(env, process.platform, { workers: count, taskThreads, memoryLimit }) : env;
     this.#nodeArgs = tuneMalloc ? oldSpaceFloorArguments(env, memoryLimit) : [];
     this.done = new Promise((resolve) => (this.#finish = resolve));
     this.#slots = Array.from({ length: count }, (_, i) => new Slot(i));

@@ -14,10 +14,20 @@ import { availableParallelism } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import { InvalidArgumentError } from '../errors.js';
 
-/** glibc's mmap threshold: buffers above it are mapped, and unmapped when freed. */
-const MMAP_THRESHOLD = String(256 * 1024);
-/** Free memory at the top of the heap above this is returned to the system. */
-const TRIM_THRESHOLD = String(512 * 1024);
+/**
+ * glibc's mmap threshold and trim threshold for a worker whose memory limit is under
+ * REUSE_MIN_LIMIT: buffers above 256 KiB are mapped, and unmapped when freed; free memory
+ * at the top of the heap past 512 KiB goes back to the system.
+ */
+const RETURN_THRESHOLDS = { mmap: 256 * 1024, trim: 512 * 1024 };
+/**
+ * The same for a worker of REUSE_MIN_LIMIT or more: the largest mmap threshold glibc
+ * takes on 64-bit systems (half its 64 MiB heaps), so buffers up to 32 MiB come from its
+ * heap and their memory is reused when freed; past 16 MiB free at the top of a heap goes back.
+ */
+const REUSE_THRESHOLDS = { mmap: 32 * 1024 * 1024, trim: 16 * 1024 * 1024 };
+/** The memory limit from which a worker's malloc keeps freed memory for reuse. */
+export const REUSE_MIN_LIMIT = 1024 * 1024 * 1024;
 /** Arenas per process: task threads would otherwise each grow a heap of their own. */
 const ARENA_MAX = '2';
 /** V8's largest semi-space, in MiB, for every isolate of the process (its main thread and task threads). */
@@ -42,16 +52,15 @@ export interface WorkerShape {
   taskThreads: number;
   /** The host's cores; default `os.availableParallelism()`. */
   cores?: number;
+  /** Each worker's memory limit in bytes, where known (`mallocThresholds`). */
+  memoryLimit?: number;
 }
 
 /**
  * `userEnv` with the allocator settings Spillway's processes run best with, each only where
  * `userEnv` does not set it already (the user's setting wins):
  *
- * - a fixed mmap threshold: glibc raises its threshold each time a large block is freed,
- *   after which large buffers come from its heap and stay with the process when freed, so a
- *   worker that spills would keep its peak RSS; fixed, every buffer above it is unmapped when
- *   freed, while small pieces (a shuffle's, a transfer's) reuse heap memory;
+ * - fixed mmap and trim thresholds, chosen by the worker's memory limit (`mallocThresholds`);
  * - at most two malloc arenas;
  * - on Linux, glibc's transparent huge pages for malloc (`withHugePages`);
  * - V8's young generation capped (`withSmallYoungGeneration`);
@@ -62,10 +71,11 @@ export interface WorkerShape {
  * Returns a new object; `userEnv` is not changed. Reads no environment but `userEnv`.
  */
 export function tunedEnvironment(userEnv: NodeJS.ProcessEnv = process.env, platform: NodeJS.Platform = process.platform, shape?: WorkerShape): NodeJS.ProcessEnv {
+  const thresholds = mallocThresholds(shape?.memoryLimit);
   const env: NodeJS.ProcessEnv = {
     ...userEnv,
-    MALLOC_MMAP_THRESHOLD_: userEnv.MALLOC_MMAP_THRESHOLD_ ?? MMAP_THRESHOLD,
-    MALLOC_TRIM_THRESHOLD_: userEnv.MALLOC_TRIM_THRESHOLD_ ?? TRIM_THRESHOLD,
+    MALLOC_MMAP_THRESHOLD_: userEnv.MALLOC_MMAP_THRESHOLD_ ?? String(thresholds.mmap),
+    MALLOC_TRIM_THRESHOLD_: userEnv.MALLOC_TRIM_THRESHOLD_ ?? String(thresholds.trim),
     MALLOC_ARENA_MAX: userEnv.MALLOC_ARENA_MAX ?? ARENA_MAX,
   };
   env[HEAP_GROWING_VARIABLE] = userEnv[HEAP_GROWING_VARIABLE] ?? HEAP_GROWING_PERCENT;
@@ -73,6 +83,28 @@ export function tunedEnvironment(userEnv: NodeJS.ProcessEnv = process.env, platf
   env.NODE_OPTIONS = withSmallYoungGeneration(userEnv.NODE_OPTIONS);
   if (shape !== undefined) env.NODE_OPTIONS = withHelperThreads(env.NODE_OPTIONS, v8HelperThreads(shape));
   return env;
+}
+
+/**
+ * glibc's mmap and trim thresholds, in bytes, for a worker with `memoryLimit` (unknown:
+ * as for a large one). Both are fixed: left to itself, glibc raises its mmap threshold
+ * each time a large block is freed, and where that leaves it depends on the run.
+ *
+ * - Under REUSE_MIN_LIMIT every buffer of 256 KiB or more is mapped and unmapped when
+ *   freed, so RSS follows what the store holds. A small worker's values are a large share
+ *   of its limit, and memory kept for reuse would leave the store less room: it spills
+ *   more and waits for RSS to fall, and gains nothing.
+ * - From REUSE_MIN_LIMIT, buffers up to 32 MiB reuse the heap's memory. A worker makes and
+ *   frees buffers of MiB without pause (task results, the threads' copies of inputs,
+ *   reads, frames), and memory fresh from the kernel costs a page fault at the first write
+ *   to each 4 KiB page: on a virtual machine, where a fault costs microseconds, writing
+ *   fresh memory takes many times as long as writing reused memory, and the faults are
+ *   much of a worker's CPU. What the heap keeps is a small share of a large limit.
+ *
+ * Smaller buffers (a shuffle's pieces, a transfer's frames) come from the heap either way.
+ */
+export function mallocThresholds(memoryLimit?: number): { mmap: number; trim: number } {
+  return memoryLimit !== undefined && memoryLimit < REUSE_MIN_LIMIT ? { ...RETURN_THRESHOLDS } : { ...REUSE_THRESHOLDS };
 }
 
 /**
@@ -178,7 +210,7 @@ function wholeNumberSetting(env: NodeJS.ProcessEnv, name: string, unit: string):
 
 /**
  * `GLIBC_TUNABLES` with glibc's transparent huge pages for malloc turned on, unless the
- * value already sets them. Every large buffer is a fresh mmap (see `tunedEnvironment`),
+ * value already sets them. Every buffer above the mmap threshold is a fresh mmap (`mallocThresholds`),
  * first touched one 4 KiB page fault at a time; on a kernel whose huge pages are opt-in
  * (`madvise`, the common default) this opts those of 2 MiB or more in, 512 pages per
  * fault. glibc before 2.35 ignores it; a user who sets `glibc.malloc.hugetlb` (0 turns it

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { HEAP_GROWING_VARIABLE, OLD_SPACE_VARIABLE, applyHeapGrowth, oldSpaceFloorArguments, tunedEnvironment, v8HelperThreads, withHelperThreads, withHugePages, withSmallYoungGeneration } from '../../src/runtime/tuned-environment.js';
+import { HEAP_GROWING_VARIABLE, OLD_SPACE_VARIABLE, REUSE_MIN_LIMIT, applyHeapGrowth, mallocThresholds, oldSpaceFloorArguments, tunedEnvironment, v8HelperThreads, withHelperThreads, withHugePages, withSmallYoungGeneration } from '../../src/runtime/tuned-environment.js';
 
 test('withHugePages adds glibc.malloc.hugetlb=1 and keeps what the user set', () => {
   assert.equal(withHugePages(undefined), 'glibc.malloc.hugetlb=1');
@@ -21,8 +21,8 @@ test('tunedEnvironment adds the allocator settings to what the user has, and lea
   assert.deepEqual(env, {
     PATH: '/bin',
     HOME: '/home/u',
-    MALLOC_MMAP_THRESHOLD_: '262144',
-    MALLOC_TRIM_THRESHOLD_: '524288',
+    MALLOC_MMAP_THRESHOLD_: '33554432',
+    MALLOC_TRIM_THRESHOLD_: '16777216',
     MALLOC_ARENA_MAX: '2',
     GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1',
     NODE_OPTIONS: '--max-semi-space-size=2',
@@ -46,7 +46,29 @@ test("tunedEnvironment: the user's settings win", () => {
 test('tunedEnvironment sets no glibc tunables off Linux', () => {
   const env = tunedEnvironment({}, 'darwin');
   assert.equal(env.GLIBC_TUNABLES, undefined);
-  assert.equal(env.MALLOC_MMAP_THRESHOLD_, '262144');
+  assert.equal(env.MALLOC_MMAP_THRESHOLD_, '33554432');
+});
+
+test('mallocThresholds: memory returned under 1 GiB workers, reused from 1 GiB or when the limit is unknown', () => {
+  const small = { mmap: 262144, trim: 524288 };
+  const reuse = { mmap: 32 * 1024 * 1024, trim: 16 * 1024 * 1024 };
+  assert.equal(REUSE_MIN_LIMIT, 1024 * 1024 * 1024);
+  assert.deepEqual(mallocThresholds(256 * 1024 * 1024), small);
+  assert.deepEqual(mallocThresholds(REUSE_MIN_LIMIT - 1), small);
+  assert.deepEqual(mallocThresholds(REUSE_MIN_LIMIT), reuse);
+  assert.deepEqual(mallocThresholds(16 * REUSE_MIN_LIMIT), reuse);
+  assert.deepEqual(mallocThresholds(undefined), reuse);
+  // tunedEnvironment takes them from the workers' memory limit; the user's own values still win.
+  const shape = { workers: 2, taskThreads: 1, cores: 2 };
+  const tight = tunedEnvironment({}, 'linux', { ...shape, memoryLimit: 256 * 1024 * 1024 });
+  assert.equal(tight.MALLOC_MMAP_THRESHOLD_, '262144');
+  assert.equal(tight.MALLOC_TRIM_THRESHOLD_, '524288');
+  const large = tunedEnvironment({}, 'linux', { ...shape, memoryLimit: 2 * REUSE_MIN_LIMIT });
+  assert.equal(large.MALLOC_MMAP_THRESHOLD_, '33554432');
+  assert.equal(large.MALLOC_TRIM_THRESHOLD_, '16777216');
+  const user = tunedEnvironment({ MALLOC_MMAP_THRESHOLD_: '65536' }, 'linux', { ...shape, memoryLimit: 2 * REUSE_MIN_LIMIT });
+  assert.equal(user.MALLOC_MMAP_THRESHOLD_, '65536');
+  assert.equal(user.MALLOC_TRIM_THRESHOLD_, '16777216');
 });
 
 test('tunedEnvironment reads the process environment when given none', () => {

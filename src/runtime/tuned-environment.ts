@@ -101,7 +101,7 @@ export function tunedEnvironment(userEnv: NodeJS.ProcessEnv = process.env, platf
  *   fresh memory takes many times as long as writing reused memory, and the faults are
  *   much of a worker's CPU. What the heap keeps is a small share of a large limit.
  *
- * Smaller buffers (a shuffle's pieces, a transfer's frames) come from the heap either way.
+ * Buffers under 256 KiB (a shuffle's pieces at small partitions) come from the heap either way.
  */
 export function mallocThresholds(memoryLimit?: number): { mmap: number; trim: number } {
   return memoryLimit !== undefined && memoryLimit < REUSE_MIN_LIMIT ? { ...RETURN_THRESHOLDS } : { ...REUSE_THRESHOLDS };

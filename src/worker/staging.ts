@@ -17,6 +17,7 @@
  */
 import { InvalidArgumentError } from '../errors.js';
 import { sizeAbove, sizeClass } from '../runtime/sized-buffer-pool.js';
+import { KEEP, replaceInPlace } from './value-walk.js';
 
 /** Smaller inputs are copied as before: V8's count hardly moves for them, and a staged one costs a second copy. */
 export const STAGE_MIN_BYTES = 1 << 20;
@@ -83,7 +84,6 @@ export class StagingPool {
   }
 }
 
-
 /**
  * On the thread: `value` (the task's arguments) with every view of a staging buffer in
  * `staged` replaced by a copy of its own, of the same type, and the copies' buffers (which
@@ -92,9 +92,8 @@ export class StagingPool {
  */
 export function unstage(value: unknown, staged: ReadonlySet<SharedArrayBuffer>): { value: unknown; copies: ArrayBuffer[] } {
   const copies: ArrayBuffer[] = [];
-  const seen = new Set<object>();
-  const own = (v: unknown): unknown => {
-    if (!ArrayBuffer.isView(v) || !(v.buffer instanceof SharedArrayBuffer) || !staged.has(v.buffer)) return v;
+  const own = (v: object): unknown => {
+    if (!ArrayBuffer.isView(v) || !(v.buffer instanceof SharedArrayBuffer) || !staged.has(v.buffer)) return KEEP;
     const buffer = new ArrayBuffer(v.byteLength);
     new Uint8Array(buffer).set(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
     copies.push(buffer);
@@ -102,32 +101,5 @@ export function unstage(value: unknown, staged: ReadonlySet<SharedArrayBuffer>):
     const ctor = v.constructor as new (buffer: ArrayBuffer) => ArrayBufferView;
     return new ctor(buffer);
   };
-  // A stack, not recursion: a deeply nested value cannot overflow the call stack.
-  const stack: unknown[] = [value];
-  while (stack.length > 0) {
-    const v = stack.pop();
-    if (typeof v !== 'object' || v === null || ArrayBuffer.isView(v) || seen.has(v)) continue;
-    seen.add(v);
-    if (Array.isArray(v)) {
-      for (let i = 0; i < v.length; i++) stack.push((v[i] = own(v[i])));
-    } else if (v instanceof Map) {
-      const entries = [...(v as Map<unknown, unknown>)].map(([k, item]) => [own(k), own(item)] as const);
-      v.clear();
-      for (const [k, item] of entries) {
-        v.set(k, item);
-        stack.push(k, item);
-      }
-    } else if (v instanceof Set) {
-      const items = [...(v as Set<unknown>)].map(own);
-      v.clear();
-      for (const item of items) {
-        v.add(item);
-        stack.push(item);
-      }
-    } else if (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null) {
-      const record = v as Record<string, unknown>;
-      for (const key of Object.keys(record)) stack.push((record[key] = own(record[key])));
-    }
-  }
-  return { value: own(value), copies };
+  return { value: replaceInPlace(value, own), copies };
 }

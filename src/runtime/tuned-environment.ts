@@ -22,8 +22,9 @@ import { InvalidArgumentError } from '../errors.js';
 const RETURN_THRESHOLDS = { mmap: 256 * 1024, trim: 512 * 1024 };
 /**
  * The same for a worker of REUSE_MIN_LIMIT or more: the largest mmap threshold glibc
- * takes on 64-bit systems (half its 64 MiB heaps), so buffers up to 32 MiB come from its
- * heap and their memory is reused when freed; past 16 MiB free at the top of a heap goes back.
+ * takes on 64-bit systems (half the size of its heaps), so buffers up to it come from its
+ * heap and their memory is reused when freed; a trim threshold that lets the top of a heap
+ * go back only once a few such buffers' worth is free there.
  */
 const REUSE_THRESHOLDS = { mmap: 32 * 1024 * 1024, trim: 16 * 1024 * 1024 };
 /** The memory limit from which a worker's malloc keeps freed memory for reuse. */
@@ -90,18 +91,20 @@ export function tunedEnvironment(userEnv: NodeJS.ProcessEnv = process.env, platf
  * as for a large one). Both are fixed: left to itself, glibc raises its mmap threshold
  * each time a large block is freed, and where that leaves it depends on the run.
  *
- * - Under REUSE_MIN_LIMIT every buffer of 256 KiB or more is mapped and unmapped when
- *   freed, so RSS follows what the store holds. A small worker's values are a large share
- *   of its limit, and memory kept for reuse would leave the store less room: it spills
- *   more and waits for RSS to fall, and gains nothing.
- * - From REUSE_MIN_LIMIT, buffers up to 32 MiB reuse the heap's memory. A worker makes and
- *   frees buffers of MiB without pause (task results, the threads' copies of inputs,
- *   reads, frames), and memory fresh from the kernel costs a page fault at the first write
- *   to each 4 KiB page: on a virtual machine, where a fault costs microseconds, writing
- *   fresh memory takes many times as long as writing reused memory, and the faults are
- *   much of a worker's CPU. What the heap keeps is a small share of a large limit.
+ * - Under REUSE_MIN_LIMIT (RETURN_THRESHOLDS) every buffer past a small threshold is
+ *   mapped and unmapped when freed, so RSS follows what the store holds. A small worker's
+ *   values are a large share of its limit, and memory kept for reuse would leave the store
+ *   less room: it spills more and waits for RSS to fall, and gains nothing.
+ * - From REUSE_MIN_LIMIT (REUSE_THRESHOLDS), buffers up to glibc's largest threshold reuse
+ *   the heap's memory. A worker makes and frees buffers of MiB without pause (task
+ *   results, the threads' copies of inputs, reads, frames), and memory fresh from the
+ *   kernel costs a page fault at the first write to each page: on a virtual machine, where
+ *   a fault is slow, writing fresh memory takes many times as long as writing reused
+ *   memory, and the faults are much of a worker's CPU. What the heap keeps is a small
+ *   share of a large limit.
  *
- * Buffers under 256 KiB (a shuffle's pieces at small partitions) come from the heap either way.
+ * Buffers under the small threshold (a shuffle's pieces at small partitions) come from the
+ * heap either way.
  */
 export function mallocThresholds(memoryLimit?: number): { mmap: number; trim: number } {
   return memoryLimit !== undefined && memoryLimit < REUSE_MIN_LIMIT ? { ...RETURN_THRESHOLDS } : { ...REUSE_THRESHOLDS };

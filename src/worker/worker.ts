@@ -178,7 +178,7 @@ export class Worker extends EventEmitter {
       const server = await DataServer.listen(store, { host: opts.host, port: opts.port, token: opts.token, tls: opts.tls === undefined ? undefined : serverTls(opts.tls), onRequest });
       cleanup.unshift(() => server.close());
       const modules = await ModuleCache.create(directory, opts.allowModules);
-      // Staging for large inputs (worker/staging.ts): one of a sixteenth of the memory limit crosses in it.
+      // Staging for large inputs (worker/staging.ts): STAGING_SHARE of the memory limit.
       const stagingBytes = Math.floor(memoryLimit / STAGING_SHARE);
       const executor = new Executor(opts.nthreads, { nice: opts.threadNice, collectGarbage: opts.collectGarbage ?? true, modules, stagingBytes });
       cleanup.unshift(() => executor.close());

@@ -3,7 +3,7 @@ import { availableParallelism } from 'node:os';
 import { Supervisor } from '../client/supervisor.js';
 import type { DataAddress } from '../cluster/protocol.js';
 import { type LogLevel, createLogger } from '../log.js';
-import type { MemoryLimitSpec } from '../worker/memory-limit.js';
+import { type MemoryLimitSpec, resolveMemoryLimit } from '../worker/memory-limit.js';
 import { parseSupervisorRestarts } from '../worker/options.js';
 import { Worker } from '../worker/index.js';
 import { applyHeapGrowth } from '../runtime/tuned-environment.js';
@@ -42,7 +42,7 @@ export interface WorkerFlags extends SecurityFlags {
  */
 export async function workerCommand(flags: WorkerFlags): Promise<void> {
   const level = resolveLogLevel(flags.logLevel);
-  if (flags.supervisor) superviseWorkers(flags, level);
+  if (flags.supervisor) await superviseWorkers(flags, level);
   else await runWorker(flags, level);
 }
 
@@ -133,9 +133,12 @@ function childArgs(flags: WorkerFlags, slot: number): string[] {
  * SIGTERM (each worker retires) and SIGINT as SIGINT, and exits once they have, with the
  * worst exit code among them. A second signal kills them at once.
  */
-function superviseWorkers(flags: WorkerFlags, level: LogLevel): void {
+async function superviseWorkers(flags: WorkerFlags, level: LogLevel): Promise<void> {
   const log = createLogger('spillway-supervisor', level);
   const token = resolveToken(flags.token);
+  // Each worker's limit, resolved here as the worker will resolve it ('auto' and fractions
+  // share this host among --nworkers): the allocator's tuning and the runaway rule depend on it.
+  const memoryLimit = await resolveMemoryLimit(flags.memoryLimit, { workersOnHost: flags.nworkers });
   const supervisor = new Supervisor({
     count: flags.nworkers,
     // The worker's own default, all the host's cores.
@@ -143,7 +146,7 @@ function superviseWorkers(flags: WorkerFlags, level: LogLevel): void {
     args: (slot) => childArgs(flags, slot),
     // The token travels in the environment, never on a command line (visible in `ps`).
     env: { SPILLWAY_LOG_LEVEL: level, ...(token === undefined ? {} : { SPILLWAY_TOKEN: token }) },
-    memoryLimit: typeof flags.memoryLimit === 'number' ? flags.memoryLimit : undefined,
+    memoryLimit,
     terminate: flags.terminate,
     stderr: 'inherit',
     log,

@@ -26,7 +26,8 @@ export interface SupervisorOptions {
   taskThreads?: number;
   /**
    * Each worker's memory limit (bytes or '4 GiB'), the base of `terminate` and of the
-   * allocator's tuning (`mallocThresholds`); default the `memoryLimit` each worker announces when ready.
+   * allocator's tuning (`mallocThresholds`). Without it the terminate rule uses the `memoryLimit`
+   * each worker announces when ready, and the allocator is tuned as for a limit of 1 GiB or more.
    */
   memoryLimit?: number | string;
   /**

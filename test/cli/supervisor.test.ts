@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { test } from 'node:test';
 import { CliProcess } from '../../src/client/processes.js';
-import { v8HelperThreads } from '../../src/runtime/tuned-environment.js';
+import { OLD_SPACE_VARIABLE, mallocThresholds, v8HelperThreads } from '../../src/runtime/tuned-environment.js';
 import { hostMemory } from '../../src/worker/memory-limit.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -34,11 +34,51 @@ test('spillway worker --nworkers 2 --memory-limit auto: two workers, each with h
     }
   }
 
+  if (process.platform === 'linux' && process.env.MALLOC_MMAP_THRESHOLD_ === undefined) {
+    // The supervisor resolved 'auto' to the same share: its allocator tuning follows it.
+    for (const r of ready) assert.equal((await environment(Number(r.pid))).get('MALLOC_MMAP_THRESHOLD_'), String(mallocThresholds(share).mmap));
+  }
+
   supervisor.child.kill('SIGTERM');
   const exit = await supervisor.exited;
   assert.deepEqual(exit, { code: 0, signal: null }, supervisor.stderrTail);
   assert.ok(!ready.some((r) => isRunning(Number(r.pid))), 'no worker outlives its supervisor');
 });
+
+test('spillway worker --memory-limit 384MiB: the supervisor tunes its worker for that limit (malloc thresholds, old-space floor)', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
+  const env = { SPILLWAY_TOKEN: 'test-token' };
+  const scheduler = new CliProcess('scheduler', ['scheduler', '--port', '0'], env, 'pipe');
+  t.after(() => scheduler.stop(5_000));
+  const { address } = (await scheduler.waitForEvent('listening', 30_000)) as { address: { host: string; port: number } };
+  const supervisor = new CliProcess('supervisor', ['worker', '--scheduler', `${address.host}:${address.port}`, '--memory-limit', '384MiB', '--nthreads', '1'], env, 'pipe');
+  t.after(() => supervisor.stop(5_000));
+  const ready = (await supervisor.waitForEvent('ready', 60_000)) as { pid: number; memoryLimit: number };
+  assert.equal(ready.memoryLimit, 384 * 2 ** 20);
+
+  // Under 1 GiB: large buffers are mapped and unmapped when freed, not kept in malloc's heap.
+  const workerEnv = await environment(ready.pid);
+  assert.equal(workerEnv.get('MALLOC_MMAP_THRESHOLD_'), process.env.MALLOC_MMAP_THRESHOLD_ ?? String(mallocThresholds(384 * 2 ** 20).mmap));
+  assert.equal(workerEnv.get('MALLOC_MMAP_THRESHOLD_'), process.env.MALLOC_MMAP_THRESHOLD_ ?? '262144');
+  assert.equal(workerEnv.get('MALLOC_TRIM_THRESHOLD_'), process.env.MALLOC_TRIM_THRESHOLD_ ?? '524288');
+  // The old generation's floor is an eighth of the limit, on the worker's command line.
+  if (process.env[OLD_SPACE_VARIABLE] === undefined) {
+    const args = (await readFile(`/proc/${ready.pid}/cmdline`, 'utf8')).split('\0');
+    assert.ok(args.includes('--initial-old-space-size=48'), args.join(' '));
+  }
+  supervisor.child.kill('SIGTERM');
+  assert.deepEqual(await supervisor.exited, { code: 0, signal: null }, supervisor.stderrTail);
+});
+
+/** A process's environment, from /proc (Linux). */
+async function environment(pid: number): Promise<Map<string, string>> {
+  const raw = await readFile(`/proc/${pid}/environ`, 'utf8');
+  return new Map(
+    raw
+      .split('\0')
+      .filter((line) => line.includes('='))
+      .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
+  );
+}
 
 function isRunning(pid: number): boolean {
   try {

@@ -1,10 +1,10 @@
 /** `spillway worker` as a supervisor, with real processes: its workers share the host's memory and go when it is told to. */
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
 import { test } from 'node:test';
 import { CliProcess } from '../../src/client/processes.js';
 import { OLD_SPACE_VARIABLE, mallocThresholds, v8HelperThreads } from '../../src/runtime/tuned-environment.js';
 import { hostMemory } from '../../src/worker/memory-limit.js';
+import { commandLine, environment } from '../helpers/proc.js';
 import { waitFor } from '../helpers/wait.js';
 
 test('spillway worker --nworkers 2 --memory-limit auto: two workers, each with half the host\'s memory; SIGTERM retires both and the supervisor exits 0', async (t) => {
@@ -28,8 +28,7 @@ test('spillway worker --nworkers 2 --memory-limit auto: two workers, each with h
     // V8's helper threads sized for two workers of one task thread each on this host.
     const helpers = v8HelperThreads({ workers: 2, taskThreads: 1 });
     for (const r of ready) {
-      const environ = (await readFile(`/proc/${Number(r.pid)}/environ`, 'utf8')).split('\0');
-      const options = environ.find((line) => line.startsWith('NODE_OPTIONS='));
+      const options = (await environment(Number(r.pid))).get('NODE_OPTIONS');
       assert.match(options ?? '', new RegExp(`(^|\\s)--v8-pool-size=${helpers}(\\s|$)`), `${String(r.name)}: ${options}`);
     }
   }
@@ -62,23 +61,13 @@ test('spillway worker --memory-limit 384MiB: the supervisor tunes its worker for
   assert.equal(workerEnv.get('MALLOC_TRIM_THRESHOLD_'), process.env.MALLOC_TRIM_THRESHOLD_ ?? '524288');
   // The old generation's floor is an eighth of the limit, on the worker's command line.
   if (process.env[OLD_SPACE_VARIABLE] === undefined) {
-    const args = (await readFile(`/proc/${ready.pid}/cmdline`, 'utf8')).split('\0');
+    const args = await commandLine(ready.pid);
     assert.ok(args.includes('--initial-old-space-size=48'), args.join(' '));
   }
   supervisor.child.kill('SIGTERM');
   assert.deepEqual(await supervisor.exited, { code: 0, signal: null }, supervisor.stderrTail);
 });
 
-/** A process's environment, from /proc (Linux). */
-async function environment(pid: number): Promise<Map<string, string>> {
-  const raw = await readFile(`/proc/${pid}/environ`, 'utf8');
-  return new Map(
-    raw
-      .split('\0')
-      .filter((line) => line.includes('='))
-      .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
-  );
-}
 
 function isRunning(pid: number): boolean {
   try {

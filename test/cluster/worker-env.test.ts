@@ -10,22 +10,7 @@ import { InvalidArgumentError } from '../../src/errors.js';
 import type { Graph } from '../../src/cluster/protocol.js';
 import { OLD_SPACE_VARIABLE, v8HelperThreads, withHelperThreads, withHugePages, withSmallYoungGeneration } from '../../src/runtime/tuned-environment.js';
 import { fixture, MiB, startCluster } from './helpers.js';
-
-/** A process's environment, from /proc (Linux). */
-async function environment(pid: number): Promise<Map<string, string>> {
-  const raw = await readFile(`/proc/${pid}/environ`, 'utf8');
-  return new Map(
-    raw
-      .split('\0')
-      .filter((line) => line.includes('='))
-      .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
-  );
-}
-
-/** A process's command line, from /proc (Linux). */
-async function commandLine(pid: number): Promise<string[]> {
-  return (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0').filter((arg) => arg !== '');
-}
+import { commandLine, environment } from '../helpers/proc.js';
 
 /** The kernel's transparent huge page mode ('always', 'madvise' or 'never'), or undefined without THP. */
 async function thpMode(): Promise<string | undefined> {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Room, type RoomStore, makeRoom } from '../../src/worker/room.js';
+import { waitFor } from '../helpers/wait.js';
 
 const MiB = 1024 * 1024;
 
@@ -101,13 +102,18 @@ test('tasks admitted together each count the bytes of those admitted before them
 test('without room a task waits for those under way to end; a task alone starts anyway', async () => {
   const rss = { value: 250 * MiB };
   const { store, calls, readRss } = fakeStore(rss, 0);
-  const room = new Room(store, { readRss, settleMs: 0, rounds: 2 });
+  let reads = 0;
+  const room = new Room(store, { readRss: () => (reads++, readRss()), settleMs: 0, rounds: 2 });
   const first = await room.claim(32 * MiB);
   assert.equal(first.rounds, -1, 'alone, it starts over the pause level after its rounds');
   assert.equal(calls.filter((c) => c.startsWith('evict')).length, 2);
   let secondGranted = false;
+  const readsBefore = reads;
   const second = room.claim(8 * MiB).then((claim) => ((secondGranted = true), claim));
-  await new Promise((resolve) => setTimeout(resolve, 20));
+  // Its rounds done (an RSS reading before each, and one after the last), it waits: not
+  // a fixed time, as on a loaded host its rounds' timers can take longer than any.
+  await waitFor(() => reads >= readsBefore + 3, "the second claim's rounds");
+  await new Promise((resolve) => setImmediate(resolve));
   assert.equal(secondGranted, false, 'no room while the first runs: it waits');
   // The first task ends and frees its memory: room for the second.
   rss.value = 150 * MiB;

@@ -27,7 +27,8 @@ export interface SupervisorOptions {
   /**
    * Each worker's memory limit (bytes or '4 GiB'), the base of `terminate` and of the
    * allocator's tuning (`mallocThresholds`). Without it the terminate rule uses the `memoryLimit`
-   * each worker announces when ready, and the allocator is tuned as for a limit of 1 GiB or more.
+   * each worker announces when ready, and the allocator is tuned as for a limit of at least
+   * `REUSE_MIN_LIMIT` (runtime/tuned-environment.ts).
    */
   memoryLimit?: number | string;
   /**

@@ -6,7 +6,7 @@ import { type LogLevel, createLogger } from '../log.js';
 import { type MemoryLimitSpec, resolveMemoryLimit } from '../worker/memory-limit.js';
 import { parseSupervisorRestarts } from '../worker/options.js';
 import { Worker } from '../worker/index.js';
-import { applyHeapGrowth } from '../runtime/tuned-environment.js';
+import { applyHeapGrowth, confineOldSpaceFloor } from '../runtime/tuned-environment.js';
 import { EXIT_FAILED, announce, resolveLogLevel, resolveToken, runUntilStopped } from './options.js';
 import { type SecurityFlags, tlsFromFlags } from './security-flags.js';
 
@@ -53,8 +53,10 @@ export async function workerCommand(flags: WorkerFlags): Promise<void> {
  * `{"event":"ready",...}`, then `{"event":"reconnected",...}` after each new registration.
  */
 async function runWorker(flags: WorkerFlags, level: LogLevel): Promise<void> {
-  // Before the worker allocates anything: its heap's growth, as its supervisor chose.
+  // Before the worker allocates anything: its heap's growth, as its supervisor chose, and
+  // its old-generation floor kept to this thread's heap, before any task thread starts.
   applyHeapGrowth();
+  confineOldSpaceFloor();
   const worker = await Worker.start({
     scheduler: flags.scheduler,
     token: resolveToken(flags.token),

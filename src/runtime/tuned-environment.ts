@@ -7,8 +7,9 @@
  * supervisor's workers (LocalCluster's too). glibc reads the malloc ones; other C libraries
  * ignore them; the heap's growth, which NODE_OPTIONS may not carry, has a variable of its
  * own that the worker applies to itself (`applyHeapGrowth`), and the floor under the old
- * generation's limit, which V8 reads only as it starts, goes on the worker's command line
- * (`oldSpaceFloorArguments`). docs/configuration.md explains each and its trade-off.
+ * generation's limit, which V8 reads as it makes each heap, goes on the worker's command line
+ * (`oldSpaceFloorArguments`) and is kept to its main thread (`confineOldSpaceFloor`).
+ * docs/configuration.md explains each and its trade-off.
  */
 import { availableParallelism } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
@@ -41,7 +42,9 @@ export const HEAP_GROWING_VARIABLE = 'SPILLWAY_HEAP_GROWING_PERCENT';
 export const OLD_SPACE_VARIABLE = 'SPILLWAY_INITIAL_OLD_SPACE_MIB';
 /** That floor's default, in MiB, and the share of the worker's memory limit it stays within. */
 const OLD_SPACE_MIB = 64;
-const OLD_SPACE_SHARE = 1 / 8;
+const OLD_SPACE_SHARE = 1 / 4;
+/** The flag that carries the floor, as node and `setFlagsFromString` spell it. */
+const OLD_SPACE_FLAG = 'initial-old-space-size';
 /** Node's own number of V8 helper threads, the most a worker is given. */
 const NODE_HELPER_THREADS = 4;
 
@@ -194,7 +197,29 @@ export function oldSpaceFloorArguments(env: NodeJS.ProcessEnv = process.env, mem
   if (setting === 'off') return [];
   const share = memoryLimit === undefined ? Infinity : Math.floor((memoryLimit * OLD_SPACE_SHARE) / 2 ** 20);
   const mib = setting ?? Math.max(1, Math.min(OLD_SPACE_MIB, share));
-  return [`--initial-old-space-size=${mib}`];
+  return [`--${OLD_SPACE_FLAG}=${mib}`];
+}
+
+/**
+ * Keeps the floor `oldSpaceFloorArguments` put on this process's command line to the heap
+ * it was meant for, the main thread's: V8 reads the flag again for every isolate it makes,
+ * so the process's task threads (worker_threads, started after this call) get V8's own
+ * limits instead. Returns the flag applied, or undefined when the process was started
+ * without a floor. Call it before the first task thread starts.
+ *
+ * Why: the floor pays on the main thread, whose markings the values' arrivals start. A
+ * task thread's garbage is what its tasks made and dropped (a split's pieces, copies of
+ * inputs): with the floor each thread would hold up to the floor's worth of it beside the
+ * worker's values, memory the store can neither spill nor count on, and with thousands of
+ * small pieces per task that takes a worker past its memory limit.
+ */
+export function confineOldSpaceFloor(execArgv: readonly string[] = process.execArgv): string | undefined {
+  const spelled = new RegExp(`^--${OLD_SPACE_FLAG.replaceAll('-', '[-_]')}([=]|$)`);
+  if (!execArgv.some((arg) => spelled.test(arg))) return undefined;
+  // 0 is V8's "not set": the heaps made from now on size their old generation themselves.
+  const flag = `--${OLD_SPACE_FLAG}=0`;
+  setFlagsFromString(flag);
+  return flag;
 }
 
 /**

@@ -44,21 +44,21 @@ test('spillway worker --nworkers 2 --memory-limit auto: two workers, each with h
   assert.ok(!ready.some((r) => isRunning(Number(r.pid))), 'no worker outlives its supervisor');
 });
 
-test('spillway worker --memory-limit 384MiB: the supervisor tunes its worker for that limit (malloc thresholds, old-space floor)', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
+test('spillway worker --memory-limit 192MiB: the supervisor tunes its worker for that limit (malloc thresholds, old-space floor)', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
   const env = { SPILLWAY_TOKEN: 'test-token' };
   const scheduler = new CliProcess('scheduler', ['scheduler', '--port', '0'], env, 'pipe');
   t.after(() => scheduler.stop(5_000));
   const { address } = (await scheduler.waitForEvent('listening', 30_000)) as { address: { host: string; port: number } };
-  const supervisor = new CliProcess('supervisor', ['worker', '--scheduler', `${address.host}:${address.port}`, '--memory-limit', '384MiB', '--nthreads', '1'], env, 'pipe');
+  const supervisor = new CliProcess('supervisor', ['worker', '--scheduler', `${address.host}:${address.port}`, '--memory-limit', '192MiB', '--nthreads', '1'], env, 'pipe');
   t.after(() => supervisor.stop(5_000));
   const ready = (await supervisor.waitForEvent('ready', 60_000)) as { pid: number; memoryLimit: number };
-  assert.equal(ready.memoryLimit, 384 * 2 ** 20);
+  assert.equal(ready.memoryLimit, 192 * 2 ** 20);
 
   // Under 1 GiB: large buffers are mapped and unmapped when freed, not kept in malloc's heap.
   const workerEnv = await environment(ready.pid);
   assert.equal(workerEnv.get('MALLOC_MMAP_THRESHOLD_'), process.env.MALLOC_MMAP_THRESHOLD_ ?? '262144');
   assert.equal(workerEnv.get('MALLOC_TRIM_THRESHOLD_'), process.env.MALLOC_TRIM_THRESHOLD_ ?? '524288');
-  // The old generation's floor is an eighth of the limit, on the worker's command line.
+  // The old generation's floor is a quarter of the limit, on the worker's command line.
   if (process.env[OLD_SPACE_VARIABLE] === undefined) {
     const args = await commandLine(ready.pid);
     assert.ok(args.includes('--initial-old-space-size=48'), args.join(' '));

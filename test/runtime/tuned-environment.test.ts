@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { HEAP_GROWING_VARIABLE, OLD_SPACE_VARIABLE, REUSE_MIN_LIMIT, applyHeapGrowth, mallocThresholds, oldSpaceFloorArguments, tunedEnvironment, v8HelperThreads, withHelperThreads, withHugePages, withSmallYoungGeneration } from '../../src/runtime/tuned-environment.js';
+import { HEAP_GROWING_VARIABLE, OLD_SPACE_VARIABLE, REUSE_MIN_LIMIT, applyHeapGrowth, confineOldSpaceFloor, mallocThresholds, oldSpaceFloorArguments, tunedEnvironment, v8HelperThreads, withHelperThreads, withHugePages, withSmallYoungGeneration } from '../../src/runtime/tuned-environment.js';
 
 test('withHugePages adds glibc.malloc.hugetlb=1 and keeps what the user set', () => {
   assert.equal(withHugePages(undefined), 'glibc.malloc.hugetlb=1');
@@ -147,12 +148,12 @@ test("this Node's V8 knows the flag applyHeapGrowth sets", () => {
 
 const MiB = 2 ** 20;
 
-test('oldSpaceFloorArguments: 64 MiB, an eighth of the memory limit when that is less, or the variable', () => {
+test('oldSpaceFloorArguments: 64 MiB, a quarter of the memory limit when that is less, or the variable', () => {
   assert.deepEqual(oldSpaceFloorArguments({}), ['--initial-old-space-size=64']);
   assert.deepEqual(oldSpaceFloorArguments({}, 4096 * MiB), ['--initial-old-space-size=64']);
-  assert.deepEqual(oldSpaceFloorArguments({}, 512 * MiB), ['--initial-old-space-size=64']);
-  assert.deepEqual(oldSpaceFloorArguments({}, 256 * MiB), ['--initial-old-space-size=32']);
-  assert.deepEqual(oldSpaceFloorArguments({}, 100 * MiB), ['--initial-old-space-size=12']);
+  assert.deepEqual(oldSpaceFloorArguments({}, 256 * MiB), ['--initial-old-space-size=64']);
+  assert.deepEqual(oldSpaceFloorArguments({}, 200 * MiB), ['--initial-old-space-size=50']);
+  assert.deepEqual(oldSpaceFloorArguments({}, 100 * MiB), ['--initial-old-space-size=25']);
   assert.deepEqual(oldSpaceFloorArguments({}, 1 * MiB), ['--initial-old-space-size=1']);
   // The user's value wins, whatever the limit; an empty one leaves V8's own limits.
   assert.deepEqual(oldSpaceFloorArguments({ [OLD_SPACE_VARIABLE]: '200' }, 128 * MiB), ['--initial-old-space-size=200']);
@@ -167,23 +168,44 @@ test('oldSpaceFloorArguments refuses a value that is not a whole number of MiB',
   }
 });
 
+test('confineOldSpaceFloor resets the floor for the heaps made after it, only where the process has one', () => {
+  assert.equal(confineOldSpaceFloor([]), undefined);
+  assert.equal(confineOldSpaceFloor(['--max-semi-space-size=2', '--initial-old-space-sizes=3']), undefined);
+  // Resetting to V8's "not set" changes nothing for this test process, which has no floor.
+  assert.equal(confineOldSpaceFloor(oldSpaceFloorArguments({})), '--initial-old-space-size=0');
+  assert.equal(confineOldSpaceFloor(['--initial_old_space_size', '64']), '--initial-old-space-size=0');
+});
+
+/** A script allocating buffers of 4 MiB and keeping the last eight, over about 20 MB of live heap. */
+const ALLOCATING = `
+  const heap = Array.from({ length: 250000 }, (_, i) => ({ i, s: 'x' + i }));
+  const recent = [];
+  for (let i = 0; i < 100; i++) {
+    recent.push(new ArrayBuffer(4 << 20));
+    if (recent.length > 8) recent.shift();
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  if (heap.length !== 250000) process.exit(3);
+`;
+
+/** The same in a worker thread, started after the process's main thread calls confineOldSpaceFloor or not. */
+function inTaskThread(confine: boolean): string {
+  const module = fileURLToPath(new URL('../../src/runtime/tuned-environment.ts', import.meta.url));
+  return `
+    import { Worker } from 'node:worker_threads';
+    import { confineOldSpaceFloor } from ${JSON.stringify(module)};
+    if (${confine} && confineOldSpaceFloor() === undefined) process.exit(4);
+    const thread = new Worker(${JSON.stringify(`(async () => { ${ALLOCATING} })()`)}, { eval: true });
+    thread.on('exit', (code) => process.exit(code));
+  `;
+}
+
 /**
  * The old generation's limits V8 reports as it starts each marking (`--trace-incremental-marking`),
- * in MB, for a process with a worker's young generation and heap growth and about 20 MB of
- * live heap that allocates buffers of 4 MiB, keeping the last eight.
+ * in MB, for a process with a worker's young generation and heap growth running `script`.
  */
-function markingLimits(extra: readonly string[]): number[] {
-  const script = `
-    const heap = Array.from({ length: 250000 }, (_, i) => ({ i, s: 'x' + i }));
-    const recent = [];
-    for (let i = 0; i < 100; i++) {
-      recent.push(new ArrayBuffer(4 << 20));
-      if (recent.length > 8) recent.shift();
-      await new Promise((resolve) => setTimeout(resolve, 1));
-    }
-    if (heap.length !== 250000) process.exit(3);
-  `;
-  const args = [withSmallYoungGeneration(undefined), '--heap-growing-percent=30', '--trace-incremental-marking', ...extra, '--input-type=module', '-e', script];
+function markingLimits(extra: readonly string[], script = ALLOCATING): number[] {
+  const args = ['--import', 'tsx', withSmallYoungGeneration(undefined), '--heap-growing-percent=30', '--trace-incremental-marking', ...extra, '--input-type=module', '-e', script];
   const child = spawnSync(process.execPath, args, { encoding: 'utf8' });
   assert.equal(child.status, 0, child.stderr);
   // "v8: 20MB / 64MB / 44MB global" (size/limit/slack), or with the waste too, "v8: 20MB / 0MB / 64MB / 44MB".
@@ -198,4 +220,13 @@ test("this Node's V8 applies the floor: every marking after the first sees a lim
   // Without it, the limit follows the live heap: the floor is what raised it.
   const own = markingLimits([]);
   assert.ok(own.length >= 2 && own.slice(1).every((mb) => mb < 64), `limits without the floor: ${own.join(', ')} MB`);
+});
+
+test("this Node's V8 keeps the floor off task threads started after confineOldSpaceFloor", () => {
+  const floor = oldSpaceFloorArguments({});
+  // Without the call a thread's heap gets the process's floor too: the test can tell.
+  const inherited = markingLimits(floor, inTaskThread(false));
+  assert.ok(inherited.length >= 2 && inherited.slice(1).every((mb) => mb >= 64), `a thread's limits with the floor inherited: ${inherited.join(', ')} MB`);
+  const confined = markingLimits(floor, inTaskThread(true));
+  assert.ok(confined.length >= 2 && confined.slice(1).every((mb) => mb < 64), `a thread's limits with the floor confined: ${confined.join(', ')} MB`);
 });

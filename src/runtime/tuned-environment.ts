@@ -180,17 +180,18 @@ export function applyHeapGrowth(env: NodeJS.ProcessEnv = process.env, execArgv: 
  * The node arguments that put a floor under V8's old-generation limit for a worker
  * (`--initial-old-space-size`): `SPILLWAY_INITIAL_OLD_SPACE_MIB` from `env` where set (an
  * empty value: none, V8's own limits), else OLD_SPACE_MIB, or OLD_SPACE_SHARE of
- * `memoryLimit` when that is less. Neither NODE_OPTIONS nor a running process can carry
- * this flag: V8 reads it when it makes the heap, so the supervisor puts it on the worker's
- * command line.
+ * `memoryLimit` when that is less. NODE_OPTIONS may not carry this flag, and V8 reads it
+ * only when it makes a heap, so the supervisor puts it on the worker's command line; the
+ * worker keeps it to its main thread (`confineOldSpaceFloor`).
  *
  * Why: V8 counts how far the ArrayBuffer memory has risen since its last full collection
  * (above the lowest it has been since) as part of the old generation when it decides to
- * start the next one, and without a floor the limit is the small live heap plus a step. A worker's values are buffers of
- * megabytes coming and going (a task's result, a chunk, a read-back), so nearly every one
- * would start a full marking on the loop's core. A floor lets that memory swing between
- * markings. The higher it is, the longer garbage sits in RSS before a marking frees it, so
- * it stays a small share of the memory limit.
+ * start the next one, and without a floor the limit is the small live heap plus a step. A
+ * worker's values are buffers of megabytes coming and going (a task's result, a chunk, a
+ * read-back), so nearly every one would start a full marking on the loop's core. A floor
+ * lets that memory swing between markings. The higher it is, the longer garbage sits in
+ * RSS before a marking frees it (or the store, once RSS passes its target, collects), so
+ * it stays within a quarter of the memory limit.
  */
 export function oldSpaceFloorArguments(env: NodeJS.ProcessEnv = process.env, memoryLimit?: number): string[] {
   const setting = wholeNumberSetting(env, OLD_SPACE_VARIABLE, 'MiB');

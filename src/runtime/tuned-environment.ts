@@ -153,6 +153,12 @@ function withNodeFlag(nodeOptions: string | undefined, name: string, value: numb
   return spelled.test(nodeOptions) ? nodeOptions : `${nodeOptions} ${flag}`;
 }
 
+/** Whether node's `execArgv` sets V8 flag `--name` (with dashes or underscores, `=value` or the value apart). */
+function startedWithFlag(execArgv: readonly string[], name: string): boolean {
+  const spelled = new RegExp(`^--${name.replaceAll('-', '[-_]')}(=|$)`);
+  return execArgv.some((arg) => spelled.test(arg));
+}
+
 /**
  * Applies `SPILLWAY_HEAP_GROWING_PERCENT` (set by the supervisor, `tunedEnvironment`) to this
  * process's V8 as `--heap-growing-percent`, unless the process was started with that flag;
@@ -170,7 +176,7 @@ function withNodeFlag(nodeOptions: string | undefined, name: string, value: numb
 export function applyHeapGrowth(env: NodeJS.ProcessEnv = process.env, execArgv: readonly string[] = process.execArgv): string | undefined {
   const percent = wholeNumberSetting(env, HEAP_GROWING_VARIABLE, 'percent');
   if (typeof percent !== 'number') return undefined;
-  if (execArgv.some((arg) => /^--heap[-_]growing[-_]percent([=]|$)/.test(arg))) return undefined;
+  if (startedWithFlag(execArgv, 'heap-growing-percent')) return undefined;
   const flag = `--heap-growing-percent=${percent}`;
   setFlagsFromString(flag);
   return flag;
@@ -215,8 +221,7 @@ export function oldSpaceFloorArguments(env: NodeJS.ProcessEnv = process.env, mem
  * small pieces per task that takes a worker past its memory limit.
  */
 export function confineOldSpaceFloor(execArgv: readonly string[] = process.execArgv): string | undefined {
-  const spelled = new RegExp(`^--${OLD_SPACE_FLAG.replaceAll('-', '[-_]')}([=]|$)`);
-  if (!execArgv.some((arg) => spelled.test(arg))) return undefined;
+  if (!startedWithFlag(execArgv, OLD_SPACE_FLAG)) return undefined;
   // 0 is V8's "not set": the heaps made from now on size their old generation themselves.
   const flag = `--${OLD_SPACE_FLAG}=0`;
   setFlagsFromString(flag);

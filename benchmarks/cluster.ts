@@ -24,11 +24,14 @@ import { fileURLToPath } from 'node:url';
 import type { LocalSummary } from '../src/cli/local.js';
 import { formatBytes } from '../src/units.js';
 import type { ShuffleMethod, WorkloadName } from '../src/workloads/index.js';
+import { bareExchange } from './_bare-exchange.js';
 import { WORKERS, builtRunLocal, clusterSize, flag } from './_cluster-common.js';
 import { profileReport } from './_profile-report.js';
 import { schedulerMemory } from './_scheduler-memory.js';
 
 const MiB = 1024 * 1024;
+/** The bare exchange runs when the data is at most 1 / this of the host's memory (it holds all of it at once). */
+const BARE_MEMORY_SHARE = 4;
 
 /** The physical floor: write `bytes` to a file in `dir` in 8 MiB writes, then read it back. */
 async function diskReference(dir: string, bytes: number): Promise<{ writeSeconds: number; readSeconds: number }> {
@@ -60,7 +63,7 @@ interface Row {
   pass: boolean | undefined;
 }
 
-function rows(s: LocalSummary, referenceSeconds: number, target: number): Row[] {
+function rows(s: LocalSummary, referenceSeconds: number, target: number, bareSeconds: number | undefined): Row[] {
   const name = s.method === undefined ? s.workload : `${s.workload} (${s.method})`;
   const out: Row[] = [
     { check: `${name}: completed and verified`, value: `${s.completed && s.verified}${s.problems.length > 0 ? ` (${s.problems[0]})` : ''}`, target: 'true', pass: s.completed && s.verified },
@@ -98,6 +101,9 @@ function rows(s: LocalSummary, referenceSeconds: number, target: number): Row[] 
     target: s.workload === 'shuffle' ? `≤ ${target}` : '',
     pass: s.workload === 'shuffle' ? timeRatio <= target : undefined,
   });
+  if (s.workload === 'shuffle' && bareSeconds !== undefined) {
+    out.push({ check: `${name}: compute time / bare exchange`, value: `${s.computeSeconds.toFixed(1)} s / ${bareSeconds.toFixed(1)} s = ${(s.computeSeconds / bareSeconds).toFixed(2)}`, target: '', pass: undefined });
+  }
   const held = s.workers.reduce((n, w) => n + w.peakDiskBytes, 0);
   out.push({
     check: `${name}: peak bytes on disk (sum of the workers' peaks) / data`,
@@ -108,6 +114,22 @@ function rows(s: LocalSummary, referenceSeconds: number, target: number): Row[] 
   const writes = spilled / s.dataBytes;
   out.push({ check: `${name}: bytes spilled / data`, value: `${formatBytes(spilled)} / ${formatBytes(s.dataBytes)} = ${writes.toFixed(2)}`, target: '≤ 1.5', pass: writes <= 1.5 });
   return out;
+}
+
+/**
+ * The bare exchange (_bare-exchange.ts) of the same data, or undefined where it would not fit:
+ * it holds all the data in memory, in two processes.
+ */
+async function timeBareExchange(size: number, partitions: number): Promise<number | undefined> {
+  if (size > os.totalmem() / BARE_MEMORY_SHARE) {
+    console.log(`bare exchange: not run (${formatBytes(size)} is over 1/${BARE_MEMORY_SHARE} of this host's memory)`);
+    return undefined;
+  }
+  const { seconds, phases, verification } = await bareExchange(size, partitions);
+  if (!verification.verified) throw new Error(`bare exchange did not verify: ${verification.problems[0]}`);
+  console.log(`bare exchange: ${formatBytes(size)} in ${partitions} partitions in ${seconds.toFixed(1)} s, verified (load average ${os.loadavg()[0].toFixed(1)})`);
+  phases.forEach((p, i) => console.log(`  process ${i}: ${Object.entries(p).map(([step, s]) => `${step} ${s.toFixed(1)}`).join(', ')} s`));
+  return seconds;
 }
 
 export default async function cluster(args: string[]): Promise<void> {
@@ -143,6 +165,8 @@ export default async function cluster(args: string[]): Promise<void> {
       if (v8Flags !== '') process.env.SPILLWAY_STALL_TRACE_V8_FLAGS = v8Flags;
     }
     const table: Row[] = [];
+    /** The bare exchange's time for each partition count, measured after the first shuffle of that count. */
+    const bare = new Map<number, number | undefined>();
     const runs: Array<{ workload: WorkloadName; method?: ShuffleMethod }> = [
       ...(workloads.includes('shuffle') ? methods.map((method) => ({ workload: 'shuffle' as const, method })) : []),
       ...(workloads.includes('map-reduce') ? [{ workload: 'map-reduce' as const }] : []),
@@ -150,7 +174,8 @@ export default async function cluster(args: string[]): Promise<void> {
     for (const { workload, method } of runs) {
       const summary = await runLocal({ workers: WORKERS, memoryLimit, workload, method, size, partitions, nthreads: 1, localDirectory: dir });
       console.log(`${workload}${method === undefined ? '' : ` (${method})`}: ${summary.partitions} partitions (${formatBytes(size / summary.partitions)} each), ${summary.tasks.total} tasks, compute ${summary.computeSeconds.toFixed(1)} s, verify ${summary.verifySeconds.toFixed(1)} s`);
-      table.push(...rows(summary, referenceSeconds, target));
+      if (workload === 'shuffle' && !bare.has(summary.partitions)) bare.set(summary.partitions, await timeBareExchange(size, summary.partitions));
+      table.push(...rows(summary, referenceSeconds, target, bare.get(summary.partitions)));
     }
     const width = Math.max(...table.map((r) => r.check.length));
     const valueWidth = Math.max(...table.map((r) => r.value.length));

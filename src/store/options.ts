@@ -36,7 +36,7 @@ export interface SpillStoreOptions {
   retryDelayMs?: number;
   /**
    * Run V8's garbage collector when process RSS is over `target` and the store has let go
-   * of 1/16 of memoryLimit that no collection has freed yet (deleted, or dropped after
+   * of 1/8 of memoryLimit that no collection has freed yet (deleted, or dropped after
    * spilling), at most once per 100 ms after any full collection, 25 % of the time, and
    * never while V8 is marking (`collectGarbage(true)` skips the ration: half as much let
    * go of is enough). Needs the monitor. Default: on when the monitor is. The values a store

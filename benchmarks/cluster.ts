@@ -13,7 +13,8 @@
  * Workers run from dist/ (built first). Checks: the result verifies; each worker's peak RSS (kernel high-water mark) against
  * its memory limit; each worker's worst and p99 event-loop delay (from its heartbeats); for the
  * shuffle, bytes served to peers from disk vs from memory; and the wall time against
- * writing then reading the same bytes once on the same disk (measured in the same run).
+ * writing then reading the same bytes once on the same disk (measured in the same run),
+ * and the shuffle's against the bare exchange of the same data (_bare-exchange.ts).
  */
 import { randomFillSync } from 'node:crypto';
 import fsp from 'node:fs/promises';

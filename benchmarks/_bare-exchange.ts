@@ -34,8 +34,6 @@ const HEADER_BYTES = 8;
 const BACKLOG_BYTES = 256 * 2 ** 20;
 /** An output index no shuffle has: the sender's last header. */
 const END = 0xffffffff;
-/** The seed `shuffleGraph` uses when none is given, as the cluster runs. */
-const DEFAULT_SEED = 0x5eed;
 
 /** Seconds one process spent in each step (its main thread's wall time). */
 export interface BarePhases {
@@ -73,8 +71,8 @@ const MALLOC_REUSE = { MALLOC_MMAP_MAX_: '0', MALLOC_TRIM_THRESHOLD_: String(2 *
 
 /** Runs the bare exchange of `bytes` in `partitions` (the workload built in `dist/`), timed from both processes being connected to both having summarized. */
 export async function bareExchange(bytes: number, partitions: number): Promise<BareExchange> {
-  const { elementsPerPartition } = (await import(pathToFileURL(path.join(ROOT, 'dist', 'workloads', 'common.js')).href)) as CommonModule;
-  const { verifyShuffle } = (await import(pathToFileURL(path.join(ROOT, 'dist', 'workloads', 'shuffle.js')).href)) as ShuffleModule;
+  const { DEFAULT_SEED, elementsPerPartition } = await built<CommonModule>('common');
+  const { verifyShuffle } = await built<ShuffleModule>('shuffle');
   const count = elementsPerPartition(bytes, partitions);
   const children: ChildProcess[] = [];
   try {
@@ -104,6 +102,11 @@ export async function bareExchange(bytes: number, partitions: number): Promise<B
   }
 }
 
+/** A module of the workloads as built in `dist/`, which the cluster's workers run. */
+async function built<T>(name: string): Promise<T> {
+  return (await import(pathToFileURL(path.join(ROOT, 'dist', 'workloads', `${name}.js`)).href)) as T;
+}
+
 /** The child's next message; its error or early exit as an Error. */
 function message(child: ChildProcess): Promise<FromChild> {
   return new Promise((resolve, reject) => {
@@ -129,7 +132,8 @@ function message(child: ChildProcess): Promise<FromChild> {
 
 async function child(rank: number, P: number, count: number, port: number): Promise<void> {
   const send = (m: FromChild): void => void process.send?.(m);
-  const { generate, split, concat, summarize } = (await import(pathToFileURL(path.join(ROOT, 'dist', 'workloads', 'shuffle.js')).href)) as ShuffleModule;
+  const { DEFAULT_SEED } = await built<CommonModule>('common');
+  const { generate, split, concat, summarize } = await built<ShuffleModule>('shuffle');
   const phases: BarePhases = { generate: 0, split: 0, send: 0, receive: 0, wait: 0, concat: 0, summarize: 0, cpu: 0 };
   const since = (t0: number): number => (performance.now() - t0) / 1000;
   const timed = <T>(phase: keyof BarePhases, f: () => T): T => {

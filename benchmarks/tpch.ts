@@ -7,12 +7,11 @@
  * the worst event-loop delay. Prints the load average.
  */
 import { formatBytes } from '../src/units.js';
+import { DEFAULT_SEED } from '../src/workloads/common.js';
 import { defaultPartitions } from '../src/workloads/index.js';
 import { type Q3Row, type TpchQuery, compareRows, tpchPlan } from '../src/workloads/tpch/index.js';
 import { TpchDuckDB } from '../test/helpers/tpch-duckdb.js';
 import { WORKERS, builtRunLocal, clusterSize, flag, loadAverage, withScratchDir } from './_cluster-common.js';
-
-const SEED = 0x5eed;
 
 export default async function tpch(args: string[]): Promise<void> {
   const { memoryLimit, factor, size } = clusterSize(args);
@@ -21,7 +20,7 @@ export default async function tpch(args: string[]): Promise<void> {
   const partitions = defaultPartitions(size, memoryLimit, WORKERS);
   await withScratchDir('spillway-bench-tpch-', async (dir) => {
     console.log(`tpch: ${WORKERS} workers × ${formatBytes(memoryLimit)}, data ${formatBytes(size)} (${factor}× the cluster's memory), ${partitions} partitions, load average ${loadAverage()}`);
-    const scale = tpchPlan('q1', { bytes: size, partitions, seed: SEED }).scale;
+    const scale = tpchPlan('q1', { bytes: size, partitions, seed: DEFAULT_SEED }).scale;
     const t0 = performance.now();
     const duckdb = await TpchDuckDB.create(scale, dir);
     console.log(`reference: scale factor ${scale.scaleFactor.toFixed(3)} written to Parquet for DuckDB in ${((performance.now() - t0) / 1000).toFixed(1)} s, load average ${loadAverage()}`);
@@ -29,7 +28,7 @@ export default async function tpch(args: string[]): Promise<void> {
     const lines: string[][] = [['query', 'spillway compute', 'DuckDB', 'ratio', 'equal to DuckDB', 'peak RSS / limit', 'worst loop delay', 'spilled']];
     try {
       for (const query of queries) {
-        const summary = await runLocal({ workers: WORKERS, memoryLimit, workload: `tpch-${query}`, size, partitions, seed: SEED, nthreads: 1, localDirectory: dir });
+        const summary = await runLocal({ workers: WORKERS, memoryLimit, workload: `tpch-${query}`, size, partitions, seed: DEFAULT_SEED, nthreads: 1, localDirectory: dir });
         const runs = [];
         for (let i = 0; i < 2; i++) runs.push(query === 'q1' ? await duckdb.q1() : await duckdb.q3());
         const reference = runs[0].seconds <= runs[1].seconds ? runs[0] : runs[1];

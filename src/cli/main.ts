@@ -10,7 +10,7 @@ import { AddressError, SchedulerUnreachableError } from '../control/errors.js';
 import { InvalidArgumentError } from '../errors.js';
 import { InsecureBindError } from '../cluster/security.js';
 import { AuthError, TlsError } from '../transfer/errors.js';
-import { SHUFFLE_METHODS, WORKLOADS } from '../workloads/index.js';
+import { DEFAULT_SEED, SHUFFLE_METHODS, WORKLOADS } from '../workloads/index.js';
 import { demoCommand } from './demo-command.js';
 import { EnvCommand, checkEnvironment, envOption } from './env.js';
 import { addSecurityFlags } from './security-flags.js';
@@ -135,7 +135,7 @@ program
   .option('--nthreads <n>', 'task threads per worker (default: cores / workers)', positive)
   .option('--local-directory <dir>', 'parent directory for spill files (default: the OS temp directory)')
   .option('--http-port <port>', 'port of the scheduler\'s dashboard, /metrics and /api/state (default: a free port, printed)', port)
-  .option('--seed <n>', 'seed of the generated data', wholeNumber, 0x5eed)
+  .option('--seed <n>', 'seed of the generated data', wholeNumber, DEFAULT_SEED)
   .option('--tls', 'mutual TLS between the scheduler, the workers and the client, with a throwaway CA', false)
   .option('--json', 'print a one-line JSON summary instead of text (no progress bar)', false)
   .addOption(logLevelOption())

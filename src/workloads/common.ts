@@ -5,6 +5,9 @@
 import type { Graph, TaskSpec } from '../cluster/protocol.js';
 import { ref } from '../cluster/protocol.js';
 
+/** The seed of a built-in workload's data when none is given. */
+export const DEFAULT_SEED = 0x5eed;
+
 /** A nonzero 32-bit seed for partition `index` of a run seeded with `seed`. */
 export function partitionSeed(seed: number, index: number): number {
   let h = (Math.imul(index + 1, 0x9e3779b1) ^ seed) >>> 0;

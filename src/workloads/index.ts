@@ -7,7 +7,7 @@ import { tpchPlan } from './tpch/index.js';
 
 export { SHUFFLE_METHODS, type ShuffleMethod } from './shuffle.js';
 
-export type { Verification } from './common.js';
+export { DEFAULT_SEED, type Verification } from './common.js';
 
 export const WORKLOADS = ['shuffle', 'map-reduce', 'tpch-q1', 'tpch-q3'] as const;
 export type WorkloadName = (typeof WORKLOADS)[number];

@@ -11,7 +11,7 @@
  */
 import type { Graph } from '../cluster/protocol.js';
 import { ref } from '../cluster/protocol.js';
-import { allocFloat64, elementsPerPartition, nextState, partitionSeed, treeReduce, type GraphOptions, type GraphPlan, type Verification, yieldToLoop } from './common.js';
+import { DEFAULT_SEED, allocFloat64, elementsPerPartition, nextState, partitionSeed, treeReduce, type GraphOptions, type GraphPlan, type Verification, yieldToLoop } from './common.js';
 
 const MODULE = import.meta.url;
 /** The global mean. */
@@ -83,7 +83,7 @@ export type MapReducePlan = GraphPlan;
 
 export function mapReduceGraph(options: MapReduceOptions): MapReducePlan {
   const P = options.partitions;
-  const seed = options.seed ?? 0x5eed;
+  const seed = options.seed ?? DEFAULT_SEED;
   const count = elementsPerPartition(options.bytes, P, 2);
   const fn = (name: string): { module: string; name: string } => ({ module: MODULE, name });
   const graph: Graph = {};

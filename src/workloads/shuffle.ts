@@ -10,7 +10,7 @@
 import type { Graph } from '../cluster/protocol.js';
 import { builtins, ref } from '../cluster/protocol.js';
 import { shuffle } from '../shuffle/protocol.js';
-import { allocFloat64, elementsPerPartition, mix32, nextState, partitionSeed, type GraphOptions, type GraphPlan, type Verification, yieldToLoop } from './common.js';
+import { DEFAULT_SEED, allocFloat64, elementsPerPartition, mix32, nextState, partitionSeed, type GraphOptions, type GraphPlan, type Verification, yieldToLoop } from './common.js';
 
 const MODULE = import.meta.url;
 /** Values are integers below 2^20: a partition's sum stays exact far beyond 2^40 elements. */
@@ -130,7 +130,7 @@ type FunctionRefOf = (name: string) => { module: string; name: string };
 /** Inputs generated from the seed, the exchange, and a `check-j` summary of every output: one plan for both methods. */
 function shufflePlan(options: ShuffleOptions, exchange: (graph: Graph, inputs: string[], fn: FunctionRefOf, P: number) => Exchange): ShufflePlan {
   const P = options.partitions;
-  const seed = options.seed ?? 0x5eed;
+  const seed = options.seed ?? DEFAULT_SEED;
   const count = elementsPerPartition(options.bytes, P);
   const fn: FunctionRefOf = (name) => ({ module: MODULE, name });
   const graph: Graph = {};

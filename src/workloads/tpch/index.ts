@@ -5,7 +5,7 @@
  * tests and the benchmark also check both against DuckDB.
  */
 import type { Graph } from '../../cluster/protocol.js';
-import type { Verification } from '../common.js';
+import { DEFAULT_SEED, type Verification } from '../common.js';
 import { BYTES_PER_LINEITEM, type TpchScale, orderCount, scaleForBytes } from './generate.js';
 import { type Q1Group, type Q1Row, q1Graph, q1Reference, q1Rows } from './q1.js';
 import { type Q3Candidate, type Q3Row, q3Graph, q3Reference, q3Rows } from './q3.js';
@@ -24,7 +24,7 @@ export interface TpchPlan {
 
 /** The plan of `query` over about `bytes` of orders and line items in `partitions` partitions. */
 export function tpchPlan(query: TpchQuery, options: { bytes: number; partitions: number; seed?: number }): TpchPlan {
-  const scale: TpchScale = { scaleFactor: scaleForBytes(options.bytes), seed: options.seed ?? 0x5eed, partitions: options.partitions };
+  const scale: TpchScale = { scaleFactor: scaleForBytes(options.bytes), seed: options.seed ?? DEFAULT_SEED, partitions: options.partitions };
   const { graph, wanted } = query === 'q1' ? q1Graph(scale) : q3Graph(scale);
   const rows = (results: readonly unknown[]): Q1Row[] | Q3Row[] => (query === 'q1' ? q1Rows(results[0] as Q1Group[]) : q3Rows(results[0] as Q3Candidate[]));
   return {

@@ -24,7 +24,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import type { LocalSummary } from '../src/cli/local.js';
 import { formatBytes } from '../src/units.js';
-import type { ShuffleMethod, WorkloadName } from '../src/workloads/index.js';
+import { type ShuffleMethod, type WorkloadName, defaultPartitions } from '../src/workloads/index.js';
 import { bareExchange } from './_bare-exchange.js';
 import { WORKERS, builtRunLocal, clusterSize, flag } from './_cluster-common.js';
 import { profileReport } from './_profile-report.js';
@@ -157,6 +157,8 @@ export default async function cluster(args: string[]): Promise<void> {
     const referenceSeconds = ref.writeSeconds + ref.readSeconds;
     console.log(`reference: write ${formatBytes(size)} in ${ref.writeSeconds.toFixed(1)} s, read it in ${ref.readSeconds.toFixed(1)} s`);
     const runLocal = await builtRunLocal();
+    // Before the profiler's preload is set: it would load into the bare exchange's processes too.
+    const bareSeconds = workloads.includes('shuffle') ? await timeBareExchange(size, partitions ?? defaultPartitions(size, memoryLimit, WORKERS)) : undefined;
     if (profile !== '') {
       // Read by the cluster's processes, spawned from here on.
       await fsp.mkdir(profile, { recursive: true });
@@ -166,8 +168,6 @@ export default async function cluster(args: string[]): Promise<void> {
       if (v8Flags !== '') process.env.SPILLWAY_STALL_TRACE_V8_FLAGS = v8Flags;
     }
     const table: Row[] = [];
-    /** The bare exchange's time for each partition count, measured after the first shuffle of that count. */
-    const bare = new Map<number, number | undefined>();
     const runs: Array<{ workload: WorkloadName; method?: ShuffleMethod }> = [
       ...(workloads.includes('shuffle') ? methods.map((method) => ({ workload: 'shuffle' as const, method })) : []),
       ...(workloads.includes('map-reduce') ? [{ workload: 'map-reduce' as const }] : []),
@@ -175,8 +175,7 @@ export default async function cluster(args: string[]): Promise<void> {
     for (const { workload, method } of runs) {
       const summary = await runLocal({ workers: WORKERS, memoryLimit, workload, method, size, partitions, nthreads: 1, localDirectory: dir });
       console.log(`${workload}${method === undefined ? '' : ` (${method})`}: ${summary.partitions} partitions (${formatBytes(size / summary.partitions)} each), ${summary.tasks.total} tasks, compute ${summary.computeSeconds.toFixed(1)} s, verify ${summary.verifySeconds.toFixed(1)} s`);
-      if (workload === 'shuffle' && !bare.has(summary.partitions)) bare.set(summary.partitions, await timeBareExchange(size, summary.partitions));
-      table.push(...rows(summary, referenceSeconds, target, bare.get(summary.partitions)));
+      table.push(...rows(summary, referenceSeconds, target, bareSeconds));
     }
     const width = Math.max(...table.map((r) => r.check.length));
     const valueWidth = Math.max(...table.map((r) => r.value.length));

@@ -8,9 +8,10 @@
  * encoding, checksums, store, scheduler or task threads.
  *
  * Why: the cluster bench's speed target is a multiple of a disk write, but the shuffle also
- * has to compute. Timed on the same host in the same run, the bare exchange is the least
- * that computing and moving the data take here, so it tells what a target leaves for
- * spilling and for Spillway's own work.
+ * has to compute. Timed on the same host in the same run, the bare exchange's steps show
+ * what computing and moving the data take here, so what a target leaves for spilling and
+ * for Spillway's own work. It is not the least possible time: computing on its loop, a
+ * process reads its peer's pieces only between two inputs.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';

@@ -14,10 +14,10 @@ import { KiB, MiB, f64, openStore } from '../helpers/store.js';
 
 const collectGarbage = garbageCollector();
 
-/** A 4 MiB store that was given eight 64 KiB values and deleted them (512 KiB let go). */
+/** A 4 MiB store that was given eight 128 KiB values and deleted them (1 MiB let go). */
 async function storeAfterDeletes(t: TestContext, options: SpillStoreOptions): Promise<SpillStore> {
   const { store } = await openStore(t, { memoryLimit: 4 * MiB, monitorIntervalMs: false, ...options });
-  for (let i = 0; i < 8; i++) store.set(`k${i}`, f64(64 * KiB, i));
+  for (let i = 0; i < 8; i++) store.set(`k${i}`, f64(128 * KiB, i));
   for (let i = 0; i < 8; i++) store.delete(`k${i}`);
   return store;
 }
@@ -72,7 +72,7 @@ test('collectGarbage must be a boolean', async (t) => {
 
 test('a store under memory pressure collects after deleting values, and counts it', async (t) => {
   const store = await storeAfterDeletes(t, { collectGarbage: true });
-  // 512 KiB let go, over 1/16 of the limit; an RSS reading far over the target. A major
+  // 1 MiB let go, over 1/8 of the limit; an RSS reading far over the target. A major
   // collection of V8's own just before (seen on Node 24, 1 run in 6) rightly holds the
   // store's back for its ration's interval, so the samples go on until one collects.
   for (let i = 0; i < 40 && store.stats().counters.collections === 0; i++) {
@@ -126,9 +126,9 @@ test('an unrationed collection needs half the release threshold', () => {
 });
 
 test('store.collectGarbage(true) collects whatever the ration says once enough was let go', async (t) => {
-  // The threshold is 1/16 of the limit, 256 KiB (four of these values); unrationed, half of it.
+  // The threshold is 1/8 of the limit, 512 KiB (four of these values); unrationed, half of it.
   const { store } = await openStore(t, { memoryLimit: 4 * MiB, collectGarbage: true, monitorIntervalMs: false });
-  for (let i = 0; i < 8; i++) store.set(`k${i}`, f64(64 * KiB, i));
+  for (let i = 0; i < 8; i++) store.set(`k${i}`, f64(128 * KiB, i));
   store.delete('k0');
   assert.equal(store.collectGarbage(true), false, 'under half the threshold');
   store.delete('k1');

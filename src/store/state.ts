@@ -10,11 +10,10 @@ import { garbageCollector, watchMajorCollections } from '../runtime/garbage-coll
 import type { ResolvedOptions } from './options.js';
 
 /**
- * Collect once the store has let go of this fraction of its memory limit (1/8: 32 MiB of
- * 256). Each forced collection is an atomic pause of the loop, so fewer of them keep its
- * delays down; an eighth still fits in the gap between the default `target` and `pause`
- * levels (a fifth of the limit), so RSS over the target is brought back before producers
- * would pause.
+ * Collect once the store has let go of this fraction of its memory limit. Each forced
+ * collection is an atomic pause of the loop, so fewer of them keep its delays down; the
+ * fraction stays under the gap between the default `target` and `pause` levels, so RSS
+ * over the target is brought back before producers would pause.
  */
 const RELEASED_FRACTION = 8;
 

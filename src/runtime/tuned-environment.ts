@@ -149,14 +149,13 @@ export function withSmallYoungGeneration(nodeOptions: string | undefined): strin
 function withNodeFlag(nodeOptions: string | undefined, name: string, value: number): string {
   const flag = `--${name}=${value}`;
   if (nodeOptions === undefined || nodeOptions.trim() === '') return flag;
-  const spelled = new RegExp(`(^|\\s)--${name.replaceAll('-', '[-_]')}[=\\s]`);
-  return spelled.test(nodeOptions) ? nodeOptions : `${nodeOptions} ${flag}`;
+  return startedWithFlag(nodeOptions.trim().split(/\s+/), name) ? nodeOptions : `${nodeOptions} ${flag}`;
 }
 
-/** Whether node's `execArgv` sets V8 flag `--name` (with dashes or underscores, `=value` or the value apart). */
-function startedWithFlag(execArgv: readonly string[], name: string): boolean {
+/** Whether node's arguments (`execArgv`, or NODE_OPTIONS split at spaces) set V8 flag `--name` (with dashes or underscores, `=value` or the value apart). */
+function startedWithFlag(args: readonly string[], name: string): boolean {
   const spelled = new RegExp(`^--${name.replaceAll('-', '[-_]')}(=|$)`);
-  return execArgv.some((arg) => spelled.test(arg));
+  return args.some((arg) => spelled.test(arg));
 }
 
 /**

@@ -86,18 +86,37 @@ export function collect(rows: number[][]): number[][] {
   return rows;
 }
 
+/**
+ * Values summarized per call of `summarizeRange`. V8 compiles a long loop while it runs
+ * (on-stack replacement), before the code after the loop has ever run; that code then
+ * lacks type feedback and sends every later call back to the interpreter. A short range
+ * called many times gets the whole function compiled, with feedback for all of it.
+ */
+const SUMMARY_RANGE = 65_536;
+
 /** The figures the client checks for output `j`. */
 export function summarize(data: Float64Array, j: number, parts: number): ShuffleSummary {
+  const figures = new Float64Array(3); // sum, fingerprint, misplaced
+  for (let at = 0; at < data.length; at += SUMMARY_RANGE) {
+    summarizeRange(data, at, Math.min(at + SUMMARY_RANGE, data.length), j, parts, figures);
+  }
+  return { count: data.length, sum: figures[0], fingerprint: figures[1], misplaced: figures[2] };
+}
+
+/** Adds `data[start..end)` to `figures`. */
+function summarizeRange(data: Float64Array, start: number, end: number, j: number, parts: number, figures: Float64Array): void {
   let sum = 0;
-  let fingerprint = 0;
+  let fingerprint = figures[1];
   let misplaced = 0;
-  for (let i = 0; i < data.length; i++) {
+  for (let i = start; i < end; i++) {
     const x = data[i];
     sum += x;
     fingerprint = (fingerprint + mix32(x, PRINT_SALT)) >>> 0;
     if (bucketOf(x, parts) !== j) misplaced++;
   }
-  return { count: data.length, sum, fingerprint, misplaced };
+  figures[0] += sum;
+  figures[1] = fingerprint;
+  figures[2] += misplaced;
 }
 
 // ---- graph and verification ---------------------------------------------------------

@@ -4,6 +4,8 @@ import { test } from 'node:test';
 import { dependencies, substitute, type Graph } from '../../src/cluster/protocol.js';
 import { builtinFunction } from '../../src/worker/builtins.js';
 import { planWorkload } from '../../src/workloads/index.js';
+import { concat, split, summarize } from '../../src/workloads/shuffle.js';
+import fc from 'fast-check';
 
 /**
  * Evaluates a graph depth first, as a worker would, importing each function by reference
@@ -79,3 +81,25 @@ for (const [name, keys] of [['shuffle', ['input-1', 'piece-2-1', 'output-3']], [
     });
   }
 }
+
+test('shuffle: summarize adds up over any cut of its data, past its inner ranges', () => {
+  const parts = 7;
+  fc.assert(
+    fc.property(fc.integer({ min: 0, max: 200_000 }), fc.integer({ min: 0, max: 200_000 }), fc.integer({ min: 1, max: 0xfffff }), (left, right, seed) => {
+      const data = new Float64Array(left + right);
+      let s = seed;
+      for (let i = 0; i < data.length; i++) data[i] = s = (Math.imul(s, 48271) >>> 0) % 0x100000;
+      const whole = summarize(data, 2, parts);
+      const a = summarize(data.subarray(0, left), 2, parts);
+      const b = summarize(data.subarray(left), 2, parts);
+      assert.equal(whole.count, data.length);
+      assert.equal(whole.sum, a.sum + b.sum);
+      assert.equal(whole.fingerprint, (a.fingerprint + b.fingerprint) >>> 0);
+      assert.equal(whole.misplaced, a.misplaced + b.misplaced);
+      assert.equal(whole.misplaced, data.length - split(data, parts)[2].length);
+      const reordered = concat([data.subarray(left), data.subarray(0, left)]);
+      assert.deepEqual(summarize(reordered, 2, parts), whole);
+    }),
+    { numRuns: 25 },
+  );
+});

@@ -88,25 +88,35 @@ export function collect(rows: number[][]): number[][] {
 
 /**
  * Values summarized per call of `summarizeRange`. V8 compiles a long loop while it runs
- * (on-stack replacement), before the code after the loop has ever run; that code then
- * lacks type feedback and sends every later call back to the interpreter. A short range
- * called many times gets the whole function compiled, with feedback for all of it.
+ * (on-stack replacement), before the code after the loop has ever run; a property or
+ * element store there lacks type feedback and sends the call back to the interpreter,
+ * and a process can keep reusing that compiled loop for every later call. So the loop
+ * runs over short ranges, called many times, and leaves its figures in module variables,
+ * whose stores need no feedback.
  */
 const SUMMARY_RANGE = 65_536;
+let rangeSum = 0;
+let rangeFingerprint = 0;
+let rangeMisplaced = 0;
 
 /** The figures the client checks for output `j`. */
 export function summarize(data: Float64Array, j: number, parts: number): ShuffleSummary {
-  const figures = new Float64Array(3); // sum, fingerprint, misplaced
+  let sum = 0;
+  let fingerprint = 0;
+  let misplaced = 0;
   for (let at = 0; at < data.length; at += SUMMARY_RANGE) {
-    summarizeRange(data, at, Math.min(at + SUMMARY_RANGE, data.length), j, parts, figures);
+    summarizeRange(data, at, Math.min(at + SUMMARY_RANGE, data.length), j, parts);
+    sum += rangeSum;
+    fingerprint = (fingerprint + rangeFingerprint) >>> 0;
+    misplaced += rangeMisplaced;
   }
-  return { count: data.length, sum: figures[0], fingerprint: figures[1], misplaced: figures[2] };
+  return { count: data.length, sum, fingerprint, misplaced };
 }
 
-/** Adds `data[start..end)` to `figures`. */
-function summarizeRange(data: Float64Array, start: number, end: number, j: number, parts: number, figures: Float64Array): void {
+/** Sets `rangeSum`, `rangeFingerprint` and `rangeMisplaced` to the figures of `data[start..end)`. */
+function summarizeRange(data: Float64Array, start: number, end: number, j: number, parts: number): void {
   let sum = 0;
-  let fingerprint = figures[1];
+  let fingerprint = 0;
   let misplaced = 0;
   for (let i = start; i < end; i++) {
     const x = data[i];
@@ -114,9 +124,9 @@ function summarizeRange(data: Float64Array, start: number, end: number, j: numbe
     fingerprint = (fingerprint + mix32(x, PRINT_SALT)) >>> 0;
     if (bucketOf(x, parts) !== j) misplaced++;
   }
-  figures[0] += sum;
-  figures[1] = fingerprint;
-  figures[2] += misplaced;
+  rangeSum = sum;
+  rangeFingerprint = fingerprint;
+  rangeMisplaced = misplaced;
 }
 
 // ---- graph and verification ---------------------------------------------------------

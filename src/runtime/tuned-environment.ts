@@ -42,7 +42,7 @@ export const HEAP_GROWING_VARIABLE = 'SPILLWAY_HEAP_GROWING_PERCENT';
 export const OLD_SPACE_VARIABLE = 'SPILLWAY_INITIAL_OLD_SPACE_MIB';
 /** That floor's default, in MiB, and the share of the worker's memory limit it stays within. */
 const OLD_SPACE_MIB = 64;
-const OLD_SPACE_SHARE = 1 / 4;
+const OLD_SPACE_SHARE = 1 / 5;
 /** The flag that carries the floor, as node and `setFlagsFromString` spell it. */
 const OLD_SPACE_FLAG = 'initial-old-space-size';
 /** Node's own number of V8 helper threads, the most a worker is given. */
@@ -196,7 +196,8 @@ export function applyHeapGrowth(env: NodeJS.ProcessEnv = process.env, execArgv: 
  * read-back), so nearly every one would start a full marking on the loop's core. A floor
  * lets that memory swing between markings. The higher it is, the longer garbage sits in
  * RSS before a marking frees it (or the store, once RSS passes its target, collects), so
- * it stays within a quarter of the memory limit.
+ * it stays within a fifth of the memory limit: with a quarter, a worker whose many small
+ * pieces grow its heap toward the floor could pass its limit.
  */
 export function oldSpaceFloorArguments(env: NodeJS.ProcessEnv = process.env, memoryLimit?: number): string[] {
   const setting = wholeNumberSetting(env, OLD_SPACE_VARIABLE, 'MiB');

@@ -58,10 +58,10 @@ test('spillway worker --memory-limit 192MiB: the supervisor tunes its worker for
   const workerEnv = await environment(ready.pid);
   assert.equal(workerEnv.get('MALLOC_MMAP_THRESHOLD_'), process.env.MALLOC_MMAP_THRESHOLD_ ?? '262144');
   assert.equal(workerEnv.get('MALLOC_TRIM_THRESHOLD_'), process.env.MALLOC_TRIM_THRESHOLD_ ?? '524288');
-  // The old generation's floor is a quarter of the limit, on the worker's command line.
+  // The old generation's floor is a fifth of the limit, on the worker's command line.
   if (process.env[OLD_SPACE_VARIABLE] === undefined) {
     const args = await commandLine(ready.pid);
-    assert.ok(args.includes('--initial-old-space-size=48'), args.join(' '));
+    assert.ok(args.includes('--initial-old-space-size=38'), args.join(' '));
   }
   supervisor.child.kill('SIGTERM');
   assert.deepEqual(await supervisor.exited, { code: 0, signal: null }, supervisor.stderrTail);

@@ -89,13 +89,13 @@ test("the supervisor's taskThreads must be a positive integer (checked before an
   }
 });
 
-test('a worker of a small memory limit gets a quarter of it as its floor; SPILLWAY_INITIAL_OLD_SPACE_MIB wins, empty turns it off', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
+test('a worker of a small memory limit gets a fifth of it as its floor; SPILLWAY_INITIAL_OLD_SPACE_MIB wins, empty turns it off', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
   const floorOf = async (pid: number): Promise<string | undefined> => (await commandLine(pid)).find((arg) => arg.startsWith('--initial-old-space-size'));
   const supervisors: Supervisor[] = [];
   t.after(() => Promise.all(supervisors.map((s) => s.stop(1_000))));
   // Workers that never register (no scheduler): only their command lines are read.
   const cases: [NodeJS.ProcessEnv, number, string | undefined][] = [
-    [{ [OLD_SPACE_VARIABLE]: undefined }, 96 * MiB, '--initial-old-space-size=24'],
+    [{ [OLD_SPACE_VARIABLE]: undefined }, 96 * MiB, '--initial-old-space-size=19'],
     [{ [OLD_SPACE_VARIABLE]: '100' }, 96 * MiB, '--initial-old-space-size=100'],
     [{ [OLD_SPACE_VARIABLE]: '' }, 96 * MiB, undefined],
   ];

@@ -148,12 +148,13 @@ test("this Node's V8 knows the flag applyHeapGrowth sets", () => {
 
 const MiB = 2 ** 20;
 
-test('oldSpaceFloorArguments: 64 MiB, a quarter of the memory limit when that is less, or the variable', () => {
+test('oldSpaceFloorArguments: 64 MiB, a fifth of the memory limit when that is less, or the variable', () => {
   assert.deepEqual(oldSpaceFloorArguments({}), ['--initial-old-space-size=64']);
   assert.deepEqual(oldSpaceFloorArguments({}, 4096 * MiB), ['--initial-old-space-size=64']);
-  assert.deepEqual(oldSpaceFloorArguments({}, 256 * MiB), ['--initial-old-space-size=64']);
-  assert.deepEqual(oldSpaceFloorArguments({}, 200 * MiB), ['--initial-old-space-size=50']);
-  assert.deepEqual(oldSpaceFloorArguments({}, 100 * MiB), ['--initial-old-space-size=25']);
+  assert.deepEqual(oldSpaceFloorArguments({}, 320 * MiB), ['--initial-old-space-size=64']);
+  assert.deepEqual(oldSpaceFloorArguments({}, 256 * MiB), ['--initial-old-space-size=51']);
+  assert.deepEqual(oldSpaceFloorArguments({}, 200 * MiB), ['--initial-old-space-size=40']);
+  assert.deepEqual(oldSpaceFloorArguments({}, 100 * MiB), ['--initial-old-space-size=20']);
   assert.deepEqual(oldSpaceFloorArguments({}, 1 * MiB), ['--initial-old-space-size=1']);
   // The user's value wins, whatever the limit; an empty one leaves V8's own limits.
   assert.deepEqual(oldSpaceFloorArguments({ [OLD_SPACE_VARIABLE]: '200' }, 128 * MiB), ['--initial-old-space-size=200']);

@@ -43,6 +43,8 @@ export const OLD_SPACE_VARIABLE = 'SPILLWAY_INITIAL_OLD_SPACE_MIB';
 /** That floor's default, in MiB, and the share of the worker's memory limit it stays within. */
 const OLD_SPACE_MIB = 64;
 const OLD_SPACE_SHARE = 1 / 5;
+/** A floor V8 cannot start with: node 22 and 24 crash (SIGSEGV) with it, so it is raised by one. */
+const CRASHING_FLOOR_MIB = 3;
 /** The flag that carries the floor, as node and `setFlagsFromString` spell it. */
 const OLD_SPACE_FLAG = 'initial-old-space-size';
 /** Node's own number of V8 helper threads, the most a worker is given. */
@@ -185,7 +187,7 @@ export function applyHeapGrowth(env: NodeJS.ProcessEnv = process.env, execArgv: 
  * The node arguments that put a floor under V8's old-generation limit for a worker
  * (`--initial-old-space-size`): `SPILLWAY_INITIAL_OLD_SPACE_MIB` from `env` where set (an
  * empty value: none, V8's own limits), else OLD_SPACE_MIB, or OLD_SPACE_SHARE of
- * `memoryLimit` when that is less. NODE_OPTIONS may not carry this flag, and V8 reads it
+ * `memoryLimit` when that is less; 3 MiB, which V8 cannot start with, becomes 4. NODE_OPTIONS may not carry this flag, and V8 reads it
  * only when it makes a heap, so the supervisor puts it on the worker's command line; the
  * worker keeps it to its main thread (`confineOldSpaceFloor`).
  *
@@ -204,7 +206,7 @@ export function oldSpaceFloorArguments(env: NodeJS.ProcessEnv = process.env, mem
   if (setting === 'off') return [];
   const share = memoryLimit === undefined ? Infinity : Math.floor((memoryLimit * OLD_SPACE_SHARE) / 2 ** 20);
   const mib = setting ?? Math.max(1, Math.min(OLD_SPACE_MIB, share));
-  return [`--${OLD_SPACE_FLAG}=${mib}`];
+  return [`--${OLD_SPACE_FLAG}=${mib === CRASHING_FLOOR_MIB ? mib + 1 : mib}`];
 }
 
 /**

@@ -187,9 +187,10 @@ export function applyHeapGrowth(env: NodeJS.ProcessEnv = process.env, execArgv: 
  * The node arguments that put a floor under V8's old-generation limit for a worker
  * (`--initial-old-space-size`): `SPILLWAY_INITIAL_OLD_SPACE_MIB` from `env` where set (an
  * empty value: none, V8's own limits), else OLD_SPACE_MIB, or OLD_SPACE_SHARE of
- * `memoryLimit` when that is less; 3 MiB, which V8 cannot start with, becomes 4. NODE_OPTIONS may not carry this flag, and V8 reads it
- * only when it makes a heap, so the supervisor puts it on the worker's command line; the
- * worker keeps it to its main thread (`confineOldSpaceFloor`).
+ * `memoryLimit` when that is less; CRASHING_FLOOR_MIB, either way, is raised by one.
+ * NODE_OPTIONS may not carry this flag, and V8 reads it only when it makes a heap, so the
+ * supervisor puts it on the worker's command line; the worker keeps it to its main thread
+ * (`confineOldSpaceFloor`).
  *
  * Why: V8 counts how far the ArrayBuffer memory has risen since its last full collection
  * (above the lowest it has been since) as part of the old generation when it decides to
@@ -198,8 +199,8 @@ export function applyHeapGrowth(env: NodeJS.ProcessEnv = process.env, execArgv: 
  * read-back), so nearly every one would start a full marking on the loop's core. A floor
  * lets that memory swing between markings. The higher it is, the longer garbage sits in
  * RSS before a marking frees it (or the store, once RSS passes its target, collects), so
- * it stays within a fifth of the memory limit: with a quarter, a worker whose many small
- * pieces grow its heap toward the floor could pass its limit.
+ * it stays within a fifth of the memory limit, low enough that a heap grown toward the
+ * floor by many small pieces still leaves the worker under its limit.
  */
 export function oldSpaceFloorArguments(env: NodeJS.ProcessEnv = process.env, memoryLimit?: number): string[] {
   const setting = wholeNumberSetting(env, OLD_SPACE_VARIABLE, 'MiB');

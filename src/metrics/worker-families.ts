@@ -82,7 +82,7 @@ export function registerWorkerFamilies(registry: Registry, workers: () => Iterab
   });
   new Gauge({
     name: `${PREFIX}event_loop_delay_seconds`,
-    help: 'Event-loop delay over the last heartbeat interval: the longest gap (stat="max") and the 99th percentile (stat="p99") between the ticks of a 10 ms timer',
+    help: 'Event-loop delay over the last heartbeat interval: how late the ticks of a 10 ms timer ran: the most (stat="max") and the 99th percentile (stat="p99")',
     labelNames: ['worker', 'stat'],
     registers,
     collect() {

@@ -1,11 +1,11 @@
 import { statfs } from 'node:fs/promises';
-import { type IntervalHistogram, type RecordableHistogram, createHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import { Methods, type WorkerHeartbeat } from '../cluster/protocol.js';
 import { type LoopCpuTimes, loopCpuTimes } from '../runtime/loop-cpu.js';
 import type { ShuffleService } from '../shuffle/worker-service.js';
 import type { SpillStore } from '../store/spill-store.js';
 import type { DataServer } from '../transfer/server.js';
 import type { Fetcher } from './fetcher.js';
+import { LoopDelayMonitor } from './loop-delay.js';
 import type { SchedulerLink } from './scheduler-link.js';
 import type { StoreErrorCounts } from './store-errors.js';
 import type { WorkerTasks } from './tasks.js';
@@ -31,13 +31,11 @@ export interface HeartbeatParts {
 }
 
 /**
- * Sends 'heartbeat' every interval. The event-loop delay histogram is reset after each
- * beat, so every heartbeat reports the worst stall since the previous one.
+ * Sends 'heartbeat' every interval. Each beat closes a window of the event-loop delay
+ * monitor, so every heartbeat reports the worst stall since the previous one.
  */
 export class Heartbeat {
-  readonly #histogram: IntervalHistogram;
-  /** Every closed window's gaps since the worker started: the run's p99. */
-  readonly #run: RecordableHistogram = createHistogram();
+  readonly #delays = new LoopDelayMonitor();
   readonly #timer: NodeJS.Timeout;
   /** Delay of the last closed interval (ms): what figures() reports between beats. */
   #delay = { max: 0, p99: 0 };
@@ -52,9 +50,6 @@ export class Heartbeat {
     private readonly parts: HeartbeatParts,
     intervalMs: number,
   ) {
-    // 10 ms ticks: a figure within 10 ms, for a fraction of what finer ticks cost a core.
-    this.#histogram = monitorEventLoopDelay({ resolution: 10 });
-    this.#histogram.enable();
     this.#timer = setInterval(() => this.beat(), intervalMs);
     this.#timer.unref();
     this.#measureLoop();
@@ -62,12 +57,7 @@ export class Heartbeat {
 
   /** Closes the current delay window and builds a heartbeat from it. */
   build(): WorkerHeartbeat {
-    const h = this.#histogram;
-    this.#delay = h.count > 0 ? { max: h.max / 1e6, p99: h.percentile(99) / 1e6 } : { max: 0, p99: 0 };
-    // An event-loop histogram cannot be added to another: its gaps are recorded again, one
-    // per tick, from its percentiles (a window holds a few dozen ticks).
-    for (let k = 1; k <= h.count; k++) this.#run.record(Math.max(1, h.percentile((100 * k) / h.count)));
-    h.reset();
+    this.#delay = this.#delays.closeWindow();
     this.#measureDisk();
     this.#measureLoop();
     return this.figures();
@@ -93,7 +83,7 @@ export class Heartbeat {
       spillFailure: store.writeFailure?.message ?? null,
       eventLoopDelayMs: this.#delay.max,
       eventLoopDelayP99Ms: this.#delay.p99,
-      eventLoopDelayRunP99Ms: this.#run.count > 0 ? this.#run.percentile(99) / 1e6 : 0,
+      eventLoopDelayRunP99Ms: this.#delays.runP99,
       loopRunSeconds: this.#loop?.runSeconds ?? null,
       loopWaitSeconds: this.#loop?.waitSeconds ?? null,
       executing: tasks.running.size,
@@ -123,7 +113,7 @@ export class Heartbeat {
 
   stop(): void {
     clearInterval(this.#timer);
-    this.#histogram.disable();
+    this.#delays.stop();
   }
 
   /** Like the disk: each beat starts a reading of the loop's times and the next beat reports it, counted from the first. */

@@ -30,8 +30,9 @@ test('local --json runs a shuffle larger than the cluster and prints one verifie
       assert.equal(typeof w[field], 'number', field);
     }
     assert.ok(w.peakRss > 0);
-    // The run's p99 comes from every tick since the worker started: at least the 10 ms resolution, at most the worst.
-    assert.ok(w.p99EventLoopDelayMs >= 5 && w.p99EventLoopDelayMs <= w.maxEventLoopDelayMs + 1, `p99 ${w.p99EventLoopDelayMs}, worst ${w.maxEventLoopDelayMs}`);
+    // The run's p99 comes from every tick since the worker started (recorded from 1 ns, so
+    // above 0 once recorded), and is at most the worst.
+    assert.ok(w.p99EventLoopDelayMs > 0 && w.p99EventLoopDelayMs <= w.maxEventLoopDelayMs + 1, `p99 ${w.p99EventLoopDelayMs}, worst ${w.maxEventLoopDelayMs}`);
   }
 });
 

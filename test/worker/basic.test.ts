@@ -42,6 +42,21 @@ describe('worker: registration, tasks, errors', () => {
     }
   });
 
+  test('heartbeats report how late the delay monitor ran: about 0 idle, a block past its tick', async () => {
+    // The worker runs in this process, so this test's own loop is the worker's. Idle, every
+    // tick is on time; Node's gaps between ticks would read the 10 ms tick itself.
+    const from = scheduler.heartbeats.length;
+    await waitFor(() => scheduler.heartbeats.length >= from + 4, 'four heartbeats');
+    const idle = scheduler.heartbeats.slice(from + 1).map((h) => h.beat.eventLoopDelayP99Ms ?? Infinity);
+    assert.ok(Math.min(...idle) < 5, `idle p99s ${idle.join(', ')} ms`);
+    const blocked = scheduler.heartbeats.length;
+    const until = performance.now() + 150;
+    while (performance.now() < until); // blocks the loop
+    await waitFor(() => scheduler.heartbeats.length >= blocked + 2, 'two heartbeats after the block');
+    const worst = Math.max(...scheduler.heartbeats.slice(blocked).map((h) => h.beat.eventLoopDelayMs));
+    assert.ok(worst >= 130, `worst ${worst} ms after a 150 ms block`);
+  });
+
   test('computes a chain of tasks; results are served by its DataServer', async () => {
     const id = worker.workerId;
     scheduler.compute(id, 'x', fn('make', 2));

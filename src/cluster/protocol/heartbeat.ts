@@ -13,13 +13,14 @@ export interface WorkerHeartbeat {
   /** The spill write error while writes keep failing (a full disk); absent or null when writes land. */
   spillFailure?: string | null;
   /**
-   * Longest gap (ms) between the ticks of a 10 ms event-loop delay monitor since the previous
-   * heartbeat: the longest block of the loop lies within 10 ms below it (an idle worker reads ~10).
+   * Event-loop delay since the previous heartbeat: the longest that a tick of a 10 ms timer
+   * ran late (ms). The longest block of the loop lies between it and 10 ms above it; an
+   * idle worker reads about 0.
    */
   eventLoopDelayMs: number;
-  /** 99th percentile of the same gaps over the same interval (ms). */
+  /** 99th percentile of the same ticks' lateness over the same interval (ms). */
   eventLoopDelayP99Ms?: number;
-  /** 99th percentile of the same gaps since the worker started (ms). */
+  /** 99th percentile of the same ticks' lateness since the worker started (ms). */
   eventLoopDelayRunP99Ms?: number;
   /**
    * Cumulative since the worker started (Linux): seconds its event loop's thread ran on a

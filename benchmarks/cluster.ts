@@ -14,7 +14,8 @@
  * its memory limit; each worker's worst and p99 event-loop delay (from its heartbeats); for the
  * shuffle, bytes served to peers from disk vs from memory; and the wall time against
  * writing then reading the same bytes once on the same disk (measured in the same run),
- * and the shuffle's against the bare exchange of the same data (_bare-exchange.ts).
+ * and the shuffle's against the bare exchanges of the same data, in memory and spilling
+ * (_bare-exchange.ts).
  */
 import { randomFillSync } from 'node:crypto';
 import fsp from 'node:fs/promises';
@@ -31,8 +32,20 @@ import { profileReport } from './_profile-report.js';
 import { schedulerMemory } from './_scheduler-memory.js';
 
 const MiB = 1024 * 1024;
-/** The bare exchange runs when the data is at most 1 / this of the host's memory (it holds all of it at once). */
+/** The bare exchange runs in memory when the data is at most 1 / this of the host's memory (it holds all of it at once). */
 const BARE_MEMORY_SHARE = 4;
+/**
+ * Share of a worker's memory limit that a process of the spilling bare exchange keeps in
+ * memory: the rest of a worker's memory goes to the process itself and to the inputs being
+ * split, which the bare exchange does not count.
+ */
+const BARE_SPILLING_SHARE = 0.5;
+
+/** The bare exchanges' times: in memory (when it fits) and spilling. */
+interface BareTimes {
+  inMemory: number | undefined;
+  spilling: number;
+}
 
 /** The physical floor: write `bytes` to a file in `dir` in 8 MiB writes, then read it back. */
 async function diskReference(dir: string, bytes: number): Promise<{ writeSeconds: number; readSeconds: number }> {
@@ -64,7 +77,7 @@ interface Row {
   pass: boolean | undefined;
 }
 
-function rows(s: LocalSummary, referenceSeconds: number, target: number, bareSeconds: number | undefined): Row[] {
+function rows(s: LocalSummary, referenceSeconds: number, target: number, bare: BareTimes | undefined): Row[] {
   const name = s.method === undefined ? s.workload : `${s.workload} (${s.method})`;
   const out: Row[] = [
     { check: `${name}: completed and verified`, value: `${s.completed && s.verified}${s.problems.length > 0 ? ` (${s.problems[0]})` : ''}`, target: 'true', pass: s.completed && s.verified },
@@ -102,8 +115,11 @@ function rows(s: LocalSummary, referenceSeconds: number, target: number, bareSec
     target: s.workload === 'shuffle' ? `≤ ${target}` : '',
     pass: s.workload === 'shuffle' ? timeRatio <= target : undefined,
   });
-  if (s.workload === 'shuffle' && bareSeconds !== undefined) {
-    out.push({ check: `${name}: compute time / bare exchange`, value: `${s.computeSeconds.toFixed(1)} s / ${bareSeconds.toFixed(1)} s = ${(s.computeSeconds / bareSeconds).toFixed(2)}`, target: '', pass: undefined });
+  if (s.workload === 'shuffle' && bare !== undefined) {
+    const against = (kind: string, seconds: number): Row => ({ check: `${name}: compute time / bare exchange ${kind}`, value: `${s.computeSeconds.toFixed(1)} s / ${seconds.toFixed(1)} s = ${(s.computeSeconds / seconds).toFixed(2)}`, target: '', pass: undefined });
+    if (bare.inMemory !== undefined) out.push(against('in memory', bare.inMemory));
+    out.push(against('spilling', bare.spilling));
+    out.push({ check: `bare exchange spilling / disk write+read of the data`, value: `${bare.spilling.toFixed(1)} s / ${referenceSeconds.toFixed(1)} s = ${(bare.spilling / referenceSeconds).toFixed(2)}`, target: '', pass: undefined });
   }
   const held = s.workers.reduce((n, w) => n + w.peakDiskBytes, 0);
   out.push({
@@ -118,19 +134,25 @@ function rows(s: LocalSummary, referenceSeconds: number, target: number, bareSec
 }
 
 /**
- * The bare exchange (_bare-exchange.ts) of the same data, or undefined where it would not fit:
- * it holds all the data in memory, in two processes.
+ * The bare exchanges (_bare-exchange.ts) of the same data: spilling past half of a worker's
+ * memory limit, and in memory where the data fits in 1 / `BARE_MEMORY_SHARE` of the host's.
  */
-async function timeBareExchange(size: number, partitions: number): Promise<number | undefined> {
-  if (size > os.totalmem() / BARE_MEMORY_SHARE) {
-    console.log(`bare exchange: not run (${formatBytes(size)} is over 1/${BARE_MEMORY_SHARE} of this host's memory)`);
-    return undefined;
-  }
-  const { seconds, phases, verification } = await bareExchange(size, partitions);
-  if (!verification.verified) throw new Error(`bare exchange did not verify: ${verification.problems[0]}`);
-  console.log(`bare exchange: ${formatBytes(size)} in ${partitions} partitions in ${seconds.toFixed(1)} s, verified (load average ${os.loadavg()[0].toFixed(1)})`);
-  phases.forEach((p, i) => console.log(`  process ${i}: ${Object.entries(p).map(([step, s]) => `${step} ${s.toFixed(1)}`).join(', ')} s`));
-  return seconds;
+async function timeBareExchanges(size: number, partitions: number, memoryLimit: number, dir: string): Promise<BareTimes> {
+  const run = async (kind: string, memoryBytes: number): Promise<number> => {
+    const { seconds, phases, verification } = await bareExchange(size, partitions, { memoryBytes, dir });
+    if (!verification.verified) throw new Error(`bare exchange ${kind} did not verify: ${verification.problems[0]}`);
+    console.log(`bare exchange ${kind}: ${formatBytes(size)} in ${partitions} partitions in ${seconds.toFixed(1)} s, verified (load average ${os.loadavg()[0].toFixed(1)})`);
+    phases.forEach((p, i) => {
+      const steps = Object.entries(p).filter(([step]) => step !== 'written');
+      console.log(`  process ${i}: ${steps.map(([step, s]) => `${step} ${s.toFixed(1)}`).join(', ')} s; written to its file ${formatBytes(p.written)}`);
+    });
+    return seconds;
+  };
+  let inMemory: number | undefined;
+  if (size > os.totalmem() / BARE_MEMORY_SHARE) console.log(`bare exchange in memory: not run (${formatBytes(size)} is over 1/${BARE_MEMORY_SHARE} of this host's memory)`);
+  else inMemory = await run('in memory', Infinity);
+  const spilling = await run(`spilling past ${formatBytes(memoryLimit * BARE_SPILLING_SHARE)} per process`, memoryLimit * BARE_SPILLING_SHARE);
+  return { inMemory, spilling };
 }
 
 export default async function cluster(args: string[]): Promise<void> {
@@ -158,7 +180,7 @@ export default async function cluster(args: string[]): Promise<void> {
     console.log(`reference: write ${formatBytes(size)} in ${ref.writeSeconds.toFixed(1)} s, read it in ${ref.readSeconds.toFixed(1)} s`);
     const runLocal = await builtRunLocal();
     // Before the profiler's preload is set: it would load into the bare exchange's processes too.
-    const bareSeconds = workloads.includes('shuffle') ? await timeBareExchange(size, partitions ?? defaultPartitions(size, memoryLimit, WORKERS)) : undefined;
+    const bare = workloads.includes('shuffle') ? await timeBareExchanges(size, partitions ?? defaultPartitions(size, memoryLimit, WORKERS), memoryLimit, dir) : undefined;
     if (profile !== '') {
       // Read by the cluster's processes, spawned from here on.
       await fsp.mkdir(profile, { recursive: true });
@@ -175,7 +197,7 @@ export default async function cluster(args: string[]): Promise<void> {
     for (const { workload, method } of runs) {
       const summary = await runLocal({ workers: WORKERS, memoryLimit, workload, method, size, partitions, nthreads: 1, localDirectory: dir });
       console.log(`${workload}${method === undefined ? '' : ` (${method})`}: ${summary.partitions} partitions (${formatBytes(size / summary.partitions)} each), ${summary.tasks.total} tasks, compute ${summary.computeSeconds.toFixed(1)} s, verify ${summary.verifySeconds.toFixed(1)} s`);
-      table.push(...rows(summary, referenceSeconds, target, bareSeconds));
+      table.push(...rows(summary, referenceSeconds, target, bare));
     }
     const width = Math.max(...table.map((r) => r.check.length));
     const valueWidth = Math.max(...table.map((r) => r.value.length));

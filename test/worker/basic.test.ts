@@ -43,12 +43,12 @@ describe('worker: registration, tasks, errors', () => {
   });
 
   test('heartbeats report how late the delay monitor ran: about 0 idle, a block past its tick', async () => {
-    // The worker runs in this process, so this test's own loop is the worker's. Idle, every
-    // tick is on time; Node's gaps between ticks would read the 10 ms tick itself.
+    // The worker runs in this process, so this test's own loop is the worker's. Idle, most
+    // ticks are on time; Node's gaps between ticks would read at least the 10 ms tick.
     const from = scheduler.heartbeats.length;
-    await waitFor(() => scheduler.heartbeats.length >= from + 4, 'four heartbeats');
+    await waitFor(() => scheduler.heartbeats.length >= from + 10, 'ten heartbeats');
     const idle = scheduler.heartbeats.slice(from + 1).map((h) => h.beat.eventLoopDelayP99Ms ?? Infinity);
-    assert.ok(Math.min(...idle) < 5, `idle p99s ${idle.join(', ')} ms`);
+    assert.ok(Math.min(...idle) < 8, `idle p99s ${idle.join(', ')} ms`);
     const blocked = scheduler.heartbeats.length;
     const until = performance.now() + 150;
     while (performance.now() < until); // blocks the loop

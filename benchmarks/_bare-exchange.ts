@@ -37,7 +37,7 @@ const CHILD_FLAG = '--bare-exchange-child';
 const PROCESSES = 2;
 /** The peer's pieces of one input: `[output j, byte length]` before each piece's bytes. */
 const HEADER_BYTES = 8;
-/** Bytes written and not yet taken by the socket past which a process holds its thread's next input. */
+/** Bytes queued on the socket past which a process holds back its thread's next input. */
 const BACKLOG_BYTES = 64 * 2 ** 20;
 /** Inputs the thread may split ahead of the main thread's sending them. */
 const SPLIT_AHEAD = 2;
@@ -284,7 +284,7 @@ function receive(socket: net.Socket, outputs: BareOutputs, took: (seconds: numbe
   return new Promise((resolve, reject) => {
     const header = Buffer.alloc(HEADER_BYTES);
     let headerAt = 0;
-    /** The piece being received: its output, its bytes left, and its array if kept in memory or its parts so far. */
+    /** The piece being received: its output, its bytes left, its array if kept, else its parts so far. */
     let output = -1;
     let left = 0;
     let kept: Uint8Array | undefined;

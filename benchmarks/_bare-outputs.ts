@@ -11,7 +11,7 @@ import { performance } from 'node:perf_hooks';
 
 /** Bytes gathered before one `writev`: few enough calls that their cost is the kernel's copy. */
 const WRITE_BYTES = 4 * 2 ** 20;
-/** Bytes of writes in flight past which the exchange waits: the buffers they pin are not in the budget. */
+/** Bytes of writes in flight past which the exchange waits: the budget does not count them. */
 const IN_FLIGHT_BYTES = 64 * 2 ** 20;
 /** Each output's buffer for its small spilled pieces; set aside in the budget for every output. */
 const STAGE_BYTES = 64 * 2 ** 10;
@@ -27,7 +27,7 @@ export class BareOutputs {
   /** Seconds the main thread waited for the file's reads while assembling. */
   readWait = 0;
   private readonly segments = new Map<number, Segment[]>();
-  /** Each output's small spilled pieces not yet written: a buffer of `STAGE_BYTES` and the bytes used. */
+  /** Each output's small spilled pieces not yet written: a buffer and the bytes used. */
   private readonly staged = new Map<number, { bytes: Uint8Array; used: number }>();
   private pending: Uint8Array[] = [];
   private pendingBytes = 0;
@@ -62,7 +62,7 @@ export class BareOutputs {
     return this.segments.has(output);
   }
 
-  /** Whether a piece of `bytes` arriving now is kept in memory (else it goes to the file); the stage buffers' room is set aside. */
+  /** Whether a piece of `bytes` arriving now stays in memory, the stage buffers' room set aside. */
   keeps(bytes: number): boolean {
     return this.held + bytes <= this.memoryBytes - this.segments.size * STAGE_BYTES;
   }
@@ -140,7 +140,7 @@ export class BareOutputs {
     this.writes.add(write);
   }
 
-  /** Whether the writes in flight are over their bound: the caller stops taking in bytes until `room`. */
+  /** Whether the writes in flight are over their bound: then no bytes are taken in until `room`. */
   full(): boolean {
     return this.inFlight >= IN_FLIGHT_BYTES;
   }
@@ -186,7 +186,7 @@ export class BareOutputs {
     return list;
   }
 
-  /** Output `output` in one array: memory segments copied in, file segments read straight into place. */
+  /** One output in one array: memory segments copied in, file segments read into place. */
   private async load(output: number): Promise<Float64Array> {
     const list = this.list(output);
     const total = list.reduce((n, s) => n + (s instanceof Uint8Array ? s.byteLength : s.length), 0);

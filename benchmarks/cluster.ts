@@ -32,7 +32,7 @@ import { profileReport } from './_profile-report.js';
 import { schedulerMemory } from './_scheduler-memory.js';
 
 const MiB = 1024 * 1024;
-/** The bare exchange runs in memory when the data is at most 1 / this of the host's memory (it holds all of it at once). */
+/** The bare exchange runs in memory when the data is at most 1 / this of the host's memory. */
 const BARE_MEMORY_SHARE = 4;
 /**
  * Share of a worker's memory limit that a process of the spilling bare exchange keeps in

@@ -1,7 +1,7 @@
 import { type RecordableHistogram, createHistogram, performance } from 'node:perf_hooks';
 
-/** The monitor's tick (ms): a figure within a tick, for a fraction of what finer ticks cost a core. */
-export const LOOP_DELAY_TICK_MS = 10;
+/** The monitor's tick (ms): a figure within a tick, for a fraction of what finer ticks cost. */
+const TICK_MS = 10;
 
 /** Figures of how late the ticks ran, in ms. */
 export interface LoopDelayFigures {
@@ -20,14 +20,17 @@ export interface LoopDelayFigures {
  * same timer phase, would reset it and lose the block.
  */
 export class LoopDelayMonitor {
-  /** This window's ticks, and every tick since the monitor started (ns, from 1: a histogram records whole nanoseconds from 1). */
+  /**
+   * How late this window's ticks ran, and every tick's since the monitor started (ns, at
+   * least 1: a histogram's floor).
+   */
   readonly #window: RecordableHistogram = createHistogram();
   readonly #run: RecordableHistogram = createHistogram();
   readonly #timer: NodeJS.Timeout;
   #last = performance.now();
 
   constructor() {
-    this.#timer = setInterval(() => this.#tick(), LOOP_DELAY_TICK_MS);
+    this.#timer = setInterval(() => this.#tick(), TICK_MS);
     this.#timer.unref();
   }
 
@@ -50,7 +53,7 @@ export class LoopDelayMonitor {
 
   #tick(): void {
     const now = performance.now();
-    const lateNs = Math.max(1, Math.round((now - this.#last - LOOP_DELAY_TICK_MS) * 1e6));
+    const lateNs = Math.max(1, Math.round((now - this.#last - TICK_MS) * 1e6));
     this.#last = now;
     this.#window.record(lateNs);
     this.#run.record(lateNs);

@@ -10,9 +10,9 @@ export interface LoopDelayFigures {
 }
 
 /**
- * The event loop's delay: how late each tick of a 10 ms timer ran, the delay a callback due
- * at that moment waited. An idle loop reads about 0; a block of `B` ms reads between
- * `B - tick` and `B`.
+ * The event loop's delay: how late each tick of a `TICK_MS` timer ran, which is how long a
+ * callback due at that moment waited. An idle loop reads about 0; a block of `B` ms reads
+ * between `B - TICK_MS` and `B`.
  *
  * Each tick measures itself against the previous one, so closing a window loses nothing.
  * Node's `monitorEventLoopDelay` records gaps between ticks (the tick itself included), and

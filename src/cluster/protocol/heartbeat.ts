@@ -13,9 +13,9 @@ export interface WorkerHeartbeat {
   /** The spill write error while writes keep failing (a full disk); absent or null when writes land. */
   spillFailure?: string | null;
   /**
-   * Event-loop delay since the previous heartbeat: the longest that a tick of a 10 ms timer
-   * ran late (ms). The longest block of the loop lies between it and 10 ms above it; an
-   * idle worker reads about 0.
+   * Event-loop delay since the previous heartbeat: the most (ms) that a tick of the worker's
+   * delay timer ran late, which is how long a callback due then waited. The longest block
+   * of the loop lies within one tick above it (docs/metrics.md, "Event-loop delay").
    */
   eventLoopDelayMs: number;
   /** 99th percentile of the same ticks' lateness over the same interval (ms). */

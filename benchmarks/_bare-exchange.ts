@@ -231,7 +231,9 @@ async function child(rank: number, P: number, count: number, port: number, memor
         }
         outputs.flush();
         phases.send += since(t1);
-        [phases.generate, phases.split, phases.pack] = [phases.generate + m.times[0], phases.split + m.times[1], phases.pack + m.times[2]];
+        phases.generate += m.times[0];
+        phases.split += m.times[1];
+        phases.pack += m.times[2];
         if (socket.writableLength > BACKLOG_BYTES) await once(socket, 'drain');
         await outputs.room();
         thread.postMessage(0);

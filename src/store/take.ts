@@ -1,5 +1,5 @@
 import { ClosedError, KeyNotFoundError, TierReadError } from '../errors.js';
-import { recycleChunk } from '../tiers/tier.js';
+import { type Tier, recycleChunk } from '../tiers/tier.js';
 import type { Entry } from './entry.js';
 import type { StoreState } from './state.js';
 
@@ -23,7 +23,8 @@ export type Taken =
  * resolves once nothing the store runs still reads the value's memory (a spill of it in
  * flight is cancelled and waited for). A value in memory, or dropped but still alive,
  * comes as it is; a spilled one is read into a buffer of the caller's (`into`), never
- * into one the store allocates, and never decoded here.
+ * into one the store allocates, and never decoded here: in place where the tier can
+ * (`Tier.readInto`), otherwise copied from its read stream.
  */
 export async function takeEntry(state: StoreState, entry: Entry, into: (byteLength: number) => Uint8Array): Promise<Taken> {
   const value = entry.resident ? entry.value : entry.weak?.deref();
@@ -44,15 +45,9 @@ export async function takeEntry(state: StoreState, entry: Entry, into: (byteLeng
   try {
     const out = into(copy.bytes);
     if (out.byteLength !== copy.bytes) throw new RangeError(`take needs a buffer of ${copy.bytes} bytes, got ${out.byteLength}`);
-    const stream = tier.createReadStream(copy.id);
-    let at = 0;
+    let at: number;
     try {
-      for await (const chunk of stream as AsyncIterable<Uint8Array>) {
-        if (at + chunk.byteLength > out.byteLength) throw new RangeError(`tier "${tier.name}" read more than the ${copy.bytes} bytes of value #${copy.id}`);
-        out.set(chunk, at);
-        at += chunk.byteLength;
-        recycleChunk(stream, chunk);
-      }
+      at = await readWhole(tier, copy.id, out);
     } catch (err) {
       if (state.closed) throw new ClosedError();
       state.counters.readErrors++;
@@ -72,4 +67,21 @@ export async function takeEntry(state: StoreState, entry: Entry, into: (byteLeng
   } finally {
     state.doneReading(copy);
   }
+}
+
+/** Reads value `id` into `out`: in place where the tier can, otherwise from its read stream. Resolves to the bytes read. */
+async function readWhole(tier: Tier, id: number, out: Uint8Array): Promise<number> {
+  if (tier.readInto !== undefined) {
+    await tier.readInto(id, out);
+    return out.byteLength;
+  }
+  const stream = tier.createReadStream(id);
+  let at = 0;
+  for await (const chunk of stream as AsyncIterable<Uint8Array>) {
+    if (at + chunk.byteLength > out.byteLength) throw new RangeError(`tier "${tier.name}" read more than the ${out.byteLength} bytes of value #${id}`);
+    out.set(chunk, at);
+    at += chunk.byteLength;
+    recycleChunk(stream, chunk);
+  }
+  return at;
 }

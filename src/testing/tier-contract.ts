@@ -33,8 +33,11 @@ export async function withTier(make: () => Promise<TierHarness>, body: (h: TierH
   }
 }
 
+const isMissing = (err: unknown): boolean => err instanceof SpillwayError && err.code === 'SPW_ERR_TIER_MISSING';
+
 export async function assertMissing(tier: Tier, id: number): Promise<void> {
-  await assert.rejects(tier.read(id), (err: unknown) => err instanceof SpillwayError && err.code === 'SPW_ERR_TIER_MISSING');
+  await assert.rejects(tier.read(id), isMissing);
+  if (tier.readInto !== undefined) await assert.rejects(tier.readInto(id, new Uint8Array(1)), isMissing, 'readInto of a missing value');
 }
 
 export async function roundTrip(tier: Tier, id: number, bytes: Uint8Array): Promise<void> {
@@ -45,6 +48,22 @@ export async function roundTrip(tier: Tier, id: number, bytes: Uint8Array): Prom
   assert.equal(back.byteOffset % 8, 0, 'read buffer is 8-byte aligned');
   assert.ok(Buffer.concat(pieces).equals(bytes), 'onChunk saw every byte in order');
   assert.ok((await collect(tier.createReadStream(id))).equals(bytes), 'full stream');
+  await readIntoChecked(tier, id, bytes);
+}
+
+/**
+ * `readInto` (when the tier has it): the bytes land exactly in the caller's view (one at an
+ * odd offset inside a larger buffer, whose other bytes stay as they were), and a buffer of
+ * any other size is refused.
+ */
+async function readIntoChecked(tier: Tier, id: number, bytes: Uint8Array): Promise<void> {
+  const readInto = tier.readInto?.bind(tier);
+  if (readInto === undefined) return;
+  const whole = new Uint8Array(bytes.byteLength + 10).fill(0xa5);
+  await readInto(id, whole.subarray(3, 3 + bytes.byteLength));
+  assert.ok(Buffer.from(whole.buffer, 3, bytes.byteLength).equals(bytes), `readInto: bytes of value ${id}`);
+  assert.ok(whole.subarray(0, 3).every((b) => b === 0xa5) && whole.subarray(3 + bytes.byteLength).every((b) => b === 0xa5), 'readInto wrote outside its buffer');
+  await assert.rejects(readInto(id, new Uint8Array(bytes.byteLength + 1)), InvalidArgumentError, 'readInto into a buffer of the wrong size');
 }
 
 /** A 6 MiB value: compressible numbers, then noise, so chunks differ in kind. */

@@ -101,6 +101,14 @@ export interface Tier {
    */
   read(id: number, onChunk?: (chunk: Uint8Array) => void): Promise<Uint8Array>;
   /**
+   * Optional: reads a whole value into `out`, the caller's buffer of exactly the value's
+   * size (any other size rejects with `InvalidArgumentError`). For a caller that owns the
+   * memory the bytes go to, such as `SpillStore.take` reading into a pooled buffer: the
+   * bytes land in place, with no buffer of the tier's and no copy out of a stream. Without
+   * it, the store reads such values through `createReadStream`.
+   */
+  readInto?(id: number, out: Uint8Array): Promise<void>;
+  /**
    * Streams the stored bytes (or a range of them) without holding the whole value. The
    * stream may have a `recycle(chunk)` method (see `RecyclingStream`): a consumer that is
    * done with a chunk (e.g. the socket wrote it) hands it back, so the next read reuses the

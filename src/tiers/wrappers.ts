@@ -22,12 +22,20 @@ export class TierWrapper implements Tier, PackedTier {
    * then sends it `writeMany` calls only.
    */
   readonly [writePacked]?: PackedWrites;
+  /**
+   * Present only when the inner tier has it and the subclass overrides neither `read` nor
+   * `createReadStream`: a wrapper that changes what reads return (latency, faults) sees every
+   * read, as the store then reads through those two.
+   */
+  readonly readInto?: (id: number, out: Uint8Array) => Promise<void>;
   constructor(protected readonly inner: Tier) {
     const stats = inner.stats?.bind(inner);
     if (stats !== undefined) this.stats = stats;
     const estimate = inner.estimateStoredBytes?.bind(inner);
     if (estimate !== undefined) this.estimateStoredBytes = estimate;
     if (inner.writeMany !== undefined) this.writeMany = (items) => this.writeBatch(items);
+    const readInto = inner.readInto?.bind(inner);
+    if (readInto !== undefined && this.read === TierWrapper.prototype.read && this.createReadStream === TierWrapper.prototype.createReadStream) this.readInto = readInto;
     const packed = packedWritesOf(inner);
     if (packed !== undefined && this.writeBatch === TierWrapper.prototype.writeBatch) this[writePacked] = packed;
   }

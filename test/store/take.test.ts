@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict';
+import fsp from 'node:fs/promises';
+import type { Readable } from 'node:stream';
 import { test } from 'node:test';
 import { decodeVerified } from '../../src/codec/decode.js';
 import { encodeToBuffer } from '../../src/codec/encode.js';
 import { SizedBufferPool } from '../../src/runtime/sized-buffer-pool.js';
+import { TierReadError } from '../../src/errors.js';
+import { DiskTier, TierWrapper, type ByteRange } from '../../src/tiers/index.js';
 import { KiB, MiB, filesUnder, openStore } from '../helpers/store.js';
 
 function bytesOf(length: number, seed: number): Uint8Array {
@@ -71,4 +75,54 @@ test('take of a value being spilled waits for the write, then the key is gone fo
   await store.flush();
   assert.equal(store.has('w'), false);
   assert.deepEqual([...store.keys()], []);
+});
+
+/** Counts the tier's reads by way: in place (`readInto`) or through its stream. */
+class CountingReads extends TierWrapper {
+  streams = 0;
+  override createReadStream(id: number, range?: ByteRange): Readable {
+    this.streams++;
+    return this.inner.createReadStream(id, range);
+  }
+}
+
+test('a spilled value is read in place where the tier can, through its stream where it cannot, the same bytes either way', async (t) => {
+  const sizes = [300 * KiB, 20 * KiB, 2 * MiB + 5];
+  for (const way of ['in place', 'stream'] as const) {
+    let inPlace = 0;
+    const { store } = await openStore(t, {
+      memoryLimit: 16 * MiB,
+      wrap: (disk) => {
+        if (way === 'stream') return new CountingReads(disk);
+        const plain = new TierWrapper(disk);
+        assert.equal(typeof plain.readInto, 'function', 'a wrapper that changes no read passes readInto on');
+        const readInto = plain.readInto?.bind(plain);
+        return Object.assign(plain, { readInto: async (id: number, out: Uint8Array) => (inPlace++, await readInto?.(id, out)) });
+      },
+    });
+    for (const [i, n] of sizes.entries()) {
+      const encoded = await encodeToBuffer(bytesOf(n, i));
+      await store.putEncoded(`k${i}`, encoded, encoded.byteLength);
+    }
+    for (const [i, n] of sizes.entries()) {
+      const taken = await store.take(`k${i}`, (bytes) => new Uint8Array(bytes));
+      assert.ok('encoded' in taken);
+      assert.deepEqual(await decodeVerified(taken.encoded), bytesOf(n, i), `${way}: value ${i}`);
+    }
+    if (way === 'stream') assert.equal(inPlace, 0);
+    else assert.equal(inPlace, sizes.length, 'every take read in place');
+  }
+  assert.equal(new CountingReads(new DiskTier({ directory: '/nonexistent' })).readInto, undefined, 'a wrapper that overrides a read method hides readInto');
+});
+
+test('a read that fails in place leaves the key in the store and rejects with TierReadError', async (t) => {
+  const { store, dir } = await openStore(t, { memoryLimit: 16 * MiB });
+  const encoded = await encodeToBuffer(bytesOf(1 * MiB, 4));
+  await store.putEncoded('k', encoded, encoded.byteLength);
+  assert.equal(store.where('k'), 'disk');
+  // A disk that lost the value's bytes: its file cut short.
+  for (const file of (await filesUnder(dir)).filter((f) => f.endsWith('.spw'))) await fsp.truncate(file, 100);
+  await assert.rejects(store.take('k', (bytes) => new Uint8Array(bytes)), TierReadError);
+  assert.equal(store.has('k'), true, 'not taken: the key stays where it was');
+  assert.equal(store.where('k'), 'disk');
 });

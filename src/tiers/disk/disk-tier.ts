@@ -1,7 +1,7 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { ClosedError, SpillwayError, TierDuplicateIdError, TierMissingError, TierNotOpenError, TierWriteCancelledError } from '../../errors.js';
+import { ClosedError, InvalidArgumentError, SpillwayError, TierDuplicateIdError, TierMissingError, TierNotOpenError, TierWriteCancelledError } from '../../errors.js';
 import { MiB, clampRange, collectPieces, packSmall, streamOf, type CompressionMode, type StoredChunk } from '../chunks.js';
 import { BatchWrites } from './batch-writes.js';
 import { DiskCatalog, DiskRecord, compressedOnly } from './catalog.js';
@@ -175,23 +175,16 @@ export class DiskTier implements Tier {
 
   async read(id: number, onChunk?: (chunk: Uint8Array) => void): Promise<Uint8Array> {
     const record = this.get(id);
-    const elapsed = TierCounters.timer();
-    if (record.file === undefined && record.table === undefined && record.size <= COALESCE_BYTES) {
-      const out = await this.readFused(id, record.size);
-      this.counters.recordRead(elapsed(), record.size);
-      onChunk?.(out);
-      return out;
-    }
-    const { stored, release } = await this.openStored(id, record);
-    try {
-      // allocUnsafeSlow: a buffer of its own, so offset 0 is aligned for any typed array.
-      const out = Buffer.allocUnsafeSlow(record.size);
-      await readValue(stored, record.table, out, this.readSliceBytes, onChunk);
-      this.counters.recordRead(elapsed(), record.size);
-      return out;
-    } finally {
-      await release();
-    }
+    // allocUnsafeSlow: a buffer of its own, so offset 0 is aligned for any typed array.
+    const out = Buffer.allocUnsafeSlow(record.size);
+    await this.readRecord(id, record, out, onChunk);
+    return out;
+  }
+
+  async readInto(id: number, out: Uint8Array): Promise<void> {
+    const record = this.get(id);
+    if (out.byteLength !== record.size) throw new InvalidArgumentError(`readInto needs a buffer of the value's ${record.size} bytes, got ${out.byteLength}`);
+    await this.readRecord(id, record, Buffer.from(out.buffer, out.byteOffset, out.byteLength));
   }
 
   createReadStream(id: number, range?: ByteRange): Readable {
@@ -339,15 +332,30 @@ export class DiskTier implements Tier {
     return { record: new DiskRecord(byteLength, stored, compressedOnly(table), file), chunks: table };
   }
 
-  /** A small uncompressed fused value, read with its neighbours when they are wanted too. */
-  private async readFused(id: number, size: number): Promise<Buffer> {
+  /** Reads the whole of `record` into `out` (its size). */
+  private async readRecord(id: number, record: DiskRecord, out: Buffer, onChunk?: (chunk: Uint8Array) => void): Promise<void> {
+    const elapsed = TierCounters.timer();
+    if (record.file === undefined && record.table === undefined && record.size <= COALESCE_BYTES) {
+      await this.readFused(id, out);
+      this.counters.recordRead(elapsed(), record.size);
+      onChunk?.(out);
+      return;
+    }
+    const { stored, release } = await this.openStored(id, record);
+    try {
+      await readValue(stored, record.table, out, this.readSliceBytes, onChunk);
+      this.counters.recordRead(elapsed(), record.size);
+    } finally {
+      await release();
+    }
+  }
+
+  /** A small uncompressed fused value into `out`, read with its neighbours when they are wanted too. */
+  private async readFused(id: number, out: Buffer): Promise<void> {
     const pin = this.segments?.pin(id);
     if (pin === undefined) throw new TierMissingError(this.name, id);
     try {
-      // allocUnsafeSlow: a buffer of its own, so offset 0 is aligned for any typed array.
-      const out = Buffer.allocUnsafeSlow(size);
       await this.reads.read(pin.handle, out, pin.offset, pin.finalEnd);
-      return out;
     } finally {
       pin.release();
     }

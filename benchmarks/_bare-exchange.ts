@@ -10,6 +10,9 @@
  * It runs two ways. In memory, every piece stays in memory. Spilling, a process keeps up to
  * a budget of its outputs' pieces in memory and appends the rest to one file, straight from
  * the buffers they arrived in, then reads them back into each output (_bare-outputs.ts).
+ * Either way glibc keeps the memory the processes free, unless they run in a worker's
+ * environment (`asWorkerOf`), which gives back what a worker of that limit gives back.
+ * The budget counts pieces, not the process: each process reports its peak RSS.
  *
  * Why: the cluster bench's speed target is a multiple of a disk write, but the shuffle also
  * has to compute. Timed on the same host in the same run, the in-memory exchange shows what
@@ -24,6 +27,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
+import { tunedEnvironment } from '../src/runtime/tuned-environment.js';
 import type { Verification } from '../src/workloads/common.js';
 import type { ShuffleSummary } from '../src/workloads/shuffle.js';
 import { BareOutputs } from './_bare-outputs.js';
@@ -65,6 +69,8 @@ export interface BarePhases {
   cpu: number;
   /** Bytes appended to the process's file. */
   written: number;
+  /** The process's peak resident memory over its life, in bytes. */
+  peakRss: number;
 }
 
 export interface BareExchange {
@@ -79,6 +85,13 @@ export interface BareOptions {
   memoryBytes: number;
   /** Where the spilling processes' files go (unlinked as soon as they are open). */
   dir: string;
+  /**
+   * Runs the processes in the environment a supervisor gives a worker with this memory limit
+   * (runtime/tuned-environment.ts: malloc's thresholds by the limit, so that under 1 GiB
+   * every large buffer freed goes back to the kernel and the next one is fresh memory, and
+   * V8's young generation and helper threads as a worker's), instead of `MALLOC_REUSE`.
+   */
+  asWorkerOf?: number;
 }
 
 type ToChild = { go: true };
@@ -101,7 +114,8 @@ export async function bareExchange(bytes: number, partitions: number, options: B
   try {
     const start = (rank: number, port: number): ChildProcess => {
       const args = [CHILD_FLAG, String(rank), String(partitions), String(count), String(port), String(options.memoryBytes), options.dir];
-      const child = fork(HERE, args, { execArgv: ['--import', 'tsx'], env: { ...process.env, ...MALLOC_REUSE }, stdio: 'inherit' });
+      const env = options.asWorkerOf === undefined ? { ...process.env, ...MALLOC_REUSE } : tunedEnvironment(process.env, process.platform, { workers: PROCESSES, taskThreads: 1, memoryLimit: options.asWorkerOf });
+      const child = fork(HERE, args, { execArgv: ['--import', 'tsx'], env, stdio: 'inherit' });
       children.push(child);
       return child;
     };
@@ -200,7 +214,7 @@ async function child(rank: number, P: number, count: number, port: number, memor
   const send = (m: FromChild): void => void process.send?.(m);
   const { DEFAULT_SEED } = await built<CommonModule>('common');
   const { summarize } = await built<ShuffleModule>('shuffle');
-  const phases: BarePhases = { generate: 0, split: 0, pack: 0, send: 0, receive: 0, exchange: 0, read: 0, assemble: 0, summarize: 0, cpu: 0, written: 0 };
+  const phases: BarePhases = { generate: 0, split: 0, pack: 0, send: 0, receive: 0, exchange: 0, read: 0, assemble: 0, summarize: 0, cpu: 0, written: 0, peakRss: 0 };
   const since = (t0: number): number => (performance.now() - t0) / 1000;
   const socket = rank === 0 ? await accept(send) : net.connect(port, '127.0.0.1');
   if (rank !== 0) await once(socket, 'connect');
@@ -259,6 +273,7 @@ async function child(rank: number, P: number, count: number, port: number, memor
     phases.written = outputs.written;
     const cpu = process.cpuUsage(cpuAtStart);
     phases.cpu = (cpu.user + cpu.system) / 1e6;
+    phases.peakRss = process.resourceUsage().maxRSS * 1024;
     send({ summaries, phases });
     socket.end();
   } finally {

@@ -41,7 +41,7 @@ const BARE_MEMORY_SHARE = 4;
  */
 const BARE_SPILLING_SHARE = 0.5;
 
-/** The bare exchanges' times: in memory (when it fits), spilling, and spilling in a worker's environment. */
+/** The bare exchanges' times: in memory (when it fits), spilling, and spilling as a worker. */
 interface BareTimes {
   inMemory: number | undefined;
   spilling: number;

@@ -69,7 +69,10 @@ export async function takeEntry(state: StoreState, entry: Entry, into: (byteLeng
   }
 }
 
-/** Reads value `id` into `out`: in place where the tier can, otherwise from its read stream. Resolves to the bytes read. */
+/**
+ * Reads value `id` into `out`: in place where the tier can, otherwise from its read stream.
+ * Resolves to the bytes read.
+ */
 async function readWhole(tier: Tier, id: number, out: Uint8Array): Promise<number> {
   if (tier.readInto !== undefined) {
     await tier.readInto(id, out);

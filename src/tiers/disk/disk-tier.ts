@@ -350,7 +350,7 @@ export class DiskTier implements Tier {
     }
   }
 
-  /** A small uncompressed fused value into `out`, read with its neighbours when they are wanted too. */
+  /** A small uncompressed fused value into `out`, read with its neighbours when wanted too. */
   private async readFused(id: number, out: Buffer): Promise<void> {
     const pin = this.segments?.pin(id);
     if (pin === undefined) throw new TierMissingError(this.name, id);

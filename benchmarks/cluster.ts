@@ -78,6 +78,11 @@ interface Row {
   pass: boolean | undefined;
 }
 
+/** A row's value for one time over another: `a s / b s = a/b`. */
+function timesOver(seconds: number, over: number): string {
+  return `${seconds.toFixed(1)} s / ${over.toFixed(1)} s = ${(seconds / over).toFixed(2)}`;
+}
+
 function rows(s: LocalSummary, referenceSeconds: number, target: number, bare: BareTimes | undefined): Row[] {
   const name = s.method === undefined ? s.workload : `${s.workload} (${s.method})`;
   const out: Row[] = [
@@ -112,16 +117,16 @@ function rows(s: LocalSummary, referenceSeconds: number, target: number, bare: B
   const timeRatio = s.computeSeconds / referenceSeconds;
   out.push({
     check: `${name}: compute time / disk write+read of the data`,
-    value: `${s.computeSeconds.toFixed(1)} s / ${referenceSeconds.toFixed(1)} s = ${timeRatio.toFixed(2)}`,
+    value: timesOver(s.computeSeconds, referenceSeconds),
     target: s.workload === 'shuffle' ? `≤ ${target}` : '',
     pass: s.workload === 'shuffle' ? timeRatio <= target : undefined,
   });
   if (s.workload === 'shuffle' && bare !== undefined) {
-    const against = (kind: string, seconds: number): Row => ({ check: `${name}: compute time / bare exchange ${kind}`, value: `${s.computeSeconds.toFixed(1)} s / ${seconds.toFixed(1)} s = ${(s.computeSeconds / seconds).toFixed(2)}`, target: '', pass: undefined });
+    const against = (kind: string, seconds: number): Row => ({ check: `${name}: compute time / bare exchange ${kind}`, value: timesOver(s.computeSeconds, seconds), target: '', pass: undefined });
     if (bare.inMemory !== undefined) out.push(against('in memory', bare.inMemory));
     out.push(against('spilling', bare.spilling));
     out.push(against(`spilling in a worker's environment`, bare.spillingAsWorker));
-    const overDisk = (kind: string, seconds: number): Row => ({ check: `bare exchange ${kind} / disk write+read of the data`, value: `${seconds.toFixed(1)} s / ${referenceSeconds.toFixed(1)} s = ${(seconds / referenceSeconds).toFixed(2)}`, target: '', pass: undefined });
+    const overDisk = (kind: string, seconds: number): Row => ({ check: `bare exchange ${kind} / disk write+read of the data`, value: timesOver(seconds, referenceSeconds), target: '', pass: undefined });
     out.push(overDisk('spilling', bare.spilling));
     out.push(overDisk(`spilling in a worker's environment`, bare.spillingAsWorker));
   }

@@ -75,7 +75,7 @@ class BinaryEncoded extends LaidOut {
   }
 }
 
-const ZERO_PAD = Buffer.alloc(8);
+export const ZERO_PAD = Buffer.alloc(8);
 
 /** Headers of binary values: one byte, the tag; never written to, so one per tag is shared. */
 const binaryHeaders = new Map<number, Uint8Array>();
@@ -111,7 +111,7 @@ function encodeBinary(value: BinaryValue, tag: number): BinaryEncoded {
  */
 export const MAX_ENCODED_BYTES = bufferConstants.MAX_LENGTH;
 
-function checkEncodedLength(layout: Layout, value: unknown, limit = MAX_ENCODED_BYTES): void {
+export function checkEncodedLength(layout: Layout, value: unknown, limit = MAX_ENCODED_BYTES): void {
   if (layout.totalLength > limit) {
     const what = typeof value === 'object' && value !== null ? (value.constructor?.name ?? 'value') : typeof value;
     throw new CodecError(
@@ -182,12 +182,20 @@ export async function* encodedBatches(
 }
 
 /** What `encodedBatches` yields, one synchronous step per batch (so a step can be timed alone). */
-export function* encodedBatchesSync(encoded: Encoded, batchBytes = CHECKSUM_SLICE_BYTES): Generator<Uint8Array[], void, undefined> {
+export function encodedBatchesSync(encoded: Encoded, batchBytes = CHECKSUM_SLICE_BYTES): Generator<Uint8Array[], void, undefined> {
+  return batchesOf(pieces(encoded), encoded.layout.trailerOffset, batchBytes);
+}
+
+/**
+ * Yields `pieces` (an encoded value's bytes up to its trailer) in batches of at most
+ * `batchBytes`, each hashed just before it is yielded, the trailer's checksum in the last.
+ */
+export function* batchesOf(pieces: Iterable<Uint8Array>, trailerOffset: number, batchBytes: number): Generator<Uint8Array[], void, undefined> {
   // 0, a fraction or NaN would loop forever on empty slices (or cut at fractional offsets).
   if (!Number.isSafeInteger(batchBytes) || batchBytes < 1) {
     throw new RangeError(`batchBytes must be a positive integer, got ${batchBytes}`);
   }
-  const hasher = new ValueHasher(encoded.layout.trailerOffset);
+  const hasher = new ValueHasher(trailerOffset);
   let batch: Uint8Array[] = [];
   let batchLength = 0;
   /** Appends `piece` to the current batch, yielding each batch it fills. */
@@ -206,11 +214,10 @@ export function* encodedBatchesSync(encoded: Encoded, batchBytes = CHECKSUM_SLIC
       }
     }
   }
-  for (const piece of pieces(encoded)) yield* cut(piece, true);
+  for (const piece of pieces) yield* cut(piece, true);
   const trailer = Buffer.alloc(TRAILER_BYTES);
   writeChecksum(trailer, 0, hasher.digest());
-  // The trailer is cut like any other piece: appending it whole to the last batch used
-  // to make that batch up to 8 bytes longer than `batchBytes`.
+  // The trailer is cut like any other piece: every batch but the last holds exactly `batchBytes`.
   yield* cut(trailer, false);
   if (batchLength > 0) yield batch;
 }

@@ -1,15 +1,16 @@
 /**
- * How the receiver's chunks reach the store. A chunk is laid out in a pooled buffer. While
- * the store has room it is `set` like any value (the unpack later takes it out and lends
- * its buffer on: chunk-loans.ts). Once the store is at its target, a chunk set would only
- * be spilled at once, and its buffer left to the collector: instead it is written through
- * (`putEncoded`: straight to the disk tier, small chunks fused as spilled values are) and
- * its buffer goes back to the pool as soon as the write has finished with it. A chunk set is
- * `owned`: the store holds it alone, and frees its buffer as soon as it spills it. A write that
- * fails leaves the chunk to the store as an ordinary value, which spills it or holds it:
- * no piece is ever lost.
+ * How the receiver's chunks reach the store. While the store has room a chunk is laid out
+ * in a pooled buffer and `set` like any value (the unpack later takes it out and lends its
+ * buffer on: chunk-loans.ts). Once the store is at its target, a chunk set would only be
+ * spilled at once, and its buffer left to the collector: instead it is written through
+ * (`putEncoded`: straight to the disk tier, small chunks fused as spilled values are),
+ * gathered from the pieces where they arrived (`writeGathered`), so that no copy is made on
+ * the loop and no buffer is needed for it (the receiver lays small pieces out first, and
+ * gives their buffer back once written). A chunk set is `owned`: the store holds it
+ * alone, and frees its buffer as soon as it spills it. A write that fails leaves the chunk
+ * to the store as an ordinary value, which spills it or holds it: no piece is ever lost.
  */
-import { encode, encodedBatches } from '../codec/index.js';
+import { gatheredBatches, gatheredByteLength } from '../codec/index.js';
 import type { SizedBufferPool } from '../runtime/sized-buffer-pool.js';
 import type { SpillStore } from '../store/spill-store.js';
 
@@ -36,42 +37,64 @@ export class ChunkWrites {
     return this.#bytes;
   }
 
-  /** A buffer for a chunk of `bytes`. */
-  buffer(bytes: number): Uint8Array {
-    return this.#pool.take(bytes);
+  /** Whether a chunk of `bytes` stored now would be written through rather than set. */
+  writesThrough(bytes: number): boolean {
+    // The store's own level only: a process over target for other memory (threads' results) may still keep chunks until their unpack.
+    return this.#store.residentBytes + bytes > this.#store.targetBytes;
   }
 
-  /** Stores a chunk laid out in a `buffer()` (and not touched afterwards): set, or written through once the store is at its target. */
-  store(key: string, chunk: Uint8Array): void {
+  /** Sets a chunk from `laidOut` (not touched afterwards) in the store. */
+  set(key: string, chunk: Uint8Array): void {
+    // Cold: spilling writes the pieces, read only once every input is split, before the values in use.
+    // Owned: the store holds the chunk alone, so one it spills is freed at once.
+    this.#store.set(key, chunk, { cold: true, size: chunk.byteLength, owned: true });
+  }
+
+  /**
+   * Writes through the chunk that `views` make laid end to end (`bytes` in all) from where
+   * they are, without laying them out in a buffer: for when the store is at its target
+   * (`writesThrough`), where a chunk set would only be spilled at once. `done` is called
+   * once, when nothing here reads the views any more: the write finished, or failed and the
+   * chunk was set as a copy, or the key was dropped meanwhile.
+   */
+  writeGathered(key: string, views: readonly Uint8Array[], bytes: number, done: () => void): void {
     const store = this.#store;
-    // The store's own level only: a process over target for other memory (threads' results) may still keep chunks until their unpack.
-    if (store.residentBytes + chunk.byteLength <= store.targetBytes) {
-      // Cold: spilling writes the pieces, read only once every input is split, before the values in use.
-      // Owned: the store holds the chunk alone, so one it spills is freed at once.
-      store.set(key, chunk, { cold: true, size: chunk.byteLength, owned: true });
-      return;
-    }
-    const encoded = encode(chunk);
-    this.#bytes += chunk.byteLength;
+    this.#bytes += bytes;
     const writing: Writing = {
       dropped: false,
-      done: store.putEncoded(key, encodedBatches(encoded), encoded.byteLength).then(
-        // Written: nothing reads the buffer any more. Only the pool's own go back (never a push's memory).
-        () => void (this.#pool.made(chunk.buffer) && this.#pool.give(chunk.buffer)),
-        () => {
-          // The store holds it as a value now (spilled later, or in memory): never given back from here.
-          if (!writing.dropped && !store.closed) store.set(key, chunk, { cold: true, size: chunk.byteLength, owned: true });
-        },
-      ),
+      done: store.putEncoded(key, gatheredBatches(views), gatheredByteLength(bytes)).then(done, () => {
+        try {
+          // The store holds it as an ordinary value instead, which it spills or keeps: no piece is lost.
+          if (!writing.dropped && !store.closed) this.set(key, this.laidOut(views, bytes));
+        } finally {
+          done();
+        }
+      }),
     };
     void writing.done.finally(() => {
       this.#writing.delete(key);
-      this.#bytes -= chunk.byteLength;
+      this.#bytes -= bytes;
       const settled = this.#settled;
       this.#settled = undefined;
       settled?.();
     });
     this.#writing.set(key, writing);
+  }
+
+  /** `views` laid end to end in a buffer of the pool (the one copy of a chunk kept in memory). */
+  laidOut(views: readonly Uint8Array[], bytes: number): Uint8Array {
+    const chunk = this.#pool.take(bytes);
+    let at = 0;
+    for (const view of views) {
+      chunk.set(view, at);
+      at += view.byteLength;
+    }
+    return chunk;
+  }
+
+  /** A buffer from `laidOut` that nothing reads any more goes back to the pool. */
+  giveBack(chunk: Uint8Array): void {
+    this.#pool.give(chunk.buffer as ArrayBuffer);
   }
 
   /** Resolves once the chunks under `keys` are in the store (written through, or set after a failed write). */

@@ -23,6 +23,12 @@ const FLUSH_SLICE_MS = 2;
  */
 const FLUSH_DOWN_TO = 0.75;
 
+/**
+ * Records of at least this size on average are written through from where they arrived;
+ * smaller ones are laid out in one buffer first (#writeThrough).
+ */
+const GATHER_FROM_RECORD_BYTES = 16 << 10;
+
 /** Shuffles over whose last run is remembered (to refuse a late push of it), newest kept. */
 const FORGOTTEN_IDS = 4096;
 
@@ -354,21 +360,36 @@ export class ShuffleReceiver {
     if (only !== undefined && only.byteOffset === 0 && only.byteLength === only.buffer.byteLength) {
       // Cold: spilling writes the pieces, read only once every input is split, before the values in use.
       this.#store.set(key, only, { cold: true, size: only.byteLength });
+    } else if (this.#writes.writesThrough(buffer.bytes)) {
+      this.#writeThrough(key, buffer);
     } else {
-      // The one copy of the pieces, into a pooled buffer (chunk-writes.ts).
-      const chunk = this.#writes.buffer(buffer.bytes);
-      let at = 0;
-      for (const record of buffer.records) {
-        chunk.set(record, at);
-        at += record.byteLength;
-      }
-      this.#writes.store(key, chunk);
+      // Kept in memory: the one copy of the pieces, into a pooled buffer (chunk-writes.ts).
+      this.#writes.set(key, this.#writes.laidOut(buffer.records, buffer.bytes));
     }
     buffer.chunks.push(key);
     this.#bufferedBytes -= buffer.bytes;
     buffer.records = [];
     buffer.bytes = 0;
     releaseHolds(buffer);
+  }
+
+  /**
+   * Writes a buffer's records through. Large records are written from the frames they
+   * arrived in, which the write holds until it has read them; small ones are laid out in a
+   * pooled buffer first, as hashing and writing thousands of small pieces one by one costs
+   * the loop more than one copy of them.
+   */
+  #writeThrough(key: string, buffer: OutputBuffer): void {
+    if (buffer.bytes >= GATHER_FROM_RECORD_BYTES * buffer.records.length) {
+      const holds = buffer.holds;
+      buffer.holds = new Set();
+      this.#writes.writeGathered(key, buffer.records, buffer.bytes, () => {
+        for (const hold of holds) letGo(hold);
+      });
+    } else {
+      const chunk = this.#writes.laidOut(buffer.records, buffer.bytes);
+      this.#writes.writeGathered(key, [chunk], buffer.bytes, () => this.#writes.giveBack(chunk));
+    }
   }
 
   /** Waits while the store is paused, or chunks written through pass the buffers' budget; refuses the push once spilling has kept failing for lack of disk. */

@@ -7,8 +7,11 @@ import {
   encode,
   encodeToBuffer,
   encodedBatches,
+  gatheredBatches,
+  gatheredBatchesSync,
   layoutOfBytes,
 } from '../../src/codec/index.js';
+import { MAX_ENCODED_BYTES } from '../../src/codec/encode.js';
 import { TYPED_ARRAY_CONSTRUCTORS, binaryArb, fill } from './arbitraries.js';
 import { referenceChecksum } from './checksum-reference.js';
 
@@ -178,5 +181,41 @@ describe('encodedBatches', () => {
     for (const bad of [0, -1, 1.5, NaN]) {
       await assert.rejects(collect(encodedBatches(encode(1), bad)), RangeError, String(bad));
     }
+  });
+});
+
+describe('gatheredBatches', () => {
+  it('writes pieces laid end to end exactly as encodedBatches writes their concatenation', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.uint8Array({ maxLength: 300 }), { maxLength: 12 }), fc.integer({ min: 1, max: 200 }), async (pieces, batchBytes) => {
+        const whole = new Uint8Array(Buffer.concat(pieces));
+        const gathered = await collect(gatheredBatches(pieces, batchBytes));
+        const expected = await collect(encodedBatches(encode(whole), batchBytes));
+        assert.deepEqual(gathered.map(lengthOf), expected.map(lengthOf));
+        for (const batch of gathered) for (const piece of batch) assert.ok(piece.byteLength > 0, 'no empty pieces');
+        const joined = Buffer.concat(gathered.flat());
+        assert.ok(joined.equals(Buffer.concat(expected.flat())));
+        const decoded = (await decodeVerified(joined)) as Uint8Array;
+        assert.equal(decoded.constructor, Uint8Array);
+        assert.deepEqual(decoded, whole);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('writes the pieces from where they are, not copies of them', async () => {
+    const pieces = [new Uint8Array(100_000).fill(1), new Uint8Array(3).fill(2), new Uint8Array(250_000).fill(3)];
+    const batches = await collect(gatheredBatches(pieces, 64 * 1024));
+    for (const piece of pieces) {
+      const written = batches.flat().filter((p) => p.buffer === piece.buffer);
+      assert.equal(written.reduce((n, p) => n + p.byteLength, 0), piece.byteLength);
+    }
+  });
+
+  it('refuses pieces longer together than one value may be, before anything is written', () => {
+    const piece = new Uint8Array(new ArrayBuffer(0), 0, 0);
+    const many = new Array<Uint8Array>(1).fill(piece);
+    Object.defineProperty(many[0], 'byteLength', { value: MAX_ENCODED_BYTES });
+    assert.throws(() => gatheredBatchesSync(many), { code: 'SPW_ERR_CODEC' });
   });
 });

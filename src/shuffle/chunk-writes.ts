@@ -39,7 +39,8 @@ export class ChunkWrites {
 
   /** Whether a chunk of `bytes` stored now would be written through rather than set. */
   writesThrough(bytes: number): boolean {
-    // The store's own level only: a process over target for other memory (threads' results) may still keep chunks until their unpack.
+    // The store's own level only: a process over target for other memory (threads' results)
+    // may still keep chunks until their unpack.
     return this.#store.residentBytes + bytes > this.#store.targetBytes;
   }
 

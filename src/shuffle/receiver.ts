@@ -24,8 +24,9 @@ const FLUSH_SLICE_MS = 2;
 const FLUSH_DOWN_TO = 0.75;
 
 /**
- * Records of at least this size on average are written through from where they arrived;
- * smaller ones are laid out in one buffer first (#writeThrough).
+ * A buffer whose views (records, or the parts of a record in different socket reads)
+ * average at least this size is written through from where they arrived; one of smaller
+ * views is laid out in one buffer first (#writeThrough).
  */
 const GATHER_FROM_RECORD_BYTES = 16 << 10;
 
@@ -374,10 +375,10 @@ export class ShuffleReceiver {
   }
 
   /**
-   * Writes a buffer's records through. Large records are written from the frames they
-   * arrived in, which the write holds until it has read them; small ones are laid out in a
-   * pooled buffer first, as hashing and writing thousands of small pieces one by one costs
-   * the loop more than one copy of them.
+   * Writes a buffer's records through. Large views are written from the frames they view,
+   * which the write holds until it has read them; small ones are laid out in a pooled
+   * buffer first, as hashing and writing thousands of small pieces one by one costs the
+   * loop more than one copy of them.
    */
   #writeThrough(key: string, buffer: OutputBuffer): void {
     if (buffer.bytes >= GATHER_FROM_RECORD_BYTES * buffer.records.length) {

@@ -10,23 +10,19 @@ import { HeaderKind, bodyStart, layoutOf, writePrefix } from './format.js';
 /** A Uint8Array, for its binary tag and its name in errors. */
 const EMPTY_BYTES = new Uint8Array(0);
 
-/**
- * The batches `encodedBatches` yields for a Uint8Array whose bytes are `views` laid end to
- * end, without laying them out in one buffer: the bytes a shuffle's chunk gathers from the
- * pieces it received are written from where they arrived. Decoded, the value is that
- * Uint8Array.
- */
-export async function* gatheredBatches(views: readonly Uint8Array[], batchBytes = CHECKSUM_SLICE_BYTES): AsyncGenerator<Uint8Array[], void, undefined> {
-  yield* gatheredBatchesSync(views, batchBytes);
-}
-
 /** The encoded length of a Uint8Array of `bytes`: what `gatheredBatches` writes for pieces of `bytes` in all. */
 export function gatheredByteLength(bytes: number): number {
   return layoutOf(HeaderKind.Binary, 1, [bytes]).totalLength;
 }
 
-/** What `gatheredBatches` yields, one synchronous step per batch. */
-export function gatheredBatchesSync(views: readonly Uint8Array[], batchBytes = CHECKSUM_SLICE_BYTES): Generator<Uint8Array[], void, undefined> {
+/**
+ * The batches `encodedBatches` yields for a Uint8Array whose bytes are `views` laid end to
+ * end, without laying them out in one buffer: the bytes a shuffle's chunk gathers from the
+ * pieces it received are written from where they arrived. Decoded, the value is that
+ * Uint8Array. Views longer together than one value may be are refused with a CodecError
+ * before the first batch.
+ */
+export async function* gatheredBatches(views: readonly Uint8Array[], batchBytes = CHECKSUM_SLICE_BYTES): AsyncGenerator<Uint8Array[], void, undefined> {
   let length = 0;
   for (const view of views) length += view.byteLength;
   const layout = layoutOf(HeaderKind.Binary, 1, [length]);
@@ -40,5 +36,5 @@ export function gatheredBatchesSync(views: readonly Uint8Array[], batchBytes = C
     const pad = (8 - (length % 8)) % 8;
     if (pad > 0) yield ZERO_PAD.subarray(0, pad);
   }
-  return batchesOf(gathered(), layout.trailerOffset, batchBytes);
+  yield* batchesOf(gathered(), layout.trailerOffset, batchBytes);
 }

@@ -278,6 +278,15 @@ export class LocalCluster {
     return this.#scheduler.pid;
   }
 
+  /**
+   * The end of the scheduler's stderr (its log lines at the cluster's `logLevel`, the last
+   * 8 KiB) when `stderr` is `'pipe'`; each worker's is `supervisor.workers[i].stderrTail`.
+   * What to look at when a job misbehaves: a worker removed for missed heartbeats, say.
+   */
+  get schedulerStderrTail(): string {
+    return this.#scheduler.stderrTail;
+  }
+
   /** The scratch folder the workers spill into (removed at close). */
   get directory(): string {
     return this.#folder.directory;

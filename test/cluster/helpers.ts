@@ -27,10 +27,21 @@ export async function exists(path: string): Promise<boolean> {
   );
 }
 
-/** Starts a cluster for one test; at the end checks that it leaves no process and no folder behind. */
+/** Log lines at warn or above (pino's JSON levels 40-60) in a process's kept stderr. */
+export function warningLines(stderrTail: string): string[] {
+  return stderrTail.split('\n').filter((line) => /^\{"level":(4|5|6)0,/.test(line));
+}
+
+/**
+ * Starts a cluster for one test; at the end reports what its processes logged at warn or
+ * above (as test diagnostics: a worker removed for missed heartbeats on a loaded machine is
+ * then named in the run's output) and checks that it leaves no process and no folder behind.
+ */
 export async function startCluster(t: TestContext, options: LocalClusterOptions = {}): Promise<LocalCluster> {
   const cluster = await LocalCluster.start({ workers: 2, memoryLimit: '64 MiB', heartbeatIntervalMs: 200, ...options });
   t.after(async () => {
+    const tails = [['scheduler', cluster.schedulerStderrTail], ...cluster.supervisor.workers.map((w, i) => [`worker ${i}`, w.stderrTail])];
+    for (const [label, tail] of tails) for (const line of warningLines(tail).slice(-10)) t.diagnostic(`${label}: ${line}`);
     await cluster.close();
     for (const pid of [cluster.schedulerPid, ...cluster.workers]) assert.equal(alive(pid), false, `process ${pid} is still running`);
     assert.equal(await exists(cluster.directory), false, 'the scratch folder was removed');

@@ -8,7 +8,7 @@ import type { Graph } from '../../src/cluster/protocol.js';
 import { KilledWorkerError } from '../../src/errors.js';
 import type { SchedulerState } from '../../src/scheduler/snapshot.js';
 import { waitFor } from '../helpers/wait.js';
-import { MiB, alive, fixture, startCluster } from './helpers.js';
+import { MiB, alive, fixture, startCluster, warningLines } from './helpers.js';
 
 test('a worker killed with SIGKILL is restarted: a new one registers within seconds and the job completes', async (t) => {
   const cluster = await startCluster(t, { workers: 2, memoryLimit: '256 MiB', nthreads: 1 });
@@ -30,6 +30,9 @@ test('a worker killed with SIGKILL is restarted: a new one registers within seco
   assert.deepEqual(await computing, [Array.from({ length: 12 }, (_, i) => i)]);
   await waitFor(async () => (await cluster.state()).workers.length === 2, 'both workers registered', 10_000);
   assert.equal(((await cluster.state()) as unknown as SchedulerState).counters.workersLost, 1);
+  // The scheduler's kept log names the loss; what the test helper reports at the end.
+  const lost = warningLines(cluster.schedulerStderrTail).map((line) => JSON.parse(line) as { msg: string; workerName?: string });
+  assert.ok(lost.some((entry) => entry.msg === 'worker connection closed' && entry.workerName === 'local-0'), cluster.schedulerStderrTail);
   // A user scraping the scheduler sees the restart, by worker and reason (once the new worker's heartbeat is in).
   await waitFor(async () => restartSamples(await scrapeScheduler(cluster)).get('local-0/exit') === 1, 'the restart in the scheduler\'s /metrics', 15_000);
   const restarts = restartSamples(await scrapeScheduler(cluster));

@@ -38,7 +38,10 @@ export function warningLines(stderrTail: string): string[] {
  * then named in the run's output) and checks that it leaves no process and no folder behind.
  */
 export async function startCluster(t: TestContext, options: LocalClusterOptions = {}): Promise<LocalCluster> {
-  const cluster = await LocalCluster.start({ workers: 2, memoryLimit: '64 MiB', heartbeatIntervalMs: 200, ...options });
+  // Heartbeats every 500 ms: a worker is removed after 2.5 s of silence. With two test files
+  // running beside each other on a 2-core machine, a worker of a few MiB collecting all the
+  // time can fall silent for a second; tests about silence ask for faster heartbeats.
+  const cluster = await LocalCluster.start({ workers: 2, memoryLimit: '64 MiB', heartbeatIntervalMs: 500, ...options });
   t.after(async () => {
     const tails = [['scheduler', cluster.schedulerStderrTail], ...cluster.supervisor.workers.map((w, i) => [`worker ${i}`, w.stderrTail])];
     for (const [label, tail] of tails) for (const line of warningLines(tail).slice(-10)) t.diagnostic(`${label}: ${line}`);

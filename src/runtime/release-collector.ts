@@ -27,9 +27,28 @@ import type { MajorCollectionListener } from './garbage-collection.js';
  * `MARKING_WAIT_MS`): `gc()` then first finishes V8's cycle, atomically, and collects a
  * second time, a long pause. V8's own cycle ends soon and frees what was let go of before
  * it began.
+ *
+ * Given `collectable` (the bytes only a collection frees: the JS heap and the ArrayBuffers
+ * in use), the ration also follows what the forced collections free. The bytes let go of
+ * count values the store freed itself, for the garbage that carried them (socket reads,
+ * records); where there is none (values made by task threads, read from disk, freed at
+ * once), a forced collection frees next to nothing and still pauses the loop for a full
+ * marking, tens of milliseconds on a loaded host. So one that frees less than
+ * `1 / LOW_YIELD` of the bytes it was due makes the next wait for twice as many (up to
+ * `MAX_BACKOFF` times), and one that frees more brings the ration back.
  */
 /** How long a marking cycle V8 started holds forced collections back, at most (ms). */
 export const MARKING_WAIT_MS = 500;
+/** A forced collection freeing less than 1 / this of the bytes it was due doubles the next one's due. */
+export const LOW_YIELD = 4;
+/** The most the bytes due can grow, as a multiple of `minReleasedBytes`. */
+export const MAX_BACKOFF = 8;
+
+/** The JS heap's used bytes and the ArrayBuffers' bytes: what only a collection frees. */
+export function collectableBytes(): number {
+  const usage = process.memoryUsage();
+  return usage.heapUsed + usage.arrayBuffers;
+}
 
 export class ReleaseCollector implements MajorCollectionListener {
   /** Bytes let go of since the store opened (only grows). */
@@ -45,13 +64,22 @@ export class ReleaseCollector implements MajorCollectionListener {
   /** When and how long this collector's own last collection ran. */
   #ownEnd = -Infinity;
   #ownDuration = 0;
+  /** The bytes due, as a multiple of `minReleasedBytes` (see `collectable`). */
+  #backoff = 1;
+
+  private readonly minIntervalMs: number;
+  private readonly maxTimeFraction: number;
+  private readonly collectable: (() => number) | undefined;
 
   constructor(
     private readonly gc: () => void,
     private readonly minReleasedBytes: number,
-    private readonly minIntervalMs = 100,
-    private readonly maxTimeFraction = 0.25,
-  ) {}
+    ration: { minIntervalMs?: number; maxTimeFraction?: number; collectable?: () => number } = {},
+  ) {
+    this.minIntervalMs = ration.minIntervalMs ?? 100;
+    this.maxTimeFraction = ration.maxTimeFraction ?? 0.25;
+    this.collectable = ration.collectable;
+  }
 
   /** The store let go of a value of `bytes` (deleted, or dropped after it was spilled). */
   released(bytes: number): void {
@@ -61,6 +89,11 @@ export class ReleaseCollector implements MajorCollectionListener {
   /** Bytes let go of that no collection has had the chance to free yet. */
   get pendingBytes(): number {
     return this.#releasedTotal - this.#collectedTotal;
+  }
+
+  /** The bytes let go of that the next collection waits for (half as many unrationed). */
+  get dueBytes(): number {
+    return this.minReleasedBytes * this.#backoff;
   }
 
   /** Milliseconds the last collection this collector ran took. */
@@ -100,14 +133,21 @@ export class ReleaseCollector implements MajorCollectionListener {
    */
   maybeCollect(now = performance.now(), unrationed = false): boolean {
     // Unrationed calls come from a caller about to need the memory: half as much will do.
-    const threshold = unrationed ? this.minReleasedBytes / 2 : this.minReleasedBytes;
-    if (this.pendingBytes < threshold || this.marking(now)) return false;
+    const threshold = unrationed ? this.dueBytes / 2 : this.dueBytes;
+    const pending = this.pendingBytes;
+    if (pending < threshold || this.marking(now)) return false;
     const since = now - this.#lastEnd;
     const rationed = since < this.minIntervalMs || since < this.#lastDuration * (1 / this.maxTimeFraction - 1);
     if (rationed && !unrationed) return false;
+    const collectable = this.collectable;
+    const before = collectable?.() ?? 0;
     const start = performance.now();
     this.gc();
     const end = performance.now();
+    if (collectable !== undefined) {
+      const freed = before - collectable();
+      this.#backoff = freed * LOW_YIELD < pending ? Math.min(this.#backoff * 2, MAX_BACKOFF) : 1;
+    }
     this.#collectedTotal = this.#releasedTotal;
     // A forced collection finishes any marking under way.
     this.#atMarkingStart = undefined;

@@ -4,7 +4,7 @@ import { TierChain } from './chain.js';
 import { newCounters } from './counters.js';
 import { Accounting, Bucket, type Entry, type StoredCopy } from './entry.js';
 import { RELEASE_MIN_BYTES, buffersIn, releaseBuffers } from '../runtime/buffer-release.js';
-import { ReleaseCollector } from '../runtime/release-collector.js';
+import { ReleaseCollector, collectableBytes } from '../runtime/release-collector.js';
 import { MemoryLru } from './memory-lru.js';
 import { garbageCollector, watchMajorCollections } from '../runtime/garbage-collection.js';
 import type { ResolvedOptions } from './options.js';
@@ -59,7 +59,7 @@ export class StoreState {
   ) {
     this.chain = new TierChain(opts.tiers);
     const gc = opts.collectGarbage ? garbageCollector() : undefined;
-    const collector = gc === undefined ? undefined : new ReleaseCollector(gc, opts.memoryLimit / RELEASED_FRACTION);
+    const collector = gc === undefined ? undefined : new ReleaseCollector(gc, opts.memoryLimit / RELEASED_FRACTION, { collectable: collectableBytes });
     this.collector = collector;
     // V8's own major collections count in the collector's ration and free what it counts.
     this.#stopWatching = collector && watchMajorCollections(collector);

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { test, type TestContext } from 'node:test';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { garbageCollector, watchMajorCollections } from '../../src/runtime/garbage-collection.js';
-import { MARKING_WAIT_MS, ReleaseCollector } from '../../src/runtime/release-collector.js';
+import { LOW_YIELD, MARKING_WAIT_MS, MAX_BACKOFF, ReleaseCollector } from '../../src/runtime/release-collector.js';
 import { resolveOptions, type SpillStoreOptions } from '../../src/store/options.js';
 import { Pressure } from '../../src/store/pressure.js';
 import { sampleMemory, type SpillStore } from '../../src/store/spill-store.js';
@@ -24,7 +24,7 @@ async function storeAfterDeletes(t: TestContext, options: SpillStoreOptions): Pr
 
 test('the collector runs only once enough was released', () => {
   let runs = 0;
-  const collector = new ReleaseCollector(() => runs++, 1000, 0, 1);
+  const collector = new ReleaseCollector(() => runs++, 1000, { minIntervalMs: 0, maxTimeFraction: 1 });
   collector.released(999);
   assert.equal(collector.maybeCollect(), false);
   collector.released(1);
@@ -36,7 +36,7 @@ test('the collector runs only once enough was released', () => {
 
 test('the collector keeps its minimum interval', () => {
   let runs = 0;
-  const collector = new ReleaseCollector(() => runs++, 1, 100, 1);
+  const collector = new ReleaseCollector(() => runs++, 1, { minIntervalMs: 100, maxTimeFraction: 1 });
   collector.released(10);
   assert.equal(collector.maybeCollect(1000), true);
   collector.released(10);
@@ -52,7 +52,7 @@ test('the collector spends at most its fraction of the time collecting', () => {
   const clock = (): number => now;
   Object.defineProperty(performance, 'now', { value: clock, configurable: true });
   try {
-    const collector = new ReleaseCollector(() => (now += 30), 1, 0, 0.1);
+    const collector = new ReleaseCollector(() => (now += 30), 1, { minIntervalMs: 0, maxTimeFraction: 0.1 });
     collector.released(1);
     assert.equal(collector.maybeCollect(), true);
     assert.equal(collector.lastDurationMs, 30);
@@ -104,7 +104,7 @@ test('by default a store collects when its monitor runs, and not without the mon
 
 test('an unrationed collection ignores the interval and the time fraction, not the release threshold', () => {
   let runs = 0;
-  const collector = new ReleaseCollector(() => runs++, 100, 10_000, 0.01);
+  const collector = new ReleaseCollector(() => runs++, 100, { minIntervalMs: 10_000, maxTimeFraction: 0.01 });
   collector.released(100);
   assert.equal(collector.maybeCollect(), true);
   collector.released(100);
@@ -116,13 +116,74 @@ test('an unrationed collection ignores the interval and the time fraction, not t
 
 test('an unrationed collection needs half the release threshold', () => {
   let runs = 0;
-  const collector = new ReleaseCollector(() => runs++, 100, 0, 1);
+  const collector = new ReleaseCollector(() => runs++, 100, { minIntervalMs: 0, maxTimeFraction: 1 });
   collector.released(49);
   assert.equal(collector.maybeCollect(performance.now(), true), false);
   collector.released(1);
   assert.equal(collector.maybeCollect(), false, 'rationed: 50 of 100');
   assert.equal(collector.maybeCollect(performance.now(), true), true);
   assert.equal(runs, 1);
+});
+
+test('forced collections that free little make the next wait for more let go of, up to MAX_BACKOFF times; one that frees enough restores the ration', () => {
+  // What only a collection frees, as the test's fake collector leaves it.
+  let collectable = 1_000_000;
+  let frees = 0;
+  const collector = new ReleaseCollector(() => (collectable -= frees), 100, { minIntervalMs: 0, maxTimeFraction: 1, collectable: () => collectable });
+  assert.equal(collector.dueBytes, 100);
+  // The values let go of were freed at once: each collection frees nothing.
+  const dues: number[] = [];
+  for (let i = 0; i < 6; i++) {
+    collector.released(collector.dueBytes - 1);
+    assert.equal(collector.maybeCollect(), false, 'not yet due');
+    collector.released(1);
+    assert.equal(collector.maybeCollect(), true);
+    dues.push(collector.dueBytes);
+  }
+  const expected = [2, 4, 8, 16, 32, 64].map((n) => 100 * Math.min(n, MAX_BACKOFF));
+  assert.deepEqual(dues, expected);
+  // Unrationed, half of what is due will do.
+  collector.released(collector.dueBytes / 2);
+  assert.equal(collector.maybeCollect(performance.now(), true), true);
+  assert.equal(collector.dueBytes, 100 * MAX_BACKOFF);
+  // Freeing just under 1 / LOW_YIELD of what it was due still counts as little...
+  const due = collector.dueBytes;
+  frees = due / LOW_YIELD - 1;
+  collector.released(due);
+  assert.equal(collector.maybeCollect(), true);
+  assert.equal(collector.dueBytes, due);
+  // ...and that much or more brings the ration back.
+  frees = due / LOW_YIELD;
+  collector.released(due);
+  assert.equal(collector.maybeCollect(), true);
+  assert.equal(collector.dueBytes, 100);
+});
+
+test('without a measure of what it frees, the ration stays where it is', () => {
+  const collector = new ReleaseCollector(() => undefined, 100, { minIntervalMs: 0, maxTimeFraction: 1 });
+  for (let i = 0; i < 3; i++) {
+    collector.released(100);
+    assert.equal(collector.maybeCollect(), true);
+  }
+  assert.equal(collector.dueBytes, 100);
+});
+
+test('a store whose forced collections find its values already freed waits for more let go of before the next', async (t) => {
+  // Owned values are freed when the store lets go of them: nothing is left for a collection
+  // but the little garbage the test makes, far under a quarter of what is due.
+  const { store } = await openStore(t, { memoryLimit: 64 * MiB, collectGarbage: true, monitorIntervalMs: false });
+  const letGo = (from: number, count: number): void => {
+    for (let i = from; i < from + count; i++) store.set(`k${i}`, f64(2 * MiB, i), { owned: true });
+    for (let i = from; i < from + count; i++) store.delete(`k${i}`);
+  };
+  // Unrationed, half of an eighth of the limit is due: 4 MiB, two of these values.
+  letGo(0, 2);
+  assert.equal(store.collectGarbage(true), true);
+  letGo(2, 2);
+  assert.equal(store.collectGarbage(true), false, 'the first freed next to nothing: twice as much is due');
+  letGo(4, 2);
+  assert.equal(store.collectGarbage(true), true);
+  assert.equal(store.stats().counters.collections, 2);
 });
 
 test('store.collectGarbage(true) collects whatever the ration says once enough was let go', async (t) => {
@@ -154,7 +215,7 @@ test('a sample that collects leaves spilling to the next one, but never two in a
   const state = new StoreState(opts, new EventEmitter());
   let collections = 0;
   // Unrationed, and every sample finds something released: the worst case for spilling.
-  const collector = new ReleaseCollector(() => collections++, 1, 0, 1);
+  const collector = new ReleaseCollector(() => collections++, 1, { minIntervalMs: 0, maxTimeFraction: 1 });
   Object.defineProperty(state, 'collector', { value: collector });
   const evictions: number[] = [];
   const pressure = new Pressure(state, (bytes) => {
@@ -175,7 +236,7 @@ test('a sample that collects leaves spilling to the next one, but never two in a
 
 test("V8's own major collection ends the ration's interval like the collector's", () => {
   let runs = 0;
-  const collector = new ReleaseCollector(() => runs++, 1, 100, 1);
+  const collector = new ReleaseCollector(() => runs++, 1, { minIntervalMs: 100, maxTimeFraction: 1 });
   collector.released(10);
   const now = performance.now();
   collector.collected(now, 30);
@@ -187,7 +248,7 @@ test("V8's own major collection ends the ration's interval like the collector's"
 
 test('a V8 collection frees what was let go of before its marking started, not after', () => {
   let runs = 0;
-  const collector = new ReleaseCollector(() => runs++, 100, 0, 1);
+  const collector = new ReleaseCollector(() => runs++, 100, { minIntervalMs: 0, maxTimeFraction: 1 });
   const now = performance.now();
   collector.released(150);
   collector.markingStarted(now);
@@ -205,7 +266,7 @@ test('a V8 collection frees what was let go of before its marking started, not a
 
 test('while V8 is marking, no collection is forced (gc() would collect twice), for up to MARKING_WAIT_MS', () => {
   let runs = 0;
-  const collector = new ReleaseCollector(() => runs++, 100, 0, 1);
+  const collector = new ReleaseCollector(() => runs++, 100, { minIntervalMs: 0, maxTimeFraction: 1 });
   const now = performance.now();
   collector.markingStarted(now);
   collector.released(500);
@@ -223,14 +284,14 @@ test('while V8 is marking, no collection is forced (gc() would collect twice), f
 });
 
 test('an atomic V8 collection (no marking start seen) frees nothing the collector counts', () => {
-  const collector = new ReleaseCollector(() => undefined, 100, 0, 1);
+  const collector = new ReleaseCollector(() => undefined, 100, { minIntervalMs: 0, maxTimeFraction: 1 });
   collector.released(150);
   collector.collected(performance.now(), 5);
   assert.equal(collector.pendingBytes, 150);
 });
 
 test("the collector's own collection, reported late, changes nothing; nor does a cycle it finished", () => {
-  const collector = new ReleaseCollector(() => undefined, 100, 0, 1);
+  const collector = new ReleaseCollector(() => undefined, 100, { minIntervalMs: 0, maxTimeFraction: 1 });
   const before = performance.now();
   collector.released(100);
   assert.equal(collector.maybeCollect(), true);
@@ -244,7 +305,7 @@ test("the collector's own collection, reported late, changes nothing; nor does a
 });
 
 test('a late report of an earlier collection does not move the ration back', () => {
-  const collector = new ReleaseCollector(() => undefined, 1, 100, 1);
+  const collector = new ReleaseCollector(() => undefined, 1, { minIntervalMs: 100, maxTimeFraction: 1 });
   const now = performance.now();
   collector.collected(now, 5);
   collector.collected(now - 500, 5);

@@ -39,7 +39,7 @@ import type { MajorCollectionListener } from './garbage-collection.js';
  */
 /** How long a marking cycle V8 started holds forced collections back, at most (ms). */
 export const MARKING_WAIT_MS = 500;
-/** A forced collection freeing less than 1 / this of the bytes it was due doubles the next one's due. */
+/** A forced collection freeing under 1 / this of the bytes it was due doubles the next one's. */
 export const LOW_YIELD = 4;
 /** The most the bytes due can grow, as a multiple of `minReleasedBytes`. */
 export const MAX_BACKOFF = 8;

@@ -10,7 +10,7 @@ import { AddressError, SchedulerUnreachableError } from '../control/errors.js';
 import { InvalidArgumentError } from '../errors.js';
 import { InsecureBindError } from '../cluster/security.js';
 import { AuthError, TlsError } from '../transfer/errors.js';
-import { DEFAULT_SEED, SHUFFLE_METHODS, WORKLOADS } from '../workloads/index.js';
+import { DEFAULT_SEED, SHUFFLE_METHODS, WORKLOADS } from '../workloads/names.js';
 import { demoCommand } from './demo-command.js';
 import { EnvCommand, checkEnvironment, envOption } from './env.js';
 import { addSecurityFlags } from './security-flags.js';

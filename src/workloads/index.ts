@@ -4,13 +4,13 @@ import type { Verification } from './common.js';
 import { mapReduceGraph } from './map-reduce.js';
 import { type ShuffleMethod, shuffleGraph } from './shuffle.js';
 import { tpchPlan } from './tpch/index.js';
+import type { WorkloadName } from './names.js';
 
 export { SHUFFLE_METHODS, type ShuffleMethod } from './shuffle.js';
 
 export { DEFAULT_SEED, type Verification } from './common.js';
 
-export const WORKLOADS = ['shuffle', 'map-reduce', 'tpch-q1', 'tpch-q3'] as const;
-export type WorkloadName = (typeof WORKLOADS)[number];
+export { WORKLOADS, type WorkloadName, isWorkloadName } from './names.js';
 
 /** A built-in job: its graph, the keys to gather, and the check of their values. */
 export interface WorkloadPlan {
@@ -32,10 +32,6 @@ export interface WorkloadOptions {
   seed?: number;
   /** How a shuffle exchanges its data (default `p2p`); map-reduce ignores it. */
   method?: ShuffleMethod;
-}
-
-export function isWorkloadName(name: string): name is WorkloadName {
-  return (WORKLOADS as readonly string[]).includes(name);
 }
 
 /**

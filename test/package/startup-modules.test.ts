@@ -1,0 +1,41 @@
+/**
+ * The cluster's processes start without compiling apache-arrow (about 150 modules, a few
+ * MiB of heap each process would carry through every collection): the command line's own
+ * start and the scheduler and worker commands do not import it; only the TPC-H workloads
+ * (in the process that plans them) and Arrow values load it.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { promisify } from 'node:util';
+import { assertBuilt, root } from './built.js';
+
+const run = promisify(execFile);
+
+/** The apache-arrow modules Node loads while running `args`, through a module hook. */
+async function arrowModulesLoaded(dir: string, args: string[]): Promise<string[]> {
+  const log = path.join(dir, `loaded-${Math.random().toString(36).slice(2)}.txt`);
+  await fs.writeFile(log, '');
+  const hook = path.join(dir, 'hook.mjs');
+  const loader = `import { appendFileSync } from 'node:fs'; export async function load(url, context, next) { appendFileSync(process.env.LOADED_LOG, url + '\\n'); return next(url, context); }`;
+  await fs.writeFile(hook, `import { register } from 'node:module';\nregister('data:text/javascript,' + encodeURIComponent(${JSON.stringify(loader)}));\n`);
+  await run(process.execPath, ['--import', hook, ...args], { cwd: root, timeout: 60_000, env: { ...process.env, NODE_OPTIONS: '', LOADED_LOG: log } });
+  const loaded = (await fs.readFile(log, 'utf8')).split('\n').filter((url) => url !== '');
+  assert.ok(loaded.some((url) => url.includes('/dist/')), `the hook saw the run load Spillway's modules (${loaded.length} loaded)`);
+  return loaded.filter((url) => url.includes('/apache-arrow/'));
+}
+
+const importing = (...files: string[]): string[] => ['--input-type=module', '-e', files.map((f) => `await import(${JSON.stringify(path.join(root, 'dist', f))});`).join('\n')];
+
+test('the command line, the scheduler and the worker start without loading apache-arrow', async (t) => {
+  assertBuilt();
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'spillway-startup-'));
+  t.after(() => fs.rm(dir, { recursive: true, force: true }));
+  assert.deepEqual(await arrowModulesLoaded(dir, [path.join(root, 'dist', 'cli', 'main.js'), '--version']), [], 'loaded by the command line');
+  assert.deepEqual(await arrowModulesLoaded(dir, importing('cli/scheduler-command.js', 'cli/worker-command.js', 'index.js')), [], 'loaded by the cluster commands');
+  // The hook does see apache-arrow where it is imported: the planner of the TPC-H workloads.
+  assert.ok((await arrowModulesLoaded(dir, importing('workloads/index.js'))).length > 100, 'the workloads import Arrow');
+});

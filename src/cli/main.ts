@@ -11,7 +11,6 @@ import { InvalidArgumentError } from '../errors.js';
 import { InsecureBindError } from '../cluster/security.js';
 import { AuthError, TlsError } from '../transfer/errors.js';
 import { DEFAULT_SEED, SHUFFLE_METHODS, WORKLOADS } from '../workloads/names.js';
-import { demoCommand } from './demo-command.js';
 import { EnvCommand, checkEnvironment, envOption } from './env.js';
 import { addSecurityFlags } from './security-flags.js';
 import {
@@ -32,11 +31,13 @@ import {
   wholeNumber,
 } from './options.js';
 import type { CleanFlags } from './clean-command.js';
+import type { DemoFlags } from './demo-command.js';
 import type { LocalFlags } from './local-command.js';
 import type { SchedulerFlags } from './scheduler-command.js';
 import type { WorkerFlags } from './worker-command.js';
 
-// The cluster commands are loaded on use: `demo` does not pay for the scheduler, the worker or piscina.
+// Each command's module is loaded when it runs: `demo` does not pay for the scheduler, the
+// worker or piscina, and they do not pay for the demo's progress bar.
 
 /** Errors that restarting the same command will not fix: its arguments or configuration are wrong. */
 const USAGE_ERRORS = [InvalidArgumentError, BadOption, AuthError, TlsError, InsecureBindError, AddressError, SchedulerUnreachableError];
@@ -81,7 +82,7 @@ program
   .option('--seed <n>', 'seed of the generated content', wholeNumber, 0x5eed)
   .option('--json', 'print a one-line JSON summary instead of text (no progress bar)', false)
   .addOption(logLevelOption())
-  .action(action('demo', demoCommand));
+  .action(action('demo', async (f: DemoFlags) => (await import('./demo-command.js')).demoCommand(f)));
 
 program
   .command('scheduler')

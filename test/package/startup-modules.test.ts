@@ -1,8 +1,9 @@
 /**
  * The cluster's processes start without compiling apache-arrow (about 150 modules, a few
- * MiB of heap each process would carry through every collection): the command line's own
- * start and the scheduler and worker commands do not import it; only the TPC-H workloads
- * (in the process that plans them) and Arrow values load it.
+ * MiB of heap each process would carry through every collection) or cli-progress: the
+ * command line's own start and the scheduler and worker commands import neither; only the
+ * TPC-H workloads (in the process that plans them) and Arrow values load Arrow, and only
+ * `demo` and `local` draw progress bars.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -15,8 +16,8 @@ import { assertBuilt, root } from './built.js';
 
 const run = promisify(execFile);
 
-/** The apache-arrow modules Node loads while running `args`, through a module hook. */
-async function arrowModulesLoaded(dir: string, args: string[]): Promise<string[]> {
+/** The modules of apache-arrow and cli-progress Node loads while running `args`, through a module hook. */
+async function unwantedModulesLoaded(dir: string, args: string[]): Promise<string[]> {
   const log = path.join(dir, `loaded-${Math.random().toString(36).slice(2)}.txt`);
   await fs.writeFile(log, '');
   const hook = path.join(dir, 'hook.mjs');
@@ -25,17 +26,18 @@ async function arrowModulesLoaded(dir: string, args: string[]): Promise<string[]
   await run(process.execPath, ['--import', hook, ...args], { cwd: root, timeout: 60_000, env: { ...process.env, NODE_OPTIONS: '', LOADED_LOG: log } });
   const loaded = (await fs.readFile(log, 'utf8')).split('\n').filter((url) => url !== '');
   assert.ok(loaded.some((url) => url.includes('/dist/')), `the hook saw the run load Spillway's modules (${loaded.length} loaded)`);
-  return loaded.filter((url) => url.includes('/apache-arrow/'));
+  return loaded.filter((url) => url.includes('/apache-arrow/') || url.includes('/cli-progress/'));
 }
 
 const importing = (...files: string[]): string[] => ['--input-type=module', '-e', files.map((f) => `await import(${JSON.stringify(path.join(root, 'dist', f))});`).join('\n')];
 
-test('the command line, the scheduler and the worker start without loading apache-arrow', async (t) => {
+test('the command line, the scheduler and the worker start without apache-arrow or the progress bars', async (t) => {
   assertBuilt();
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'spillway-startup-'));
   t.after(() => fs.rm(dir, { recursive: true, force: true }));
-  assert.deepEqual(await arrowModulesLoaded(dir, [path.join(root, 'dist', 'cli', 'main.js'), '--version']), [], 'loaded by the command line');
-  assert.deepEqual(await arrowModulesLoaded(dir, importing('cli/scheduler-command.js', 'cli/worker-command.js', 'index.js')), [], 'loaded by the cluster commands');
+  assert.deepEqual(await unwantedModulesLoaded(dir, [path.join(root, 'dist', 'cli', 'main.js'), '--version']), [], 'loaded by the command line');
+  assert.deepEqual(await unwantedModulesLoaded(dir, importing('cli/scheduler-command.js', 'cli/worker-command.js', 'index.js')), [], 'loaded by the cluster commands');
   // The hook does see apache-arrow where it is imported: the planner of the TPC-H workloads.
-  assert.ok((await arrowModulesLoaded(dir, importing('workloads/index.js'))).length > 100, 'the workloads import Arrow');
+  assert.ok((await unwantedModulesLoaded(dir, importing('workloads/index.js'))).length > 100, 'the workloads import Arrow');
+  assert.equal((await unwantedModulesLoaded(dir, importing('cli/demo-command.js'))).length, 1, 'the demo imports cli-progress');
 });

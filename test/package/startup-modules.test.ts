@@ -39,5 +39,5 @@ test('the command line, the scheduler and the worker start without apache-arrow 
   assert.deepEqual(await unwantedModulesLoaded(dir, importing('cli/scheduler-command.js', 'cli/worker-command.js', 'index.js')), [], 'loaded by the cluster commands');
   // The hook does see apache-arrow where it is imported: the planner of the TPC-H workloads.
   assert.ok((await unwantedModulesLoaded(dir, importing('workloads/index.js'))).length > 100, 'the workloads import Arrow');
-  assert.equal((await unwantedModulesLoaded(dir, importing('cli/demo-command.js'))).length, 1, 'the demo imports cli-progress');
+  assert.ok((await unwantedModulesLoaded(dir, importing('cli/demo-command.js'))).length > 0, 'the demo imports cli-progress');
 });

@@ -10,7 +10,7 @@ export { SHUFFLE_METHODS, type ShuffleMethod } from './shuffle.js';
 
 export { DEFAULT_SEED, type Verification } from './common.js';
 
-export { WORKLOADS, type WorkloadName, isWorkloadName } from './names.js';
+export { WORKLOADS, type WorkloadName } from './names.js';
 
 /** A built-in job: its graph, the keys to gather, and the check of their values. */
 export interface WorkloadPlan {

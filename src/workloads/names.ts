@@ -8,7 +8,3 @@ export { SHUFFLE_METHODS } from './shuffle.js';
 
 export const WORKLOADS = ['shuffle', 'map-reduce', 'tpch-q1', 'tpch-q3'] as const;
 export type WorkloadName = (typeof WORKLOADS)[number];
-
-export function isWorkloadName(name: string): name is WorkloadName {
-  return (WORKLOADS as readonly string[]).includes(name);
-}

@@ -16,13 +16,18 @@ import { assertBuilt, root } from './built.js';
 
 const run = promisify(execFile);
 
-/** The modules of apache-arrow and cli-progress Node loads while running `args`, through a module hook. */
-async function unwantedModulesLoaded(dir: string, args: string[]): Promise<string[]> {
-  const log = path.join(dir, `loaded-${Math.random().toString(36).slice(2)}.txt`);
-  await fs.writeFile(log, '');
+/** Writes a module hook that appends every URL Node loads to the file named by LOADED_LOG; returns its path. */
+async function writeLoadHook(dir: string): Promise<string> {
   const hook = path.join(dir, 'hook.mjs');
   const loader = `import { appendFileSync } from 'node:fs'; export async function load(url, context, next) { appendFileSync(process.env.LOADED_LOG, url + '\\n'); return next(url, context); }`;
   await fs.writeFile(hook, `import { register } from 'node:module';\nregister('data:text/javascript,' + encodeURIComponent(${JSON.stringify(loader)}));\n`);
+  return hook;
+}
+
+/** The modules of apache-arrow and cli-progress Node loads while running `args` under `hook`. */
+async function unwantedModulesLoaded(hook: string, args: string[]): Promise<string[]> {
+  const log = path.join(path.dirname(hook), `loaded-${Math.random().toString(36).slice(2)}.txt`);
+  await fs.writeFile(log, '');
   await run(process.execPath, ['--import', hook, ...args], { cwd: root, timeout: 60_000, env: { ...process.env, NODE_OPTIONS: '', LOADED_LOG: log } });
   const loaded = (await fs.readFile(log, 'utf8')).split('\n').filter((url) => url !== '');
   assert.ok(loaded.some((url) => url.includes('/dist/')), `the hook saw the run load Spillway's modules (${loaded.length} loaded)`);
@@ -35,9 +40,10 @@ test('the command line, the scheduler and the worker start without apache-arrow 
   assertBuilt();
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'spillway-startup-'));
   t.after(() => fs.rm(dir, { recursive: true, force: true }));
-  assert.deepEqual(await unwantedModulesLoaded(dir, [path.join(root, 'dist', 'cli', 'main.js'), '--version']), [], 'loaded by the command line');
-  assert.deepEqual(await unwantedModulesLoaded(dir, importing('cli/scheduler-command.js', 'cli/worker-command.js', 'index.js')), [], 'loaded by the cluster commands');
+  const hook = await writeLoadHook(dir);
+  assert.deepEqual(await unwantedModulesLoaded(hook, [path.join(root, 'dist', 'cli', 'main.js'), '--version']), [], 'loaded by the command line');
+  assert.deepEqual(await unwantedModulesLoaded(hook, importing('cli/scheduler-command.js', 'cli/worker-command.js', 'index.js')), [], 'loaded by the cluster commands');
   // The hook does see apache-arrow where it is imported: the planner of the TPC-H workloads.
-  assert.ok((await unwantedModulesLoaded(dir, importing('workloads/index.js'))).length > 100, 'the workloads import Arrow');
-  assert.ok((await unwantedModulesLoaded(dir, importing('cli/demo-command.js'))).length > 0, 'the demo imports cli-progress');
+  assert.ok((await unwantedModulesLoaded(hook, importing('workloads/index.js'))).length > 100, 'the workloads import Arrow');
+  assert.ok((await unwantedModulesLoaded(hook, importing('cli/demo-command.js'))).length > 0, 'the demo imports cli-progress');
 });

@@ -30,8 +30,10 @@ const RETURN_THRESHOLDS = { mmap: 256 * 1024, trim: 512 * 1024 };
 const REUSE_THRESHOLDS = { mmap: 32 * 1024 * 1024, trim: 16 * 1024 * 1024 };
 /** The memory limit from which a worker's malloc keeps freed memory for reuse. */
 export const REUSE_MIN_LIMIT = 1024 * 1024 * 1024;
-/** Arenas per process: task threads would otherwise each grow a heap of their own. */
-const ARENA_MAX = '2';
+/** Arenas of a worker under REUSE_MIN_LIMIT (`mallocArenas`). */
+const SMALL_WORKER_ARENAS = 2;
+/** Arenas per core from REUSE_MIN_LIMIT: glibc's own default on 64-bit systems. */
+const ARENAS_PER_CORE = 8;
 /** V8's largest semi-space, in MiB, for every isolate of the process (its main thread and task threads). */
 const SEMI_SPACE_MIB = 2;
 /** How far V8 lets a worker's heap grow past what its last full collection kept, in percent. */
@@ -67,7 +69,7 @@ export interface WorkerShape {
  * `userEnv` does not set it already (the user's setting wins):
  *
  * - fixed mmap and trim thresholds, chosen by the worker's memory limit (`mallocThresholds`);
- * - at most two malloc arenas;
+ * - malloc's arenas, two or one per thread by that limit (`mallocArenas`);
  * - on Linux, glibc's transparent huge pages for malloc (`withHugePages`);
  * - V8's young generation capped (`withSmallYoungGeneration`);
  * - V8's heap kept close to what it holds (`HEAP_GROWING_VARIABLE`, `applyHeapGrowth`);
@@ -82,7 +84,7 @@ export function tunedEnvironment(userEnv: NodeJS.ProcessEnv = process.env, platf
     ...userEnv,
     MALLOC_MMAP_THRESHOLD_: userEnv.MALLOC_MMAP_THRESHOLD_ ?? String(thresholds.mmap),
     MALLOC_TRIM_THRESHOLD_: userEnv.MALLOC_TRIM_THRESHOLD_ ?? String(thresholds.trim),
-    MALLOC_ARENA_MAX: userEnv.MALLOC_ARENA_MAX ?? ARENA_MAX,
+    MALLOC_ARENA_MAX: userEnv.MALLOC_ARENA_MAX ?? String(mallocArenas(shape?.memoryLimit, shape?.cores)),
   };
   env[HEAP_GROWING_VARIABLE] = userEnv[HEAP_GROWING_VARIABLE] ?? HEAP_GROWING_PERCENT;
   if (platform === 'linux') env.GLIBC_TUNABLES = withHugePages(userEnv.GLIBC_TUNABLES);
@@ -113,6 +115,25 @@ export function tunedEnvironment(userEnv: NodeJS.ProcessEnv = process.env, platf
  */
 export function mallocThresholds(memoryLimit?: number): { mmap: number; trim: number } {
   return memoryLimit !== undefined && memoryLimit < REUSE_MIN_LIMIT ? { ...RETURN_THRESHOLDS } : { ...REUSE_THRESHOLDS };
+}
+
+/**
+ * glibc's most malloc arenas (`MALLOC_ARENA_MAX`) for a worker with `memoryLimit` (unknown:
+ * as for a large one) on a host of `cores`.
+ *
+ * - Under REUSE_MIN_LIMIT, two: buffers past the small mmap threshold are mapped outside
+ *   the arenas, so an arena's lock is held briefly, and each further arena would keep free
+ *   memory of its own that a small worker cannot spare.
+ * - From REUSE_MIN_LIMIT, glibc's own default, enough for an arena per thread: buffers up
+ *   to 32 MiB come from the arenas' heaps, and a thread that grows or trims a heap holds
+ *   its arena's lock through the system calls. Threads that share an arena wait on each
+ *   other there, and when the holder is itself waiting for a core, the loop sharing its
+ *   arena sleeps past its timers: with two arenas the loop shares one with half of the
+ *   other threads (the libuv pool's, V8's helpers, the task threads). With one each, the
+ *   loop's arena is its own (docs/benchmarks.md, Cluster).
+ */
+export function mallocArenas(memoryLimit?: number, cores: number = availableParallelism()): number {
+  return memoryLimit !== undefined && memoryLimit < REUSE_MIN_LIMIT ? SMALL_WORKER_ARENAS : ARENAS_PER_CORE * cores;
 }
 
 /**

@@ -34,6 +34,7 @@ test('workers run with huge pages for malloc, and a worker holding large values 
   // A worker under 1 GiB has every large buffer mapped, and unmapped when freed (mallocThresholds).
   assert.equal(env.get('MALLOC_MMAP_THRESHOLD_'), process.env.MALLOC_MMAP_THRESHOLD_ ?? '262144');
   assert.equal(env.get('MALLOC_TRIM_THRESHOLD_'), process.env.MALLOC_TRIM_THRESHOLD_ ?? '524288');
+  assert.equal(env.get('MALLOC_ARENA_MAX'), process.env.MALLOC_ARENA_MAX ?? '2');
   // One worker with the cluster's default task threads, all the host's cores.
   const helpers = v8HelperThreads({ workers: 1, taskThreads: os.availableParallelism() });
   assert.equal(env.get('NODE_OPTIONS'), withHelperThreads(withSmallYoungGeneration(process.env.NODE_OPTIONS), helpers));

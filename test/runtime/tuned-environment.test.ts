@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import os from 'node:os';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { HEAP_GROWING_VARIABLE, OLD_SPACE_VARIABLE, REUSE_MIN_LIMIT, applyHeapGrowth, confineOldSpaceFloor, mallocThresholds, oldSpaceFloorArguments, tunedEnvironment, v8HelperThreads, withHelperThreads, withHugePages, withSmallYoungGeneration } from '../../src/runtime/tuned-environment.js';
+import { HEAP_GROWING_VARIABLE, OLD_SPACE_VARIABLE, REUSE_MIN_LIMIT, applyHeapGrowth, confineOldSpaceFloor, mallocArenas, mallocThresholds, oldSpaceFloorArguments, tunedEnvironment, v8HelperThreads, withHelperThreads, withHugePages, withSmallYoungGeneration } from '../../src/runtime/tuned-environment.js';
 
 test('withHugePages adds glibc.malloc.hugetlb=1 and keeps what the user set', () => {
   assert.equal(withHugePages(undefined), 'glibc.malloc.hugetlb=1');
@@ -24,7 +25,7 @@ test('tunedEnvironment adds the allocator settings to what the user has, and lea
     HOME: '/home/u',
     MALLOC_MMAP_THRESHOLD_: '33554432',
     MALLOC_TRIM_THRESHOLD_: '16777216',
-    MALLOC_ARENA_MAX: '2',
+    MALLOC_ARENA_MAX: String(8 * os.availableParallelism()),
     GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1',
     NODE_OPTIONS: '--max-semi-space-size=2',
     SPILLWAY_HEAP_GROWING_PERCENT: '30',
@@ -70,6 +71,21 @@ test('mallocThresholds: memory returned under 1 GiB workers, reused from 1 GiB o
   const user = tunedEnvironment({ MALLOC_MMAP_THRESHOLD_: '65536' }, 'linux', { ...shape, memoryLimit: 2 * REUSE_MIN_LIMIT });
   assert.equal(user.MALLOC_MMAP_THRESHOLD_, '65536');
   assert.equal(user.MALLOC_TRIM_THRESHOLD_, '16777216');
+});
+
+test('mallocArenas: two under 1 GiB workers, glibc\'s eight per core from 1 GiB or when the limit is unknown', () => {
+  assert.equal(mallocArenas(256 * 1024 * 1024, 2), 2);
+  assert.equal(mallocArenas(REUSE_MIN_LIMIT - 1, 64), 2);
+  assert.equal(mallocArenas(REUSE_MIN_LIMIT, 2), 16);
+  assert.equal(mallocArenas(16 * REUSE_MIN_LIMIT, 4), 32);
+  assert.equal(mallocArenas(undefined, 2), 16);
+  assert.equal(mallocArenas(REUSE_MIN_LIMIT), 8 * os.availableParallelism());
+  // tunedEnvironment takes them from the workers' shape; the user's own value still wins.
+  const shape = { workers: 2, taskThreads: 1, cores: 2 };
+  assert.equal(tunedEnvironment({}, 'linux', { ...shape, memoryLimit: 256 * 1024 * 1024 }).MALLOC_ARENA_MAX, '2');
+  assert.equal(tunedEnvironment({}, 'linux', { ...shape, memoryLimit: 2 * REUSE_MIN_LIMIT }).MALLOC_ARENA_MAX, '16');
+  assert.equal(tunedEnvironment({}, 'linux', { ...shape, cores: 6 }).MALLOC_ARENA_MAX, '48');
+  assert.equal(tunedEnvironment({ MALLOC_ARENA_MAX: '1' }, 'linux', { ...shape, memoryLimit: 2 * REUSE_MIN_LIMIT }).MALLOC_ARENA_MAX, '1');
 });
 
 test('tunedEnvironment reads the process environment when given none', () => {

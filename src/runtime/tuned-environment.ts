@@ -128,7 +128,7 @@ export function mallocThresholds(memoryLimit?: number): { mmap: number; trim: nu
  *   to 32 MiB come from the arenas' heaps, and a thread that grows or trims a heap holds
  *   its arena's lock through the system calls. Threads that share an arena wait on each
  *   other there, and when the holder is itself waiting for a core, the loop sharing its
- *   arena sleeps past its timers: with two arenas the loop shares one with half of the
+ *   arena sleeps past its timers: with two arenas the loop shares one with some of the
  *   other threads (the libuv pool's, V8's helpers, the task threads). With one each, the
  *   loop's arena is its own (docs/benchmarks.md, Cluster).
  */

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { CliProcess } from '../../src/client/processes.js';
-import { OLD_SPACE_VARIABLE, mallocThresholds, v8HelperThreads } from '../../src/runtime/tuned-environment.js';
+import { OLD_SPACE_VARIABLE, mallocArenas, mallocThresholds, v8HelperThreads } from '../../src/runtime/tuned-environment.js';
 import { hostMemory } from '../../src/worker/memory-limit.js';
 import { commandLine, environment } from '../helpers/proc.js';
 import { waitFor } from '../helpers/wait.js';
@@ -36,6 +36,9 @@ test('spillway worker --nworkers 2 --memory-limit auto: two workers, each with h
   if (process.platform === 'linux' && process.env.MALLOC_MMAP_THRESHOLD_ === undefined) {
     // The supervisor resolved 'auto' to the same share: its allocator tuning follows it.
     for (const r of ready) assert.equal((await environment(Number(r.pid))).get('MALLOC_MMAP_THRESHOLD_'), String(mallocThresholds(share).mmap));
+  }
+  if (process.platform === 'linux' && process.env.MALLOC_ARENA_MAX === undefined) {
+    for (const r of ready) assert.equal((await environment(Number(r.pid))).get('MALLOC_ARENA_MAX'), String(mallocArenas(share)));
   }
 
   supervisor.child.kill('SIGTERM');

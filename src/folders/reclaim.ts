@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import fsp from 'node:fs/promises';
 import type net from 'node:net';
 import os from 'node:os';
@@ -58,14 +59,43 @@ async function reclaimIn(parent: string, report: ReclaimReport, depth: number, l
         await reclaimIn(dir.path, report, depth + 1, liveness, log);
         continue;
       }
-      const bytes = await diskBytes(dir.path);
-      if (!report.dryRun) await fsp.rm(dir.path, { recursive: true, force: true, maxRetries: 3 });
-      log.debug({ ...fields, bytes, why: verdict.why }, report.dryRun ? 'stale spill folder found (dry run: not removed)' : 'stale spill folder removed');
+      if (report.dryRun) {
+        const bytes = await diskBytes(dir.path);
+        log.debug({ ...fields, bytes, why: verdict.why }, 'stale spill folder found (dry run: not removed)');
+        report.folders.push({ path: dir.path, bytes, owner: dir.owner });
+        report.bytes += bytes;
+        continue;
+      }
+      const claimed = await claim(dir.path);
+      if (claimed === undefined) {
+        log.debug(fields, 'stale spill folder taken by another reclaimer');
+        continue;
+      }
+      const bytes = await diskBytes(claimed);
+      await fsp.rm(claimed, { recursive: true, force: true, maxRetries: 3 });
+      log.debug({ ...fields, bytes, why: verdict.why }, 'stale spill folder removed');
       report.folders.push({ path: dir.path, bytes, owner: dir.owner });
       report.bytes += bytes;
     } finally {
       verdict.lock?.close();
     }
+  }
+}
+
+/**
+ * Takes a stale folder for this reclaimer alone by renaming it: two workers starting in one
+ * parent both judge the same folder stale, and only the rename's winner may measure, remove
+ * and report it. The new name keeps the prefix and the owner file, so a folder whose
+ * reclaimer dies mid-removal is still found, and judged stale, by the next one.
+ */
+async function claim(dir: string): Promise<string | undefined> {
+  const claimed = path.join(path.dirname(dir), `${FOLDER_PREFIX}reclaiming-${randomBytes(6).toString('hex')}`);
+  try {
+    await fsp.rename(dir, claimed);
+    return claimed;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
   }
 }
 

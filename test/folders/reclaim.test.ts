@@ -86,3 +86,29 @@ test('a reused pid does not keep a folder alive: the start time (and, on Linux, 
   assert.deepEqual(report.folders.map((f) => f.path), [reused]);
   assert.deepEqual(await fsp.readdir(parent), ['spillway-self']);
 });
+
+test('two reclaimers at once: each stale folder is removed and reported by exactly one of them', async (t) => {
+  const parent = await tempDir(t);
+  // Pid-locked owners: no lock to take, so both reclaimers judge every folder stale at once.
+  const dead = new Map<string, number>();
+  for (let i = 0; i < 16; i++) {
+    const bytes = (i + 1) * 4096;
+    dead.set(await folderOf(parent, `spillway-dead-${i}`, await deadOwner({ lock: 'pid' }), bytes), bytes);
+  }
+  const reports = await Promise.all([reclaimStaleFolders(parent), reclaimStaleFolders(parent), reclaimStaleFolders(parent)]);
+  const reported = reports.flatMap((r) => r.folders);
+  assert.deepEqual(reported.map((f) => f.path).sort(), [...dead.keys()].sort(), 'each folder reported once');
+  for (const folder of reported) assert.ok(folder.bytes >= (dead.get(folder.path) as number), `${folder.path}: ${folder.bytes} bytes`);
+  for (const report of reports) assert.equal(report.bytes, report.folders.reduce((sum, f) => sum + f.bytes, 0));
+  assert.deepEqual(await fsp.readdir(parent), []);
+});
+
+test('a folder left half-removed by a reclaimer that died is found and removed by the next', async (t) => {
+  const parent = await tempDir(t);
+  const owner = await deadOwner();
+  // What a claim leaves when its reclaimer dies before removing: the prefix and the owner file.
+  const orphan = await folderOf(parent, 'spillway-reclaiming-0123456789ab', owner, 8192);
+  const report = await reclaimStaleFolders(parent);
+  assert.deepEqual(report.folders.map((f) => f.path), [orphan]);
+  assert.deepEqual(await fsp.readdir(parent), []);
+});

@@ -114,7 +114,7 @@ export function tunedEnvironment(userEnv: NodeJS.ProcessEnv = process.env, platf
  * heap either way.
  */
 export function mallocThresholds(memoryLimit?: number): { mmap: number; trim: number } {
-  return memoryLimit !== undefined && memoryLimit < REUSE_MIN_LIMIT ? { ...RETURN_THRESHOLDS } : { ...REUSE_THRESHOLDS };
+  return returnsMemory(memoryLimit) ? { ...RETURN_THRESHOLDS } : { ...REUSE_THRESHOLDS };
 }
 
 /**
@@ -125,7 +125,7 @@ export function mallocThresholds(memoryLimit?: number): { mmap: number; trim: nu
  *   the arenas, so an arena's lock is held briefly, and each further arena would keep free
  *   memory of its own that a small worker cannot spare.
  * - From REUSE_MIN_LIMIT, glibc's own default, enough for an arena per thread: buffers up
- *   to 32 MiB come from the arenas' heaps, and a thread that grows or trims a heap holds
+ *   to REUSE_THRESHOLDS' mmap threshold come from the arenas' heaps, and a thread that grows or trims a heap holds
  *   its arena's lock through the system calls. Threads that share an arena wait on each
  *   other there, and when the holder is itself waiting for a core, the loop sharing its
  *   arena sleeps past its timers: with two arenas the loop shares one with some of the
@@ -133,7 +133,12 @@ export function mallocThresholds(memoryLimit?: number): { mmap: number; trim: nu
  *   loop's arena is its own (docs/benchmarks.md, Cluster).
  */
 export function mallocArenas(memoryLimit?: number, cores: number = availableParallelism()): number {
-  return memoryLimit !== undefined && memoryLimit < REUSE_MIN_LIMIT ? SMALL_WORKER_ARENAS : ARENAS_PER_CORE * cores;
+  return returnsMemory(memoryLimit) ? SMALL_WORKER_ARENAS : ARENAS_PER_CORE * cores;
+}
+
+/** A worker under REUSE_MIN_LIMIT hands freed buffers back to the kernel; an unknown limit is a large one. */
+function returnsMemory(memoryLimit: number | undefined): boolean {
+  return memoryLimit !== undefined && memoryLimit < REUSE_MIN_LIMIT;
 }
 
 /**

@@ -135,14 +135,19 @@ export function announce(event: string, fields: Record<string, unknown> = {}): v
 /**
  * Runs a service until SIGINT, SIGTERM or SIGHUP (or stdin closing, when a parent asked for
  * that with SPILLWAY_EXIT_WITH_STDIN=1, so it cannot outlive the parent), then closes it;
- * `close` is told why. A second signal exits at once.
+ * `close` is told why. A second signal exits at once, unless a parent watches the process:
+ * it shares the parent's process group, so a terminal's Ctrl-C (or systemd stopping the
+ * group) reaches both, and the parent passes the same stop on. The service takes it once,
+ * and the parent kills it if it must not wait.
  */
 export function runUntilStopped(name: string, close: (reason: string) => Promise<void>, closed?: Promise<unknown>): void {
   let stopping = false;
+  const parented = process.env.SPILLWAY_EXIT_WITH_STDIN === '1';
   // A signal is an orderly stop (exit 0); losing the connection is a failure (exit 1), so
   // a supervisor (systemd, Kubernetes) restarts the process.
   const stop = (reason: string, code = 0): void => {
     if (stopping) {
+      if (parented) return;
       process.exit(EXIT_FAILED);
     }
     stopping = true;
@@ -159,7 +164,7 @@ export function runUntilStopped(name: string, close: (reason: string) => Promise
   };
   // SIGHUP (the terminal closed) is a stop like the others: the spill folder goes with it.
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => stop(signal));
-  if (process.env.SPILLWAY_EXIT_WITH_STDIN === '1') {
+  if (parented) {
     process.stdin.on('end', () => stop('parent gone')).on('error', () => stop('parent gone'));
     process.stdin.resume();
   }

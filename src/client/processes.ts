@@ -41,16 +41,19 @@ export class CliProcess {
     args: string[],
     env: NodeJS.ProcessEnv,
     stderr: 'pipe' | 'inherit',
-    /** Own process group: a terminal's Ctrl-C (or a group kill) reaches only the parent, which decides what to pass on. */
-    ownGroup = false,
     /** Options for node itself, before the script (V8 flags NODE_OPTIONS may not carry). */
     nodeArgs: readonly string[] = [],
   ) {
     const { command, args: prefix } = cliCommand();
+    // The child stays in this process's session and process group. Where the kernel groups
+    // CPU time by session (Linux's autogroup, on by default in many distributions), a
+    // session of its own would get an equal share of the cores whatever its threads' nice
+    // values, and one worker's task threads would keep another's event loop waiting. A
+    // terminal's Ctrl-C therefore reaches the child as well as this process; the child
+    // takes a stop once however many times it is told (runUntilStopped).
     this.child = spawn(command, [...nodeArgs, ...prefix, ...args], {
       env: { ...process.env, ...env, SPILLWAY_EXIT_WITH_STDIN: '1' },
       stdio: ['pipe', 'pipe', stderr],
-      detached: ownGroup,
     });
     this.exited = new Promise((resolve) => {
       this.child.once('exit', (code, signal) => {

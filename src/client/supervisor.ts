@@ -273,7 +273,7 @@ export class Supervisor extends EventEmitter {
   #spawn(slot: Slot): void {
     // The worker reports its slot's restart counts in its metrics: they change only when it dies.
     const env = { ...this.#env, SPILLWAY_SUPERVISOR_RESTARTS: formatSupervisorRestarts(slot.restartsBy) };
-    const child = new CliProcess(`worker ${slot.slot}`, ['worker', ...this.#options.args(slot.slot), '--no-supervisor'], env, this.#options.stderr, true, this.#nodeArgs);
+    const child = new CliProcess(`worker ${slot.slot}`, ['worker', ...this.#options.args(slot.slot), '--no-supervisor'], env, this.#options.stderr, this.#nodeArgs);
     slot.process = child;
     slot.startedAt = Date.now();
     slot.killedForMemory = false;

@@ -1,10 +1,12 @@
 /** `spillway worker` as a supervisor, with real processes: its workers share the host's memory and go when it is told to. */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { test } from 'node:test';
-import { CliProcess } from '../../src/client/processes.js';
+import { CliProcess, cliCommand } from '../../src/client/processes.js';
 import { OLD_SPACE_VARIABLE, mallocArenas, mallocThresholds, v8HelperThreads } from '../../src/runtime/tuned-environment.js';
 import { hostMemory } from '../../src/worker/memory-limit.js';
-import { commandLine, environment } from '../helpers/proc.js';
+import { commandLine, environment, groupAndSession } from '../helpers/proc.js';
 import { waitFor } from '../helpers/wait.js';
 
 test('spillway worker --nworkers 2 --memory-limit auto: two workers, each with half the host\'s memory; SIGTERM retires both and the supervisor exits 0', async (t) => {
@@ -68,6 +70,48 @@ test('spillway worker --memory-limit 192MiB: the supervisor tunes its worker for
   }
   supervisor.child.kill('SIGTERM');
   assert.deepEqual(await supervisor.exited, { code: 0, signal: null }, supervisor.stderrTail);
+});
+
+test('the workers share their supervisor\'s session and group: a group\'s SIGTERM retires each once, and all exit 0', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
+  const env = { SPILLWAY_TOKEN: 'test-token' };
+  const scheduler = new CliProcess('scheduler', ['scheduler', '--port', '0'], env, 'pipe');
+  t.after(() => scheduler.stop(5_000));
+  const { address } = (await scheduler.waitForEvent('listening', 30_000)) as { address: { host: string; port: number } };
+  // The supervisor leads a session of its own, as a terminal's job or a systemd unit would.
+  const { command, args } = cliCommand();
+  const supervisor = spawn(command, [...args, 'worker', '--scheduler', `${address.host}:${address.port}`, '--memory-limit', '128MiB', '--nworkers', '2', '--nthreads', '1'], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  const exited = once(supervisor, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+  t.after(() => void (isRunning(supervisor.pid as number) ? process.kill(-(supervisor.pid as number), 'SIGKILL') : undefined));
+  let stderr = '';
+  supervisor.stderr.setEncoding('utf8').on('data', (chunk: string) => void (stderr = (stderr + chunk).slice(-8192)));
+  const pids: number[] = [];
+  let partial = '';
+  supervisor.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    const lines = (partial + chunk).split('\n');
+    partial = lines.pop() ?? '';
+    for (const line of lines) {
+      const event = JSON.parse(line) as { event: string; pid?: number };
+      if (event.event === 'ready') pids.push(event.pid as number);
+    }
+  });
+  await waitFor(() => pids.length === 2 || supervisor.exitCode !== null, 'both workers registered', 60_000);
+  assert.equal(pids.length, 2, stderr);
+
+  // One session for the whole job: where Linux groups CPU time by session (autogroup), the
+  // workers' nice values then order their threads against each other's.
+  const leader = supervisor.pid as number;
+  for (const pid of pids) assert.deepEqual(await groupAndSession(pid), { pgrp: leader, session: leader }, `worker ${pid}`);
+
+  // The signal reaches the supervisor and the workers at once; the supervisor passes it on
+  // too. Each worker retires once and exits 0, so the supervisor does.
+  process.kill(-leader, 'SIGTERM');
+  const [code, signal] = await exited;
+  assert.deepEqual({ code, signal }, { code: 0, signal: null }, stderr);
+  assert.ok(!pids.some(isRunning), 'no worker outlives its supervisor');
 });
 
 function isRunning(pid: number): boolean {

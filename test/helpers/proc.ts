@@ -16,3 +16,11 @@ export async function environment(pid: number): Promise<Map<string, string>> {
 export async function commandLine(pid: number): Promise<string[]> {
   return (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0').filter((arg) => arg !== '');
 }
+
+/** A process's process group and session, from /proc. */
+export async function groupAndSession(pid: number): Promise<{ pgrp: number; session: number }> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  // The command name may hold spaces and parentheses: the fields start after the last ')'.
+  const [, , pgrp, session] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { pgrp: Number(pgrp), session: Number(session) };
+}

@@ -125,18 +125,21 @@ export function mallocThresholds(memoryLimit?: number): { mmap: number; trim: nu
  *   the arenas, so an arena's lock is held briefly, and each further arena would keep free
  *   memory of its own that a small worker cannot spare.
  * - From REUSE_MIN_LIMIT, glibc's own default, enough for an arena per thread: buffers up
- *   to REUSE_THRESHOLDS' mmap threshold come from the arenas' heaps, and a thread that grows or trims a heap holds
- *   its arena's lock through the system calls. Threads that share an arena wait on each
- *   other there, and when the holder is itself waiting for a core, the loop sharing its
- *   arena sleeps past its timers: with two arenas the loop shares one with some of the
- *   other threads (the libuv pool's, V8's helpers, the task threads). With one each, the
- *   loop's arena is its own (docs/benchmarks.md, Cluster).
+ *   to REUSE_THRESHOLDS' mmap threshold come from the arenas' heaps, and a thread that
+ *   grows or trims a heap holds its arena's lock through the system calls. Threads that
+ *   share an arena wait on each other there, and when the holder is itself waiting for a
+ *   core, the loop sharing its arena sleeps past its timers: with two arenas the loop
+ *   shares one with some of the other threads (the libuv pool's, V8's helpers, the task
+ *   threads). With one each, the loop's arena is its own (docs/benchmarks.md, Cluster).
  */
 export function mallocArenas(memoryLimit?: number, cores: number = availableParallelism()): number {
   return returnsMemory(memoryLimit) ? SMALL_WORKER_ARENAS : ARENAS_PER_CORE * cores;
 }
 
-/** A worker under REUSE_MIN_LIMIT hands freed buffers back to the kernel; an unknown limit is a large one. */
+/**
+ * Whether a worker hands freed buffers back to the kernel: under REUSE_MIN_LIMIT (an
+ * unknown limit counts as a large one).
+ */
 function returnsMemory(memoryLimit: number | undefined): boolean {
   return memoryLimit !== undefined && memoryLimit < REUSE_MIN_LIMIT;
 }

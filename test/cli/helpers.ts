@@ -16,8 +16,8 @@ export function cli(args: string[], options: { env?: NodeJS.ProcessEnv; timeoutM
 }
 
 /** Starts `spillway <args>` (stdout piped, for its JSON lines); the caller stops it. */
-export function spawnCli(args: string[], options: { env?: NodeJS.ProcessEnv; stdio?: StdioOptions } = {}): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', main, ...args], { cwd: root, env: options.env ?? process.env, stdio: options.stdio ?? ['ignore', 'pipe', 'inherit'] });
+export function spawnCli(args: string[], options: { env?: NodeJS.ProcessEnv; stdio?: StdioOptions; detached?: boolean } = {}): ChildProcess {
+  return spawn(process.execPath, ['--import', 'tsx', main, ...args], { cwd: root, env: options.env ?? process.env, stdio: options.stdio ?? ['ignore', 'pipe', 'inherit'], detached: options.detached });
 }
 
 /** The first JSON line a command prints (commands announce themselves that way). */

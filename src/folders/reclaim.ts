@@ -59,21 +59,14 @@ async function reclaimIn(parent: string, report: ReclaimReport, depth: number, l
         await reclaimIn(dir.path, report, depth + 1, liveness, log);
         continue;
       }
-      if (report.dryRun) {
-        const bytes = await diskBytes(dir.path);
-        log.debug({ ...fields, bytes, why: verdict.why }, 'stale spill folder found (dry run: not removed)');
-        report.folders.push({ path: dir.path, bytes, owner: dir.owner });
-        report.bytes += bytes;
-        continue;
-      }
-      const claimed = await claim(dir.path);
-      if (claimed === undefined) {
+      const target = report.dryRun ? dir.path : await claim(dir.path);
+      if (target === undefined) {
         log.debug(fields, 'stale spill folder taken by another reclaimer');
         continue;
       }
-      const bytes = await diskBytes(claimed);
-      await fsp.rm(claimed, { recursive: true, force: true, maxRetries: 3 });
-      log.debug({ ...fields, bytes, why: verdict.why }, 'stale spill folder removed');
+      const bytes = await diskBytes(target);
+      if (!report.dryRun) await fsp.rm(target, { recursive: true, force: true, maxRetries: 3 });
+      log.debug({ ...fields, bytes, why: verdict.why }, report.dryRun ? 'stale spill folder found (dry run: not removed)' : 'stale spill folder removed');
       report.folders.push({ path: dir.path, bytes, owner: dir.owner });
       report.bytes += bytes;
     } finally {

@@ -45,12 +45,8 @@ export class CliProcess {
     nodeArgs: readonly string[] = [],
   ) {
     const { command, args: prefix } = cliCommand();
-    // The child stays in this process's session and process group. Where the kernel groups
-    // CPU time by session (Linux's autogroup, on by default in many distributions), a
-    // session of its own would get an equal share of the cores whatever its threads' nice
-    // values, and one worker's task threads would keep another's event loop waiting. A
-    // terminal's Ctrl-C therefore reaches the child as well as this process; the child
-    // takes a stop once however many times it is told (runUntilStopped).
+    // Not detached: where Linux shares the cores between sessions first (autogroup), a worker
+    // in its own session would ignore the nice values that put task threads below every loop.
     this.child = spawn(command, [...nodeArgs, ...prefix, ...args], {
       env: { ...process.env, ...env, SPILLWAY_EXIT_WITH_STDIN: '1' },
       stdio: ['pipe', 'pipe', stderr],

@@ -1,13 +1,13 @@
 /** `spillway worker` as a supervisor, with real processes: its workers share the host's memory and go when it is told to. */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { test } from 'node:test';
-import { CliProcess, cliCommand } from '../../src/client/processes.js';
+import { CliProcess } from '../../src/client/processes.js';
 import { OLD_SPACE_VARIABLE, mallocArenas, mallocThresholds, v8HelperThreads } from '../../src/runtime/tuned-environment.js';
 import { hostMemory } from '../../src/worker/memory-limit.js';
 import { commandLine, environment, groupAndSession } from '../helpers/proc.js';
 import { waitFor } from '../helpers/wait.js';
+import { spawnCli } from './helpers.js';
 
 test('spillway worker --nworkers 2 --memory-limit auto: two workers, each with half the host\'s memory; SIGTERM retires both and the supervisor exits 0', async (t) => {
   const env = { SPILLWAY_TOKEN: 'test-token' };
@@ -78,8 +78,7 @@ test('the workers share their supervisor\'s session and group: a group\'s SIGTER
   t.after(() => scheduler.stop(5_000));
   const { address } = (await scheduler.waitForEvent('listening', 30_000)) as { address: { host: string; port: number } };
   // The supervisor leads a session of its own, as a terminal's job or a systemd unit would.
-  const { command, args } = cliCommand();
-  const supervisor = spawn(command, [...args, 'worker', '--scheduler', `${address.host}:${address.port}`, '--memory-limit', '128MiB', '--nworkers', '2', '--nthreads', '1'], {
+  const supervisor = spawnCli(['worker', '--scheduler', `${address.host}:${address.port}`, '--memory-limit', '128MiB', '--nworkers', '2', '--nthreads', '1'], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
@@ -87,10 +86,10 @@ test('the workers share their supervisor\'s session and group: a group\'s SIGTER
   const exited = once(supervisor, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
   t.after(() => void (isRunning(supervisor.pid as number) ? process.kill(-(supervisor.pid as number), 'SIGKILL') : undefined));
   let stderr = '';
-  supervisor.stderr.setEncoding('utf8').on('data', (chunk: string) => void (stderr = (stderr + chunk).slice(-8192)));
+  supervisor.stderr?.setEncoding('utf8').on('data', (chunk: string) => void (stderr = (stderr + chunk).slice(-8192)));
   const pids: number[] = [];
   let partial = '';
-  supervisor.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+  supervisor.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
     const lines = (partial + chunk).split('\n');
     partial = lines.pop() ?? '';
     for (const line of lines) {

@@ -45,8 +45,9 @@ export class CliProcess {
     nodeArgs: readonly string[] = [],
   ) {
     const { command, args: prefix } = cliCommand();
-    // Not detached: where Linux shares the cores between sessions first (autogroup), a worker
-    // in its own session would ignore the nice values that put task threads below every loop.
+    // The child stays in this process's session: Linux may share the cores between sessions
+    // first (autogroup), and only within one session do the task threads' nice values put
+    // them below every loop of the cluster.
     this.child = spawn(command, [...nodeArgs, ...prefix, ...args], {
       env: { ...process.env, ...env, SPILLWAY_EXIT_WITH_STDIN: '1' },
       stdio: ['pipe', 'pipe', stderr],

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { CliProcess } from '../../src/client/processes.js';
 import { runLocal } from '../../src/cli/local.js';
+import { alive } from '../helpers/proc.js';
 import { tempDir } from '../helpers/temp-dir.js';
 import { waitFor } from '../helpers/wait.js';
 import { spawnCli } from './helpers.js';
@@ -33,7 +34,7 @@ for (const target of ['the process', 'its process group'] as const) {
     const dir = await tempDir(t, 'spillway-test-local-');
     const child = spawnCli(['local', '--local-directory', dir, '--memory-limit', '64MiB', '--size', '400MiB', '--json'], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     const leader = child.pid as number;
-    t.after(() => void (groupAlive(leader) ? process.kill(-leader, 'SIGKILL') : undefined));
+    t.after(() => void (alive(-leader) ? process.kill(-leader, 'SIGKILL') : undefined));
     const exited = once(child, 'exit');
     // Mid-run: both workers have made their folders in the cluster's, and data has begun to
     // land beside them (a spill folder).
@@ -55,16 +56,6 @@ for (const target of ['the process', 'its process group'] as const) {
     const [code] = (await exited) as [number | null];
     assert.equal(code, 130);
     assert.deepEqual(await fsp.readdir(dir), []);
-    await waitFor(() => !groupAlive(leader), 'every process of the cluster gone', 10_000);
+    await waitFor(() => !alive(-leader), 'every process of the cluster gone', 10_000);
   });
-}
-
-/** Whether any process of the group `pgid` still runs. */
-function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { CliProcess } from '../../src/client/processes.js';
 import { OLD_SPACE_VARIABLE, mallocArenas, mallocThresholds, v8HelperThreads } from '../../src/runtime/tuned-environment.js';
 import { hostMemory } from '../../src/worker/memory-limit.js';
-import { commandLine, environment, groupAndSession } from '../helpers/proc.js';
+import { alive, commandLine, environment, groupAndSession } from '../helpers/proc.js';
 import { waitFor } from '../helpers/wait.js';
 import { spawnCli } from './helpers.js';
 
@@ -46,7 +46,7 @@ test('spillway worker --nworkers 2 --memory-limit auto: two workers, each with h
   supervisor.child.kill('SIGTERM');
   const exit = await supervisor.exited;
   assert.deepEqual(exit, { code: 0, signal: null }, supervisor.stderrTail);
-  assert.ok(!ready.some((r) => isRunning(Number(r.pid))), 'no worker outlives its supervisor');
+  assert.ok(!ready.some((r) => alive(Number(r.pid))), 'no worker outlives its supervisor');
 });
 
 test('spillway worker --memory-limit 192MiB: the supervisor tunes its worker for that limit (malloc thresholds, old-space floor)', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
@@ -84,7 +84,7 @@ test('the workers share their supervisor\'s session and group: a group\'s SIGTER
     detached: true,
   });
   const exited = once(supervisor, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
-  t.after(() => void (isRunning(supervisor.pid as number) ? process.kill(-(supervisor.pid as number), 'SIGKILL') : undefined));
+  t.after(() => void (alive(supervisor.pid as number) ? process.kill(-(supervisor.pid as number), 'SIGKILL') : undefined));
   let stderr = '';
   supervisor.stderr?.setEncoding('utf8').on('data', (chunk: string) => void (stderr = (stderr + chunk).slice(-8192)));
   const pids: number[] = [];
@@ -110,14 +110,5 @@ test('the workers share their supervisor\'s session and group: a group\'s SIGTER
   process.kill(-leader, 'SIGTERM');
   const [code, signal] = await exited;
   assert.deepEqual({ code, signal }, { code: 0, signal: null }, stderr);
-  assert.ok(!pids.some(isRunning), 'no worker outlives its supervisor');
+  assert.ok(!pids.some(alive), 'no worker outlives its supervisor');
 });
-
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}

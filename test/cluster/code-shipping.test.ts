@@ -15,7 +15,7 @@ import { ModuleBundleError, ModuleRefusedError, UnknownModuleError } from '../..
 import { Worker } from '../../src/worker/index.js';
 import { firstJsonLine, root } from '../cli/helpers.js';
 import { tempDir } from '../helpers/temp-dir.js';
-import { alive } from './helpers.js';
+import { alive } from '../helpers/proc.js';
 
 const TOKEN = 'shipping-test';
 const distMain = path.join(root, 'dist/cli/main.js');

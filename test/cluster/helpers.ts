@@ -4,21 +4,12 @@ import type { TestContext } from 'node:test';
 import { LocalCluster, type LocalClusterOptions } from '../../src/client/local-cluster.js';
 import { SpillStore } from '../../src/store/spill-store.js';
 import { DataServer } from '../../src/transfer/server.js';
+import { alive } from '../helpers/proc.js';
 
 export const MiB = 1024 * 1024;
 
 /** A task function of the fixtures module. */
 export const fixture = (name: string): { module: string; name: string } => ({ module: new URL('./fixtures/tasks.ts', import.meta.url).href, name });
-
-/** True while a process with this pid exists. */
-export function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 export async function exists(path: string): Promise<boolean> {
   return access(path).then(

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Client } from '../../src/client/client.js';
 import { SchedulerLostError } from '../../src/client/errors.js';
-import { alive, fixture, startCluster } from './helpers.js';
+import { alive } from '../helpers/proc.js';
+import { fixture, startCluster } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
 
 test('a lost scheduler rejects pending computes with SchedulerLostError; the workers exit', async (t) => {

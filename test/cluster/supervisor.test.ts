@@ -8,7 +8,8 @@ import type { Graph } from '../../src/cluster/protocol.js';
 import { KilledWorkerError } from '../../src/errors.js';
 import type { SchedulerState } from '../../src/scheduler/snapshot.js';
 import { waitFor } from '../helpers/wait.js';
-import { MiB, alive, fixture, startCluster, warningLines } from './helpers.js';
+import { alive } from '../helpers/proc.js';
+import { MiB, fixture, startCluster, warningLines } from './helpers.js';
 
 test('a worker killed with SIGKILL is restarted: a new one registers within seconds and the job completes', async (t) => {
   const cluster = await startCluster(t, { workers: 2, memoryLimit: '256 MiB', nthreads: 1 });

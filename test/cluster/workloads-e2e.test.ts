@@ -5,7 +5,8 @@ import { test } from 'node:test';
 import type { LocalCluster } from '../../src/client/local-cluster.js';
 import { runLocal } from '../../src/cli/local.js';
 import { tempDir } from '../helpers/temp-dir.js';
-import { alive, MiB } from './helpers.js';
+import { alive } from '../helpers/proc.js';
+import { MiB } from './helpers.js';
 
 const LIMIT = 64 * MiB;
 // 1.25× the memory of 2 workers: every worker holds more than its limit, so spills.

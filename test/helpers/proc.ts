@@ -1,5 +1,18 @@
-/** Another process's environment and command line, read from /proc (Linux only). */
+/**
+ * Other processes: whether they run, and (from /proc, Linux only) their environment,
+ * command line, process group and session.
+ */
 import { readFile } from 'node:fs/promises';
+
+/** True while a process with this pid exists (with -pgid: while any process of that group does). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** A process's environment, from /proc. */
 export async function environment(pid: number): Promise<Map<string, string>> {

@@ -133,6 +133,20 @@ export function announce(event: string, fields: Record<string, unknown> = {}): v
 }
 
 /**
+ * Whether a Spillway parent started this process and watches it: CliProcess sets
+ * SPILLWAY_EXIT_WITH_STDIN=1 and holds the other end of its stdin.
+ */
+export function startedByParent(): boolean {
+  return process.env.SPILLWAY_EXIT_WITH_STDIN === '1';
+}
+
+/** Calls `gone` when the parent that started this process goes (its end of stdin closes). */
+export function onParentGone(gone: () => void): void {
+  process.stdin.on('end', gone).on('error', gone);
+  process.stdin.resume();
+}
+
+/**
  * Runs a service until SIGINT, SIGTERM or SIGHUP (or stdin closing, when a parent asked for
  * that with SPILLWAY_EXIT_WITH_STDIN=1, so it cannot outlive the parent), then closes it;
  * `close` is told why. A second signal exits at once, unless a parent watches the process:
@@ -142,7 +156,7 @@ export function announce(event: string, fields: Record<string, unknown> = {}): v
  */
 export function runUntilStopped(name: string, close: (reason: string) => Promise<void>, closed?: Promise<unknown>): void {
   let stopping = false;
-  const parented = process.env.SPILLWAY_EXIT_WITH_STDIN === '1';
+  const parented = startedByParent();
   // A signal is an orderly stop (exit 0); losing the connection is a failure (exit 1), so
   // a supervisor (systemd, Kubernetes) restarts the process.
   const stop = (reason: string, code = 0): void => {
@@ -164,9 +178,6 @@ export function runUntilStopped(name: string, close: (reason: string) => Promise
   };
   // SIGHUP (the terminal closed) is a stop like the others: the spill folder goes with it.
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => stop(signal));
-  if (parented) {
-    process.stdin.on('end', () => stop('parent gone')).on('error', () => stop('parent gone'));
-    process.stdin.resume();
-  }
+  if (parented) onParentGone(() => stop('parent gone'));
   void closed?.then(() => stop('connection lost', EXIT_FAILED));
 }

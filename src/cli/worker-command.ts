@@ -7,7 +7,7 @@ import { type MemoryLimitSpec, resolveMemoryLimit } from '../worker/memory-limit
 import { parseSupervisorRestarts } from '../worker/options.js';
 import { Worker } from '../worker/index.js';
 import { applyHeapGrowth, confineOldSpaceFloor } from '../runtime/tuned-environment.js';
-import { EXIT_FAILED, announce, resolveLogLevel, resolveToken, runUntilStopped } from './options.js';
+import { EXIT_FAILED, announce, onParentGone, resolveLogLevel, resolveToken, runUntilStopped, startedByParent } from './options.js';
 import { type SecurityFlags, tlsFromFlags } from './security-flags.js';
 
 export interface WorkerFlags extends SecurityFlags {
@@ -166,10 +166,7 @@ async function superviseWorkers(flags: WorkerFlags, level: LogLevel): Promise<vo
   };
   process.on('SIGINT', () => stop('SIGINT', 'SIGINT'));
   for (const signal of ['SIGTERM', 'SIGHUP'] as const) process.on(signal, () => stop(signal));
-  if (process.env.SPILLWAY_EXIT_WITH_STDIN === '1') {
-    process.stdin.on('end', () => stop('parent gone', 'SIGINT')).on('error', () => stop('parent gone', 'SIGINT'));
-    process.stdin.resume();
-  }
+  if (startedByParent()) onParentGone(() => stop('parent gone', 'SIGINT'));
   void supervisor.done.then((code) => {
     log.info({ code, restarts: supervisor.restarts, memoryKills: supervisor.memoryKills }, 'supervisor exiting');
     announce('closed', { restarts: supervisor.restarts, memoryKills: supervisor.memoryKills });

@@ -43,7 +43,7 @@ test('--allow-modules: a graph naming another module fails with GraphError befor
   const graph = {
     fine: { fn: fixture('add'), args: [1, 1] },
     shell: { fn: { module: 'node:child_process', name: 'execSync' }, args: ['touch /tmp/spillway-should-never-exist'] },
-    escape: { fn: { module: `${allowed}../helpers.ts`, name: 'alive' }, args: [1] },
+    escape: { fn: { module: `${allowed}../helpers.ts`, name: 'exists' }, args: ['/'] },
   };
   await assert.rejects(client.compute(graph, ['fine', 'shell', 'escape']), (err: unknown) => {
     assert.ok(err instanceof GraphError, String(err));

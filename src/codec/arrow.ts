@@ -94,13 +94,21 @@ export function arrowTypeOf(value: object): TypeEntry | undefined {
   const ctor = (value as { constructor?: { name?: unknown } }).constructor;
   if (typeof ctor !== 'function' || !KINDS.has(ctor.name as string)) return undefined;
   if (!('schema' in value) && !('type' in value && 'data' in value)) return undefined;
-  for (const arrow of [...registered, ...foundCopies(true)]) {
-    const kind = kindOf(arrow, value);
-    if (kind !== undefined) return entryOf(arrow, kind);
-  }
+  // The CommonJS build is loaded only for a value the others do not own: each build is
+  // about 150 modules, compiled and kept by every thread that loads it.
+  const entry = entryIn(registered, value) ?? entryIn(foundCopies(false), value) ?? (cjsLoaded ? undefined : entryIn(foundCopies(true), value));
+  if (entry !== undefined) return entry;
   throw new CodecError(
     `cannot encode an Apache Arrow ${String(ctor.name)} from a copy of apache-arrow Spillway does not know: call registerArrow(arrow) with the module your code imports`,
   );
+}
+
+function entryIn(copies: readonly ArrowModule[], value: object): TypeEntry | undefined {
+  for (const arrow of copies) {
+    const kind = kindOf(arrow, value);
+    if (kind !== undefined) return entryOf(arrow, kind);
+  }
+  return undefined;
 }
 
 /** The Arrow type's entry for decoding (loads apache-arrow), or undefined for another name. */

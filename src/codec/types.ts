@@ -109,9 +109,9 @@ function makeEntry(type: ValueType<object>): TypeEntry {
 }
 
 /**
- * A value of a registered type held as its encoded parts, not decoded: what a worker's event
- * loop holds for values made by its task threads, and for values read from disk or a peer
- * whose type it has not registered (task modules load in the threads, not on the loop). It
+ * A value of a registered or built-in type held as its encoded parts, not decoded: what a
+ * worker's event loop holds for values made by its task threads and for values read from
+ * disk or a peer (task modules load in the threads, not on the loop). It
  * encodes back to the same name, meta and buffers, so it is spilled, sent and counted like
  * the value itself; a task thread gets the decoded value.
  */
@@ -141,24 +141,25 @@ function encodedEntryOf(value: EncodedTypedValue): TypeEntry {
   return entry;
 }
 
-let keepUnknown = false;
+let keepEncoded = false;
 
 /**
- * Whether decoding a value of a type this process has not registered gives an
- * EncodedTypedValue (a worker process, which holds values for others) rather than an
- * UnknownTypeError (an application, which must register the types it reads).
+ * Whether decoding a value of a registered or built-in type (Apache Arrow) gives an
+ * EncodedTypedValue instead of the value: a worker's event loop, which holds values for
+ * others, keeps every such value encoded, so it never runs a type's code nor loads the
+ * modules a type needs (apache-arrow alone is about 150 of them), and hands the bytes to a
+ * task thread as they are. Elsewhere (an application) a value of a type this process has not
+ * registered is an UnknownTypeError.
  */
-export function keepUnknownTypesEncoded(keep: boolean): void {
-  keepUnknown = keep;
+export function keepTypedValuesEncoded(keep: boolean): void {
+  keepEncoded = keep;
 }
 
-/** How a value of the type `name` is rebuilt: its decoded value, or an EncodedTypedValue (see keepUnknownTypesEncoded). */
+/** How a value of the type `name` is rebuilt: its decoded value, or an EncodedTypedValue (see keepTypedValuesEncoded). */
 export function decodeTyped(name: string, parts: DecodedParts): object {
+  if (keepEncoded) return new EncodedTypedValue(name, parts.meta, parts.buffers);
   const type = typeNamed(name);
-  if (type === undefined) {
-    if (keepUnknown) return new EncodedTypedValue(name, parts.meta, parts.buffers);
-    throw new UnknownTypeError(name);
-  }
+  if (type === undefined) throw new UnknownTypeError(name);
   try {
     return type.decode(parts);
   } catch (err) {

@@ -15,7 +15,7 @@ import { DataServer } from '../transfer/server.js';
 import { ShuffleService } from '../shuffle/worker-service.js';
 import { ModuleCache } from './module-cache.js';
 import { Executor } from './executor.js';
-import { keepUnknownTypesEncoded } from '../codec/types.js';
+import { keepTypedValuesEncoded } from '../codec/types.js';
 import { Fetcher } from './fetcher.js';
 import { FullDiskWatch } from './full-disk.js';
 import { formatBytes } from '../units.js';
@@ -144,8 +144,8 @@ export class Worker extends EventEmitter {
     const opts = resolveWorkerOptions({ ...options, memoryLimit });
     if (opts.tls !== undefined) checkTlsConfig(opts.tls);
     checkExposure('worker\'s data server', opts.host, opts);
-    // Task modules load in the task threads, not here: values of their types are held encoded.
-    keepUnknownTypesEncoded(true);
+    // Task modules load in the task threads, not here: values of their types, and Arrow's, are held encoded.
+    keepTypedValuesEncoded(true);
     const log = opts.logger ?? defaultLogger('spillway-worker');
     const parent = opts.localDirectory ?? os.tmpdir();
     // Folders of workers (and stores, clusters) that died without removing them go first.

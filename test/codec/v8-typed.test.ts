@@ -8,7 +8,7 @@ import * as arrow from 'apache-arrow';
 import fc from 'fast-check';
 import { FormatError, TypeDecodeError, UnknownTypeError, registerArrow, registerType } from '../../src/index.js';
 import { decodeVerified, encode, encodeToBuffer } from '../../src/codec/index.js';
-import { EncodedTypedValue, keepUnknownTypesEncoded } from '../../src/codec/types.js';
+import { EncodedTypedValue, keepTypedValuesEncoded } from '../../src/codec/types.js';
 import { BINARY_KINDS, binaryArb, keyArb } from './arbitraries.js';
 import { referenceChecksum } from './checksum-reference.js';
 import { assertSameIdentities } from './identities.js';
@@ -201,7 +201,7 @@ describe('values of registered types in values that take the v8 path', () => {
     const unknown = new EncodedTypedValue('test.v8.Nobody', { n: 1 }, [Uint8Array.of(1, 2, 3)]);
     const bytes = await encodeToBuffer([-0, unknown, unknown]);
     await assert.rejects(decodeVerified(bytes), (err: unknown) => err instanceof UnknownTypeError && err.code === 'SPW_ERR_UNKNOWN_TYPE' && err.typeName === 'test.v8.Nobody');
-    keepUnknownTypesEncoded(true);
+    keepTypedValuesEncoded(true);
     try {
       const [, kept, again] = (await decodeVerified(bytes)) as [number, EncodedTypedValue, EncodedTypedValue];
       assert.ok(kept instanceof EncodedTypedValue && kept === again);
@@ -210,7 +210,7 @@ describe('values of registered types in values that take the v8 path', () => {
       assert.deepEqual([...kept.buffers[0]], [1, 2, 3]);
       assert.ok((await encodeToBuffer([-0, kept, kept])).equals(bytes), 'kept encoded, it encodes back to the same bytes');
     } finally {
-      keepUnknownTypesEncoded(false);
+      keepTypedValuesEncoded(false);
     }
   });
 

@@ -47,3 +47,46 @@ test('the command line, the scheduler and the worker start without apache-arrow 
   assert.ok((await unwantedModulesLoaded(hook, importing('workloads/index.js'))).length > 100, 'the workloads import Arrow');
   assert.ok((await unwantedModulesLoaded(hook, importing('cli/demo-command.js'))).length > 0, 'the demo imports cli-progress');
 });
+
+/** Runs `script` as an ES module with plain node against the build; returns its stdout. */
+async function runScript(script: string, ...args: string[]): Promise<string> {
+  const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script, ...args], { cwd: root, timeout: 60_000, env: { ...process.env, NODE_OPTIONS: '' } });
+  return stdout;
+}
+
+test('an Arrow value loads the one build of apache-arrow it comes from, and a worker\'s loop loads none', async () => {
+  assertBuilt();
+  const dist = (file: string): string => JSON.stringify(path.join(root, 'dist', file));
+  // The application imports Arrow's ES build; the CommonJS one is about 150 modules more.
+  const encoded = await runScript(
+    [
+      "import * as arrow from 'apache-arrow';",
+      "import { createRequire } from 'node:module';",
+      `const { encodeToBuffer } = await import(${dist('transfer/index.js')});`,
+      "const bytes = await encodeToBuffer(arrow.tableFromArrays({ x: new Int32Array([1, 2, 3]) }));",
+      "const cjs = Object.keys(createRequire(import.meta.url).cache).filter((file) => file.includes('/apache-arrow/'));",
+      "console.log(JSON.stringify({ cjs: cjs.map((file) => file.slice(file.lastIndexOf('/') + 1)), bytes: bytes.toString('base64') }));",
+    ].join('\n'),
+  );
+  const { cjs, bytes } = JSON.parse(encoded) as { cjs: string[]; bytes: string };
+  assert.deepEqual(cjs, ['Arrow.node.mjs'], 'only the ES build, through require(esm)');
+
+  // A worker's event loop keeps the value encoded: it never resolves apache-arrow.
+  const kept = await runScript(
+    [
+      "import Module from 'node:module';",
+      'let resolved = false;',
+      'const resolve = Module._resolveFilename;',
+      "Module._resolveFilename = function (request, ...rest) { if (request.includes('apache-arrow')) resolved = true; return resolve.call(this, request, ...rest); };",
+      `const { encodeToBuffer, decodeVerified } = await import(${dist('transfer/index.js')});`,
+      `const { keepTypedValuesEncoded, EncodedTypedValue } = await import(${dist('codec/types.js')});`,
+      'keepTypedValuesEncoded(true);',
+      "const bytes = Buffer.from(process.argv[1], 'base64');",
+      'const value = await decodeVerified(bytes);',
+      'const again = await encodeToBuffer(value);',
+      'console.log(JSON.stringify({ kept: value instanceof EncodedTypedValue, name: value.name, same: again.equals(bytes), resolved }));',
+    ].join('\n'),
+    bytes,
+  );
+  assert.deepEqual(JSON.parse(kept), { kept: true, name: 'spillway.arrow', same: true, resolved: false });
+});

@@ -21,7 +21,7 @@ export function checkLogLevel(value: string, what = 'log level'): LogLevel {
   return level as LogLevel;
 }
 
-/** The level set in the environment: SPILLWAY_LOG_LEVEL (or SPILLWAY_LOG, its older name), else undefined. */
+/** The level SPILLWAY_LOG_LEVEL (or its alias SPILLWAY_LOG) sets, else undefined. */
 export function environmentLogLevel(): LogLevel | undefined {
   for (const name of ['SPILLWAY_LOG_LEVEL', 'SPILLWAY_LOG']) {
     const value = process.env[name];

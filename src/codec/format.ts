@@ -14,7 +14,7 @@ import { FormatError } from '../errors.js';
  *  ..      each frame, zero padded to a multiple of 8 (so typed arrays can view it in place)
  *  end  8  trailer: the checksum of every byte before it (u64 LE): XXH64 of the prefix (all
  *          before the first frame, or before the trailer when there is none), then XXH64 of
- *          the rest seeded with that digest (checksum.ts). Version 1 held a CRC-32C.
+ *          the rest seeded with that digest (checksum.ts, which says why not a CRC-32C).
  *
  * What the frames hold depends on the header kind:
  * - binary: exactly one frame, the payload's bytes; the header is its binary tag;

@@ -13,8 +13,8 @@
  * task that starts cancels the idle collection; what is owed carries over.
  *
  * This needs the thread's event loop to run between tasks (executor.ts, piscina's
- * `atomics: 'disabled'`): parked in `Atomics.wait`, a thread ran neither this timer nor
- * V8's own tasks for its heap.
+ * `atomics: 'disabled'`): parked in `Atomics.wait`, a thread would run neither this timer
+ * nor V8's own tasks for its heap.
  */
 export interface ThreadCollectorOptions {
   /** Runs a full collection. */

@@ -225,8 +225,8 @@ export class Transitions {
    * End of an event: fill free slots, then send the batched releases. Every worker takes
    * from its own queue and the shared one before any steals: a worker only steals from one
    * that cannot start the task itself, and a thief looking before its victim had refilled
-   * saw a free slot there and stayed idle (a worker that registered first took nothing
-   * from the holder of a shuffle's inputs for a whole run).
+   * would see a free slot there and stay idle (a worker that registered first could take
+   * nothing from the holder of a shuffle's inputs for a whole run).
    */
   done(): void {
     for (const steal of [false, true]) {

@@ -67,8 +67,8 @@ export function planWorkload(name: WorkloadName, options: WorkloadOptions): Work
       `a task-based shuffle of ${partitions} partitions is ${partitions * (partitions + 5)} tasks, too many to submit; use at most ${MAX_SHUFFLE_PARTITIONS} or --method p2p`,
     );
   }
-  // A 5 GiB partition came back from the worker as 1 GiB (its length mod 2^32 bytes) and the
-  // run failed verification after minutes: refuse partitions a value cannot hold, as the demo does.
+  // A partition a value cannot hold comes back from the worker cut (a 5 GiB one as 1 GiB, its
+  // length mod 2^32 bytes) and fails verification only after minutes: refuse it, as the demo does.
   if (bytes / partitions > MAX_PARTITION_BYTES) {
     throw new InvalidArgumentError(`partitions of ${Math.ceil(bytes / partitions)} bytes are too large (at most ${MAX_PARTITION_BYTES}): use more partitions`);
   }

@@ -60,15 +60,15 @@ export function planWorkload(name: WorkloadName, options: WorkloadOptions): Work
   if (options.method !== undefined && options.method !== 'p2p' && options.method !== 'tasks') {
     throw new InvalidArgumentError(`method must be p2p or tasks, got ${String(options.method)}`);
   }
-  // A task-based shuffle is P² + 5P tasks submitted in one control frame (64 MiB at most):
-  // past MAX_SHUFFLE_PARTITIONS the graph no longer fits. The p2p shuffle is 4P + 1 tasks.
+  // A task-based shuffle is P² + 5P + 1 tasks submitted in one control frame (64 MiB at most):
+  // past MAX_SHUFFLE_PARTITIONS the graph does not fit. The p2p shuffle is 4P + 1 tasks.
   if (name === 'shuffle' && options.method === 'tasks' && partitions > MAX_SHUFFLE_PARTITIONS) {
     throw new InvalidArgumentError(
-      `a task-based shuffle of ${partitions} partitions is ${partitions * (partitions + 5)} tasks, too many to submit; use at most ${MAX_SHUFFLE_PARTITIONS} or --method p2p`,
+      `a task-based shuffle of ${partitions} partitions is ${partitions * (partitions + 5) + 1} tasks, too many to submit; use at most ${MAX_SHUFFLE_PARTITIONS} or --method p2p`,
     );
   }
-  // A partition a value cannot hold comes back from the worker cut (a 5 GiB one as 1 GiB, its
-  // length mod 2^32 bytes) and fails verification only after minutes: refuse it, as the demo does.
+  // Refused before anything runs, as the demo does: a partition over the cap would fail only
+  // after minutes of generating and moving data.
   if (bytes / partitions > MAX_PARTITION_BYTES) {
     throw new InvalidArgumentError(`partitions of ${Math.ceil(bytes / partitions)} bytes are too large (at most ${MAX_PARTITION_BYTES}): use more partitions`);
   }

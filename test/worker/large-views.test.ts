@@ -11,7 +11,7 @@ const GiB4 = 2 ** 32;
  * so they arrived cut modulo 2^32. These tests put a small view 4 GiB into its buffer: the
  * offset is what overflows, and only the view's own pages are ever touched (the buffer is
  * 4 GiB of address space, not of memory), where a view over 4 GiB would need 4 GiB of RAM.
- * A 4 GiB + 8 MiB Float64Array, both ways, is checked by hand (scripts/probe-large-values.ts).
+ * A 4 GiB + 8 MiB Float64Array, both ways, is checked by hand (`npm run bench -- large-values`).
  */
 function viewPast4GiB<T extends ArrayBufferView>(make: (buffer: ArrayBuffer, byteOffset: number) => T, bytes = 64): T {
   return make(new ArrayBuffer(GiB4 + bytes), GiB4);

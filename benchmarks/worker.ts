@@ -10,6 +10,7 @@
  * 3. A result of the same size coming back (moved by the transfer list).
  * This module is also the task module the threads import (only definitions at top level).
  */
+import os from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { type ComputeTaskParams, Methods, type RegisterWorkerResult, type TaskFinishedParams } from '../src/cluster/protocol.js';
 import type { Channel } from '../src/control/channel.js';
@@ -82,7 +83,9 @@ async function workerRoundTrip(reps: number): Promise<number> {
     c.handle(Methods.heartbeat, () => undefined);
     c.handle(Methods.taskFinished, (params) => finished.shift()?.(params as TaskFinishedParams));
   });
-  const worker = await Worker.start({ scheduler: server.address, memoryLimit: '256 MiB', nthreads: 1, monitorIntervalMs: false });
+  // A limit far above this process's own RSS (tsx, the buffers measured before): a worker
+  // over its pause level makes each task wait for room, which is not the path measured here.
+  const worker = await Worker.start({ scheduler: server.address, memoryLimit: '2 GiB', nthreads: 1, monitorIntervalMs: false });
   try {
     const run = (key: string): Promise<TaskFinishedParams> =>
       new Promise((resolve) => {
@@ -109,6 +112,8 @@ export default async function main(args: string[]): Promise<void> {
   const reps = option(args, '--reps', 200);
   const mib = option(args, '--mib', 8);
   const length = (mib * MiB) / 8;
+  const loadAverage = (): string => os.loadavg().map((l) => l.toFixed(1)).join(' ');
+  const loadAtStart = loadAverage();
   const executor = new Executor(1);
   try {
     const empty = await measure(executor, reps, 'noop', () => []);
@@ -125,7 +130,7 @@ export default async function main(args: string[]): Promise<void> {
     });
     const output = await measure(executor, Math.min(reps, 100), 'make', () => [length]);
     const roundTrip = await workerRoundTrip(reps);
-    console.log(`worker benchmark: ${reps} sequential tasks each, ${mib} MiB Float64Array, 1 thread, node ${process.version}`);
+    console.log(`worker benchmark: ${reps} sequential tasks each, ${mib} MiB Float64Array, 1 thread, node ${process.version}, load average ${loadAtStart} at the start, ${loadAverage()} at the end`);
     console.log(row('empty task (executor overhead)', empty));
     console.log(row(`input ${mib} MiB ArrayBuffer: copied, moved`, moved, empty));
     console.log(row(`input ${mib} MiB ArrayBuffer: structured clone`, cloned, empty));

@@ -111,9 +111,9 @@ function makeEntry(type: ValueType<object>): TypeEntry {
 /**
  * A value of a registered or built-in type held as its encoded parts, not decoded: what a
  * worker's event loop holds for values made by its task threads and for values read from
- * disk or a peer (task modules load in the threads, not on the loop). It
- * encodes back to the same name, meta and buffers, so it is spilled, sent and counted like
- * the value itself; a task thread gets the decoded value.
+ * disk or a peer (task modules load in the threads, not on the loop). It encodes back to
+ * the same name, meta and buffers, so it is spilled, sent and counted like the value
+ * itself; a task thread gets the decoded value.
  */
 export class EncodedTypedValue {
   constructor(

@@ -62,8 +62,9 @@ const alignUp = (n: number): number => (n + 7) & ~7;
  * with `brand`), its encoded buffers copied into one fresh buffer, 8-byte aligned each as
  * the value format lays frames out, so the thread decodes it in place.
  *
- * With `stage`, a typed array or DataView of STAGE_MIN_BYTES or more is copied into the
- * staging buffer it returns, when it returns one (staging.ts), instead of a fresh buffer.
+ * With `stage`, a typed array or DataView of STAGE_MIN_BYTES or more, and a value of a
+ * registered type whose buffers come to that much, is copied into the staging buffer it
+ * returns, when it returns one (staging.ts), instead of a fresh buffer.
  */
 export async function threadInputs(
   args: readonly unknown[],
@@ -127,7 +128,9 @@ export async function threadInputs(
       const parts = partsOf(value);
       if (parts !== undefined) {
         const total = parts.buffers.reduce((sum, b) => sum + alignUp(b.byteLength), 0);
-        const buffer = new ArrayBuffer(total);
+        // Staged as a large typed array is: the thread copies the span out before decoding.
+        const staging = stage !== undefined && total >= STAGE_MIN_BYTES ? stage(total) : undefined;
+        const buffer = staging ?? new ArrayBuffer(total);
         let at = 0;
         const views = parts.buffers.map((b) => {
           if (b.byteLength > 0) jobs.push([b.buffer, b.byteOffset, buffer, b.byteLength, at]);
@@ -136,7 +139,8 @@ export async function threadInputs(
           return view;
         });
         // Small ones are cloned with the message: Node's pooled slabs and tiny moves cost more.
-        if (total >= MOVE_MIN_BYTES) transfer.push(buffer);
+        if (staging !== undefined) staged.push(staging);
+        else if (total >= MOVE_MIN_BYTES) transfer.push(buffer as ArrayBuffer);
         copiedBytes += total;
         typedValues++;
         out = crossing(brand, { ...parts, buffers: views });

@@ -87,19 +87,37 @@ export class StagingPool {
 /**
  * On the thread: `value` (the task's arguments) with every view of a staging buffer in
  * `staged` replaced by a copy of its own, of the same type, and the copies' buffers (which
- * the thread frees once the task is done, as it does its other input copies). Arrays, plain
- * objects, Maps and Sets are changed in place: they are the message's, this thread's alone.
+ * the thread frees once the task is done, as it does its other input copies). An array
+ * whose items all view one staging buffer (the frames of a value of a registered type,
+ * laid out back to back) gets one copy of their span, the views at the same offsets in it,
+ * so that decoding reads them in place. Arrays, plain objects, Maps and Sets are changed in
+ * place: they are the message's, this thread's alone.
  */
 export function unstage(value: unknown, staged: ReadonlySet<SharedArrayBuffer>): { value: unknown; copies: ArrayBuffer[] } {
   const copies: ArrayBuffer[] = [];
-  const own = (v: object): unknown => {
-    if (!ArrayBuffer.isView(v) || !(v.buffer instanceof SharedArrayBuffer) || !staged.has(v.buffer)) return KEEP;
-    const buffer = new ArrayBuffer(v.byteLength);
-    new Uint8Array(buffer).set(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+  const isStaged = (v: unknown): v is ArrayBufferView => ArrayBuffer.isView(v) && v.buffer instanceof SharedArrayBuffer && staged.has(v.buffer);
+  const copyOf = (from: ArrayBufferLike, offset: number, bytes: number): ArrayBuffer => {
+    const buffer = new ArrayBuffer(bytes);
+    new Uint8Array(buffer).set(new Uint8Array(from, offset, bytes));
     copies.push(buffer);
-    if (v instanceof DataView) return new DataView(buffer);
-    const ctor = v.constructor as new (buffer: ArrayBuffer) => ArrayBufferView;
-    return new ctor(buffer);
+    return buffer;
+  };
+  const own = (v: object): unknown => {
+    if (Array.isArray(v) && v.length > 0 && v.every(isStaged) && v.every((item) => item.buffer === v[0].buffer)) {
+      const start = Math.min(...v.map((item) => item.byteOffset));
+      const end = Math.max(...v.map((item) => item.byteOffset + item.byteLength));
+      const buffer = copyOf(v[0].buffer, start, end - start);
+      return v.map((item) => viewAt(item, buffer, item.byteOffset - start));
+    }
+    if (!isStaged(v)) return KEEP;
+    return viewAt(v, copyOf(v.buffer, v.byteOffset, v.byteLength), 0);
   };
   return { value: replaceInPlace(value, own), copies };
+}
+
+/** A view of `like`'s type and length over `buffer` at `offset`. */
+function viewAt(like: ArrayBufferView, buffer: ArrayBuffer, offset: number): ArrayBufferView {
+  if (like instanceof DataView) return new DataView(buffer, offset, like.byteLength);
+  const ctor = like.constructor as new (buffer: ArrayBuffer, byteOffset: number, length: number) => ArrayBufferView;
+  return new ctor(buffer, offset, like.byteLength / (like as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT);
 }

@@ -81,15 +81,16 @@ export default async function runTask(request: ThreadRequest): Promise<unknown> 
     }
     started = performance.now(); // compute time is the call's, not the first import's
     let args = restoreLargeViews(request.args, request.views) as unknown[];
-    // Decoded with the types the task's module registered, now that it is loaded.
-    if ((request.typed ?? 0) > 0) args = restoreTypedValues(args, typedBrand, 'decode') as unknown[];
-    // Inputs that crossed in the loop's staging buffers get memory of this thread's own: the
-    // loop takes the staging buffers back once the task is done (staging.ts).
+    // Inputs that crossed in the loop's staging buffers get memory of this thread's own
+    // before anything decodes views of them: the loop takes the staging buffers back once
+    // the task is done (staging.ts).
     if (request.staged !== undefined) {
       const unstaged = unstage(args, new Set(request.staged));
       args = unstaged.value as unknown[];
       stagedCopies = unstaged.copies;
     }
+    // Decoded with the types the task's module registered, now that it is loaded.
+    if ((request.typed ?? 0) > 0) args = restoreTypedValues(args, typedBrand, 'decode') as unknown[];
     const result: unknown = await (fn as (...args: unknown[]) => unknown)(...args);
     const seconds = (performance.now() - started) / 1000;
     // Values of registered types cross as their encoded buffers, moved (typed-crossing.ts).

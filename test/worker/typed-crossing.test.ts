@@ -51,6 +51,36 @@ describe('values of registered types crossing to and from task threads', () => {
     assert.deepEqual((used.value as { tables: number[]; series: number[] }).series, [9]);
   });
 
+  it('a large one crosses in a staging buffer, and the thread decodes memory of its own', async () => {
+    const staged = new Executor(1, { stagingBytes: 16 * 1024 * 1024 });
+    try {
+      const made = await Promise.all([2, 5].map((i) => staged.run(fn('makePart'), [i, 200_000, 10])));
+      const [two, five] = made.map((m) => {
+        assert.ok(m.ok, JSON.stringify(m));
+        return m.value as { table: EncodedTypedValue };
+      });
+      const before = staged.staging.staged;
+      const used = await staged.run(fn('summarize'), [two]);
+      assert.ok(used.ok, JSON.stringify(used));
+      assert.equal(staged.staging.staged, before + 1, 'the table (3 MiB of frames) crossed staged, the small series did not');
+      let cycle = 0;
+      for (let r = 0; r < 200_000; r++) cycle += r % 7;
+      assert.deepEqual((used.value as { tables: number[] }).tables, [400_000 + cycle]);
+      // A result that views its input arrives in memory of its own: the staging buffer
+      // carries the next task's input.
+      const echoed = await staged.run(fn('firstTable'), [two]);
+      assert.ok(echoed.ok, JSON.stringify(echoed));
+      const kept = echoed.value as EncodedTypedValue;
+      assert.ok(kept.buffers.every((b) => b.buffer instanceof ArrayBuffer), 'not views of a staging buffer');
+      const bytes = kept.buffers.map((b) => Uint8Array.from(b));
+      assert.ok((await staged.run(fn('summarize'), [five])).ok);
+      assert.deepEqual(kept.buffers.map((b) => Uint8Array.from(b)), bytes, 'unchanged after the next task');
+      assert.ok(staged.staging.staged >= before + 3);
+    } finally {
+      await staged.close();
+    }
+  });
+
   it('a type the task thread does not know is the task\'s SPW_ERR_UNKNOWN_TYPE, and an encode that fails its SPW_ERR_CODEC', async () => {
     const unknown = new EncodedTypedValue('nobody.registered', null, [new Uint8Array(8)]);
     const run = await executor.run(fn('summarize'), [{ table: unknown, series: unknown, pid: 0 }]);

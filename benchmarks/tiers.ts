@@ -126,6 +126,7 @@ export default async function tiers(args: string[]): Promise<void> {
     console.log(`   chain vs disk only: bytes written to disk ${fmt(chained.diskWritten / plain.diskWritten, 3)}, spill time ${fmt(chained.writeMs / plain.writeMs)}x, read time ${fmt(chained.readMs / plain.readMs)}x`);
 
     await eventLoopPhase(quick ? 2 : 4, quick ? 2 : 5);
+    console.log(`\nload average at the end ${os.loadavg().map((x) => fmt(x, 1)).join(' ')}`);
   } finally {
     await fsp.rm(parent, { recursive: true, force: true });
   }

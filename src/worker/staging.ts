@@ -104,8 +104,12 @@ export function unstage(value: unknown, staged: ReadonlySet<SharedArrayBuffer>):
   };
   const own = (v: object): unknown => {
     if (Array.isArray(v) && v.length > 0 && v.every(isStaged) && v.every((item) => item.buffer === v[0].buffer)) {
-      const start = Math.min(...v.map((item) => item.byteOffset));
-      const end = Math.max(...v.map((item) => item.byteOffset + item.byteLength));
+      let start = Infinity;
+      let end = 0;
+      for (const item of v) {
+        start = Math.min(start, item.byteOffset);
+        end = Math.max(end, item.byteOffset + item.byteLength);
+      }
       const buffer = copyOf(v[0].buffer, start, end - start);
       return v.map((item) => viewAt(item, buffer, item.byteOffset - start));
     }

@@ -144,7 +144,7 @@ export class Worker extends EventEmitter {
     const opts = resolveWorkerOptions({ ...options, memoryLimit });
     if (opts.tls !== undefined) checkTlsConfig(opts.tls);
     checkExposure('worker\'s data server', opts.host, opts);
-    // Task modules load in the task threads, not here: values of their types, and Arrow's, are held encoded.
+    // Task modules load in the threads, not here: their types' values (and Arrow's) stay encoded.
     keepTypedValuesEncoded(true);
     const log = opts.logger ?? defaultLogger('spillway-worker');
     const parent = opts.localDirectory ?? os.tmpdir();

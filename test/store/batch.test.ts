@@ -175,27 +175,45 @@ test('maxSpill: a batch that does not fit as a whole is written value by value, 
 test('encoding a batch of small objects gives the event loop a turn every few milliseconds', async (t) => {
   const { store } = await openStore(t, { memoryLimit: 256 * MiB });
   const record = (i: number): unknown => ({ rows: Array.from({ length: 60 }, (_, j) => ({ id: i * 100 + j, name: `row ${j}`, score: j / 3, tags: ['a', 'b'] })) });
-  for (let i = 0; i < 1024; i++) store.set(`k${i}`, record(i), { size: 4 * KiB });
-  // Warm the encoder up, then watch the loop while one batch of 1024 values is encoded.
-  await store.evict(4 * KiB);
-  let last = performance.now();
-  let longest = 0;
-  let watching = true;
-  const ping = (): void => {
-    const now = performance.now();
-    longest = Math.max(longest, now - last);
-    last = now;
-    if (watching) setImmediate(ping);
+  // One batch of 1024 values encoded while a callback watches the loop; the longest wait
+  // between its turns, and how long the spill took.
+  const watchOneBatch = async (round: number): Promise<{ longest: number; elapsed: number }> => {
+    for (let i = 0; i < 1024; i++) store.set(`r${round}-k${i}`, record(i), { size: 4 * KiB });
+    // Warm the encoder up first.
+    await store.evict(4 * KiB);
+    const writes = store.stats().counters.diskWrites;
+    let last = performance.now();
+    let longest = 0;
+    let watching = true;
+    const ping = (): void => {
+      const now = performance.now();
+      longest = Math.max(longest, now - last);
+      last = now;
+      if (watching) setImmediate(ping);
+    };
+    setImmediate(ping);
+    const started = performance.now();
+    await store.evict();
+    const elapsed = performance.now() - started;
+    watching = false;
+    assert.equal(store.stats().counters.diskWrites - writes, 1023);
+    return { longest, elapsed };
   };
-  setImmediate(ping);
-  const started = performance.now();
-  await store.evict();
-  const elapsed = performance.now() - started;
-  watching = false;
-  assert.equal(store.stats().counters.diskWrites, 1024);
-  // Encoded in one go, the batch held the loop for 100-140 ms here; in slices, 5-30 ms (GC included).
-  assert.ok(longest < Math.max(40, elapsed / 3), `the loop waited ${longest.toFixed(1)} ms for a turn, over ${elapsed.toFixed(0)} ms of spilling`);
-  assert.deepEqual(await store.get('k1000'), record(1000));
+  // Encoded in one go, a batch holds the loop for 100-140 ms here; in slices, 5-30 ms (GC
+  // included). The host may take the core away in the middle of any slice, so the best of
+  // three batches is judged: a loop that is never given a turn fails all three.
+  const rounds: { longest: number; elapsed: number }[] = [];
+  for (let round = 0; round < 3; round++) {
+    const watched = await watchOneBatch(round);
+    rounds.push(watched);
+    if (watched.longest < Math.max(40, watched.elapsed / 3)) break;
+  }
+  const best = rounds.reduce((a, b) => (b.longest < a.longest ? b : a));
+  assert.ok(
+    best.longest < Math.max(40, best.elapsed / 3),
+    `the loop waited ${rounds.map((r) => `${r.longest.toFixed(1)} ms for a turn over ${r.elapsed.toFixed(0)} ms of spilling`).join('; ')}`,
+  );
+  assert.deepEqual(await store.get('r0-k1000'), record(1000));
 });
 
 test('a chain whose first tier is compressed memory: batches land there and older values move down', async (t) => {

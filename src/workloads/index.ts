@@ -60,8 +60,8 @@ export function planWorkload(name: WorkloadName, options: WorkloadOptions): Work
   if (options.method !== undefined && options.method !== 'p2p' && options.method !== 'tasks') {
     throw new InvalidArgumentError(`method must be p2p or tasks, got ${String(options.method)}`);
   }
-  // A task-based shuffle is P² + 5P + 1 tasks submitted in one control frame (64 MiB at most):
-  // past MAX_SHUFFLE_PARTITIONS the graph does not fit. The p2p shuffle is 4P + 1 tasks.
+  // A task-based shuffle's graph grows with P² and is submitted in one control frame, which
+  // it outgrows past MAX_SHUFFLE_PARTITIONS; the p2p shuffle's grows with P.
   if (name === 'shuffle' && options.method === 'tasks' && partitions > MAX_SHUFFLE_PARTITIONS) {
     throw new InvalidArgumentError(
       `a task-based shuffle of ${partitions} partitions is ${partitions * (partitions + 5) + 1} tasks, too many to submit; use at most ${MAX_SHUFFLE_PARTITIONS} or --method p2p`,

@@ -96,7 +96,7 @@ export function arrowTypeOf(value: object): TypeEntry | undefined {
   if (!('schema' in value) && !('type' in value && 'data' in value)) return undefined;
   // The CommonJS build is loaded only for a value the others do not own: each build is
   // about 150 modules, compiled and kept by every thread that loads it.
-  const entry = entryIn(registered, value) ?? entryIn(foundCopies(false), value) ?? (cjsLoaded ? undefined : entryIn(foundCopies(true), value));
+  const entry = entryIn(registered, value) ?? entryIn(foundCopies(false), value) ?? entryIn(foundCopies(true), value);
   if (entry !== undefined) return entry;
   throw new CodecError(
     `cannot encode an Apache Arrow ${String(ctor.name)} from a copy of apache-arrow Spillway does not know: call registerArrow(arrow) with the module your code imports`,

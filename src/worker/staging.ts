@@ -96,25 +96,22 @@ export class StagingPool {
 export function unstage(value: unknown, staged: ReadonlySet<SharedArrayBuffer>): { value: unknown; copies: ArrayBuffer[] } {
   const copies: ArrayBuffer[] = [];
   const isStaged = (v: unknown): v is ArrayBufferView => ArrayBuffer.isView(v) && v.buffer instanceof SharedArrayBuffer && staged.has(v.buffer);
-  const copyOf = (from: ArrayBufferLike, offset: number, bytes: number): ArrayBuffer => {
-    const buffer = new ArrayBuffer(bytes);
-    new Uint8Array(buffer).set(new Uint8Array(from, offset, bytes));
+  // Views of one staging buffer, copied as the span they cover into one buffer of this thread's.
+  const ownSpan = (views: readonly ArrayBufferView[]): ArrayBufferView[] => {
+    let start = Infinity;
+    let end = 0;
+    for (const view of views) {
+      start = Math.min(start, view.byteOffset);
+      end = Math.max(end, view.byteOffset + view.byteLength);
+    }
+    const buffer = new ArrayBuffer(end - start);
+    new Uint8Array(buffer).set(new Uint8Array(views[0].buffer, start, end - start));
     copies.push(buffer);
-    return buffer;
+    return views.map((view) => viewAt(view, buffer, view.byteOffset - start));
   };
   const own = (v: object): unknown => {
-    if (Array.isArray(v) && v.length > 0 && v.every(isStaged) && v.every((item) => item.buffer === v[0].buffer)) {
-      let start = Infinity;
-      let end = 0;
-      for (const item of v) {
-        start = Math.min(start, item.byteOffset);
-        end = Math.max(end, item.byteOffset + item.byteLength);
-      }
-      const buffer = copyOf(v[0].buffer, start, end - start);
-      return v.map((item) => viewAt(item, buffer, item.byteOffset - start));
-    }
-    if (!isStaged(v)) return KEEP;
-    return viewAt(v, copyOf(v.buffer, v.byteOffset, v.byteLength), 0);
+    if (Array.isArray(v) && v.length > 0 && v.every((item) => isStaged(item) && item.buffer === (v[0] as ArrayBufferView).buffer)) return ownSpan(v as ArrayBufferView[]);
+    return isStaged(v) ? ownSpan([v])[0] : KEEP;
   };
   return { value: replaceInPlace(value, own), copies };
 }

@@ -1,6 +1,7 @@
 /**
  * What the benchmarks on a local cluster share (cluster.ts, tpch.ts; files starting with `_`
- * are not benchmarks of their own): their options, the built `runLocal` and a scratch folder.
+ * are not benchmarks of their own): their options, the built `runLocal` and a scratch folder;
+ * and the load average every benchmark prints.
  */
 import { execFile } from 'node:child_process';
 import { promises as fsp } from 'node:fs';

@@ -19,6 +19,7 @@ import { performance } from 'node:perf_hooks';
 import { SpillStore } from '../src/store/spill-store.js';
 import { CompressedMemoryTier, DiskTier, type Tier } from '../src/tiers/index.js';
 import { KiB, MiB, type Run, batches, fmt, gc, mbps, once, randomWalkBytes, settle, writeRead } from './_tiers-common.js';
+import { loadAverage } from './_cluster-common.js';
 import { eventLoopPhase } from './_tiers-eventloop.js';
 import { storePhase } from './_tiers-spill.js';
 
@@ -59,7 +60,7 @@ export default async function tiers(args: string[]): Promise<void> {
   const quick = args.includes('--quick');
   const parent = await fsp.mkdtemp(path.join(os.tmpdir(), 'spw-bench-tiers-'));
   try {
-    console.log(`tiers benchmark, ${os.cpus().length} cores, load average ${os.loadavg().map((x) => fmt(x, 1)).join(' ')}`);
+    console.log(`tiers benchmark, ${os.cpus().length} cores, load average ${loadAverage()}`);
     // Huge pages for malloc halve the time of large values here (docs/configuration.md).
     console.log(`   GLIBC_TUNABLES: ${process.env.GLIBC_TUNABLES ?? '(unset: malloc uses 4 KiB pages unless transparent huge pages are "always")'}`);
     const count = quick ? 10_000 : 100_000;
@@ -126,7 +127,7 @@ export default async function tiers(args: string[]): Promise<void> {
     console.log(`   chain vs disk only: bytes written to disk ${fmt(chained.diskWritten / plain.diskWritten, 3)}, spill time ${fmt(chained.writeMs / plain.writeMs)}x, read time ${fmt(chained.readMs / plain.readMs)}x`);
 
     await eventLoopPhase(quick ? 2 : 4, quick ? 2 : 5);
-    console.log(`\nload average at the end ${os.loadavg().map((x) => fmt(x, 1)).join(' ')}`);
+    console.log(`\nload average at the end ${loadAverage()}`);
   } finally {
     await fsp.rm(parent, { recursive: true, force: true });
   }

@@ -10,13 +10,13 @@
  * 3. A result of the same size coming back (moved by the transfer list).
  * This module is also the task module the threads import (only definitions at top level).
  */
-import os from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { type ComputeTaskParams, Methods, type RegisterWorkerResult, type TaskFinishedParams } from '../src/cluster/protocol.js';
 import type { Channel } from '../src/control/channel.js';
 import { ControlServer } from '../src/control/server.js';
 import { Executor } from '../src/worker/executor.js';
 import { Worker } from '../src/worker/index.js';
+import { loadAverage } from './_cluster-common.js';
 
 // ---------------------------------------------------------------- task functions (run in threads)
 
@@ -112,7 +112,6 @@ export default async function main(args: string[]): Promise<void> {
   const reps = option(args, '--reps', 200);
   const mib = option(args, '--mib', 8);
   const length = (mib * MiB) / 8;
-  const loadAverage = (): string => os.loadavg().map((l) => l.toFixed(1)).join(' ');
   const loadAtStart = loadAverage();
   const executor = new Executor(1);
   try {

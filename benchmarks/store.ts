@@ -16,6 +16,7 @@ import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import { DiskTier, SpillStore } from '../src/index.js';
 import { SlowTier } from '../src/testing/index.js';
+import { loadAverage } from './_cluster-common.js';
 import { GiB, MiB, fill, fmt, gbps, gc, mismatches, rows, sleep, tick } from './_store-common.js';
 import { rssBound } from './_store-rss.js';
 import { throughput } from './_store-throughput.js';
@@ -276,8 +277,7 @@ export default async function storeBenchmarks(args: string[]): Promise<void> {
   if ((globalThis as { gc?: unknown }).gc === undefined) console.log('note: run with --expose-gc (npm run bench does) for stable memory figures');
   const parent = await fsp.mkdtemp(path.join(os.tmpdir(), 'spillway-bench-'));
   const started = performance.now();
-  const load = (): string => os.loadavg().map((l) => l.toFixed(1)).join(' ');
-  console.log(`store benchmarks on ${os.cpus().length} cores, node ${process.version}, ${new Date().toISOString()}, load ${load()}${quick ? ' (quick)' : ''}`);
+  console.log(`store benchmarks on ${os.cpus().length} cores, node ${process.version}, ${new Date().toISOString()}, load ${loadAverage()}${quick ? ' (quick)' : ''}`);
   try {
     if (run('duplication')) await duplication(parent, quick ? 64 * MiB : 256 * MiB);
     gc();
@@ -295,6 +295,6 @@ export default async function storeBenchmarks(args: string[]): Promise<void> {
   } finally {
     await fsp.rm(parent, { recursive: true, force: true });
   }
-  console.log(`\nStore benchmarks (${fmt((performance.now() - started) / 1000, 1)} s, load average now ${load()})`);
+  console.log(`\nStore benchmarks (${fmt((performance.now() - started) / 1000, 1)} s, load average now ${loadAverage()})`);
   console.table(rows.map((r) => ({ ...r, pass: r.pass ? 'PASS' : 'FAIL' })));
 }

@@ -42,7 +42,7 @@ test('workers run with huge pages for malloc, and a worker holding large values 
   // V8 reads the old generation's floor only as it starts: node's own argument, before the script.
   const args = await commandLine(pid);
   const script = args.findIndex((arg) => /main\.[jt]s$/.test(arg));
-  const floor = args.indexOf('--initial-old-space-size=64');
+  const floor = args.indexOf('--initial-old-space-size=102');
   if (process.env[OLD_SPACE_VARIABLE] === undefined) assert.ok(floor > 0 && floor < script, args.join(' '));
 
   // Whether glibc applies it depends on the kernel (THP not 'never') and glibc >= 2.35.

@@ -173,9 +173,11 @@ test('node starts and allocates with every floor oldSpaceFloorArguments gives sm
   }
 });
 
-test('oldSpaceFloorArguments: 64 MiB, a fifth of the memory limit when that is less, or the variable', () => {
-  assert.deepEqual(oldSpaceFloorArguments({}), ['--initial-old-space-size=64']);
-  assert.deepEqual(oldSpaceFloorArguments({}, 4096 * MiB), ['--initial-old-space-size=64']);
+test('oldSpaceFloorArguments: a fifth of the memory limit, at most 256 MiB, or the variable', () => {
+  assert.deepEqual(oldSpaceFloorArguments({}), ['--initial-old-space-size=256']);
+  assert.deepEqual(oldSpaceFloorArguments({}, 4096 * MiB), ['--initial-old-space-size=256']);
+  assert.deepEqual(oldSpaceFloorArguments({}, 1280 * MiB), ['--initial-old-space-size=256']);
+  assert.deepEqual(oldSpaceFloorArguments({}, 1024 * MiB), ['--initial-old-space-size=204']);
   assert.deepEqual(oldSpaceFloorArguments({}, 320 * MiB), ['--initial-old-space-size=64']);
   assert.deepEqual(oldSpaceFloorArguments({}, 256 * MiB), ['--initial-old-space-size=51']);
   assert.deepEqual(oldSpaceFloorArguments({}, 200 * MiB), ['--initial-old-space-size=40']);

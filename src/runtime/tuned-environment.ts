@@ -229,10 +229,10 @@ export function applyHeapGrowth(env: NodeJS.ProcessEnv = process.env, execArgv: 
  * lets that memory swing between markings. The higher it is, the longer garbage sits in
  * RSS before a marking frees it (or the store, once RSS passes its target, collects), so
  * it stays within a fifth of the memory limit, low enough that a heap grown toward the
- * floor by many small pieces still leaves the worker under its limit. A higher cap saves
- * no markings: with a fifth of 1 GiB a shuffling worker's main thread starts none for its
- * old generation's limit, only those V8 starts for each 64 MB the ArrayBuffer memory rises,
- * which no floor moves.
+ * floor by many small pieces still leaves the worker under its limit. It is capped
+ * (OLD_SPACE_MIB) because V8 also starts a marking each time the ArrayBuffer memory rises
+ * 64 MB above its lowest since the last one, whatever the floor: a floor past the live
+ * heap plus that step saves no more markings and only lets garbage sit longer.
  */
 export function oldSpaceFloorArguments(env: NodeJS.ProcessEnv = process.env, memoryLimit?: number): string[] {
   const setting = wholeNumberSetting(env, OLD_SPACE_VARIABLE, 'MiB');

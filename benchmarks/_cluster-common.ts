@@ -1,7 +1,7 @@
 /**
  * What the benchmarks on a local cluster share (cluster.ts, tpch.ts; files starting with `_`
  * are not benchmarks of their own): their options, the built `runLocal` and a scratch folder;
- * and the load average every benchmark prints.
+ * and `loadAverage`, which the store, tiers, worker and TPC-H benchmarks print.
  */
 import { execFile } from 'node:child_process';
 import { promises as fsp } from 'node:fs';

@@ -110,6 +110,7 @@ program
   .option('--nthreads <n>', 'threads running tasks (default: number of cores)', positive)
   .option('--thread-nice <n>', 'how much lower the task threads\' CPU priority is than the event loop\'s, 0-19 (Linux; default 10)', niceIncrement)
   .option('--local-directory <dir>', 'parent directory of the spill folder (default: the OS temp directory)')
+  .option('--direct-writes', 'write spilled values past the page cache (O_DIRECT), for a host whose memory is too short to cache them (default: through the page cache)')
   .option('--token <token>', 'shared secret of the cluster (prefer the variable: a flag shows in ps)')
   .option('--host <host>', 'interface the data server listens on (peers must reach it)', '127.0.0.1')
   .option('--port <port>', 'data server port (0: any free port)', port, 0)

@@ -20,6 +20,7 @@ export interface WorkerFlags extends SecurityFlags {
   nthreads?: number;
   threadNice?: number;
   localDirectory?: string;
+  directWrites?: boolean;
   token?: string;
   host: string;
   port: number;
@@ -72,6 +73,7 @@ async function runWorker(flags: WorkerFlags, level: LogLevel): Promise<void> {
     nthreads: flags.nthreads,
     threadNice: flags.threadNice,
     localDirectory: flags.localDirectory,
+    directWrites: flags.directWrites === true,
     host: flags.host,
     port: flags.port,
     contactAddress: flags.contactAddress,

@@ -38,6 +38,16 @@ export interface WorkerOptions extends Pick<SpillStoreOptions, 'target' | 'spill
   nthreads?: number;
   /** Parent of the spill folder. Default os.tmpdir(). */
   localDirectory?: string;
+  /**
+   * Write the spill folder's segment files past the page cache (`O_DIRECT`, the `DiskTier`
+   * option of the same name; docs/tiers.md, "Direct writes"). Default false: a worker's
+   * spilled values are a job's intermediate results, read back by the tasks and peers that
+   * need them, most within the job (a shuffle reads every piece it spilled once its inputs
+   * are split), and through the page cache those reads come from the host's spare memory
+   * instead of the disk. True suits a host whose memory is too short to cache spilled data,
+   * or a container whose memory limit counts the page cache.
+   */
+  directWrites?: boolean;
   /** Interface the DataServer binds (peers must reach it). Default 127.0.0.1. */
   host?: string;
   /** Port of the DataServer. Default any free one. */
@@ -106,6 +116,7 @@ export interface ResolvedWorkerOptions extends Omit<WorkerOptions, 'allowModules
   prefetch: number;
   fetchConcurrency: number;
   threadNice: number;
+  directWrites: boolean;
   allowModules: readonly string[] | undefined;
   retireTimeoutMs: number;
 }
@@ -138,13 +149,15 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
     throw new InvalidArgumentError(`schedulerConnectTimeoutMs must be a non-negative integer, got ${schedulerConnectTimeoutMs}`);
   }
   const reconnect = options.reconnect ?? true;
+  const directWrites = options.directWrites ?? false;
+  if (typeof directWrites !== 'boolean') throw new InvalidArgumentError(`directWrites must be true or false, got ${String(directWrites)}`);
   const allowModules = parseAllowModules(options.allowModules);
   const retireTimeoutMs = options.retireTimeoutMs ?? 30_000;
   if (!(Number.isInteger(retireTimeoutMs) && retireTimeoutMs >= 0 && retireTimeoutMs <= 2 ** 31 - 1)) {
     throw new InvalidArgumentError(`retireTimeoutMs must be a whole number of milliseconds, got ${retireTimeoutMs}`);
   }
   if (options.supervisorRestarts !== undefined) checkRestarts(options.supervisorRestarts);
-  return { ...options, memoryLimit, nthreads, host: options.host ?? '127.0.0.1', prefetch, fetchConcurrency, threadNice, schedulerConnectTimeoutMs, reconnect, allowModules, retireTimeoutMs };
+  return { ...options, memoryLimit, nthreads, host: options.host ?? '127.0.0.1', prefetch, fetchConcurrency, threadNice, directWrites, schedulerConnectTimeoutMs, reconnect, allowModules, retireTimeoutMs };
 }
 
 function checkRestarts(restarts: unknown): void {

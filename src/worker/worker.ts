@@ -8,6 +8,7 @@ import { FolderOwner } from '../folders/owner.js';
 import { reclaimStaleFolders, type ReclaimReport } from '../folders/reclaim.js';
 import { type Logger, defaultLogger } from '../log.js';
 import { SpillStore } from '../store/spill-store.js';
+import { DiskTier } from '../tiers/disk/disk-tier.js';
 import { DataClient } from '../transfer/client.js';
 import { checkTlsConfig, clientTls, serverTls } from '../transfer/tls.js';
 import { checkExposure } from '../cluster/security.js';
@@ -156,7 +157,7 @@ export class Worker extends EventEmitter {
     try {
       const store = await SpillStore.open({
         memoryLimit: opts.memoryLimit,
-        directory,
+        tiers: [new DiskTier({ directory, directWrites: opts.directWrites })],
         target: opts.target,
         spill: opts.spill,
         pause: opts.pause,
@@ -191,7 +192,7 @@ export class Worker extends EventEmitter {
       });
       cleanup.unshift(async () => registered.channel.close());
       const worker = new Worker({ options: opts, folder, reclaimed, store, server, registered, executor, modules, name, address, log });
-      log.info({ workerId: worker.workerId, workerName: name, data: address, memoryLimit: opts.memoryLimit, nthreads: opts.nthreads, directory }, 'worker registered');
+      log.info({ workerId: worker.workerId, workerName: name, data: address, memoryLimit: opts.memoryLimit, nthreads: opts.nthreads, directory, directWrites: opts.directWrites }, 'worker registered');
       requests.handle = (body, payload) => worker.#shuffle.onRequest(body, payload);
       if (opts.httpPort !== undefined) {
         try {

@@ -18,7 +18,7 @@ after(async () => {
   await file.end();
 });
 
-/** A worker with `directWrites` as given; its small values spilled in one group of 2 MiB, then read back. */
+/** A worker with `directWrites` as given: 64 values of 32 KiB spilled (fused into segment groups), then read back. */
 async function spillThrough(directWrites: boolean | undefined): Promise<{ tier: DiskTier; flushes: number; direct: number }> {
   const worker = await Worker.start({ scheduler: scheduler.address, token: 't', memoryLimit: '64 MiB', nthreads: 1, monitorIntervalMs: false, directWrites });
   try {
@@ -37,7 +37,7 @@ async function spillThrough(directWrites: boolean | undefined): Promise<{ tier: 
   }
 }
 
-test("a worker spills through the page cache by default: no group of its segments is written direct", async () => {
+test('a worker spills through the page cache by default: no group of its segments is written direct', async () => {
   const { flushes, direct } = await spillThrough(undefined);
   assert.equal(direct, 0, `${flushes} group writes, none direct`);
 });

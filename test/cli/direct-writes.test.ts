@@ -4,13 +4,7 @@ import { test, type TestContext } from 'node:test';
 import { CliProcess } from '../../src/client/processes.js';
 import { tempDir } from '../helpers/temp-dir.js';
 import { waitFor } from '../helpers/wait.js';
-
-async function scheduler(t: TestContext): Promise<string> {
-  const p = new CliProcess('scheduler', ['scheduler', '--port', '0'], { SPILLWAY_TOKEN: 'test-token' }, 'pipe');
-  t.after(() => p.stop(5_000));
-  const { address } = (await p.waitForEvent('listening', 30_000)) as { address: { host: string; port: number } };
-  return `${address.host}:${address.port}`;
-}
+import { logLines, scheduler } from './helpers.js';
 
 /** The `directWrites` field of a worker's 'worker registered' log line, started with `flags`. */
 async function registeredDirectWrites(t: TestContext, address: string, flags: string[]): Promise<unknown> {
@@ -19,8 +13,7 @@ async function registeredDirectWrites(t: TestContext, address: string, flags: st
   const p = new CliProcess('worker', args, { SPILLWAY_TOKEN: 'test-token' }, 'pipe');
   t.after(() => p.stop(5_000));
   await p.waitForEvent('ready', 30_000);
-  const registered = (): Record<string, unknown> | undefined =>
-    p.stderrTail.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'worker registered');
+  const registered = (): Record<string, unknown> | undefined => logLines(p.stderrTail).find((l) => l.msg === 'worker registered');
   await waitFor(() => registered() !== undefined, 'the registration log line');
   return registered()?.directWrites;
 }

@@ -1,7 +1,9 @@
 /** Running the CLI from source in the CLI tests: one process per command, real signals. */
 import { type ChildProcess, type StdioOptions, execFile, spawn } from 'node:child_process';
 import path from 'node:path';
+import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { CliProcess } from '../../src/client/processes.js';
 
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const main = path.join(root, 'src/cli/main.ts');
@@ -42,4 +44,17 @@ export function stdoutLine(child: ChildProcess, pattern: RegExp): Promise<string
       if (found !== undefined) resolve(found);
     });
   });
+}
+
+/** A `spillway scheduler` for workers to register with (token `test-token`), stopped when the test ends; its address. */
+export async function scheduler(t: TestContext): Promise<string> {
+  const p = new CliProcess('scheduler', ['scheduler', '--port', '0'], { SPILLWAY_TOKEN: 'test-token' }, 'pipe');
+  t.after(() => p.stop(5_000));
+  const { address } = (await p.waitForEvent('listening', 30_000)) as { address: { host: string; port: number } };
+  return `${address.host}:${address.port}`;
+}
+
+/** The JSON log lines of a command's stderr. */
+export function logLines(stderr: string): Record<string, unknown>[] {
+  return stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
 }

@@ -7,17 +7,9 @@ import { test, type TestContext } from 'node:test';
 import { CliProcess } from '../../src/client/processes.js';
 import { OWNER_FILE } from '../../src/folders/owner.js';
 import { tempDir } from '../helpers/temp-dir.js';
-import { cli, spawnCli } from './helpers.js';
+import { cli, logLines, scheduler, spawnCli } from './helpers.js';
 
 const MiB = 1024 * 1024;
-
-/** A scheduler for workers to register with, stopped when the test ends. */
-async function scheduler(t: TestContext): Promise<string> {
-  const p = new CliProcess('scheduler', ['scheduler', '--port', '0'], { SPILLWAY_TOKEN: 'test-token' }, 'pipe');
-  t.after(() => p.stop(5_000));
-  const { address } = (await p.waitForEvent('listening', 30_000)) as { address: { host: string; port: number } };
-  return `${address.host}:${address.port}`;
-}
 
 /** The worker process itself (no supervisor): a SIGKILL must reach the process owning the folder. */
 function worker(t: TestContext, address: string, parent: string): CliProcess {
@@ -132,9 +124,4 @@ async function bytesUnder(dir: string): Promise<number> {
     if (e.isFile()) total += (await fsp.stat(path.join(e.parentPath ?? e.path, e.name)).catch(() => ({ size: 0 }))).size;
   }
   return total;
-}
-
-/** The JSON log lines of a command's stderr. */
-function logLines(stderr: string): Record<string, unknown>[] {
-  return stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
 }

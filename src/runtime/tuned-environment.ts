@@ -231,8 +231,8 @@ export function applyHeapGrowth(env: NodeJS.ProcessEnv = process.env, execArgv: 
  * it stays within a fifth of the memory limit, low enough that a heap grown toward the
  * floor by many small pieces still leaves the worker under its limit. It is capped
  * (OLD_SPACE_MIB) because V8 also starts a marking each time the ArrayBuffer memory rises
- * 64 MB above its lowest since the last one, whatever the floor: a floor past the live
- * heap plus that step saves no more markings and only lets garbage sit longer.
+ * a fixed step above its lowest since the last one, whatever the floor: a floor past the
+ * live heap plus that step saves no more markings and only lets garbage sit longer.
  */
 export function oldSpaceFloorArguments(env: NodeJS.ProcessEnv = process.env, memoryLimit?: number): string[] {
   const setting = wholeNumberSetting(env, OLD_SPACE_VARIABLE, 'MiB');

@@ -3,7 +3,7 @@
  * typed array's or DataView's byteOffset and byteLength as u32 when it serializes a message
  * (ValueSerializer::WriteJSArrayBufferView casts both to uint32_t), and the receiving side
  * only checks that the view fits in its buffer. The buffer itself (moved or shared) arrives
- * whole, so a view ending past 4 GiB would arrive shorter than it was, with no error.
+ * whole, so a view whose end does not fit in 32 bits would arrive shorter, with no error.
  *
  * So a hand-off lifts each such view out of the message: it travels as a plain object
  * (its buffer, offset, length and kind) listed in `views`, and the receiver puts the view

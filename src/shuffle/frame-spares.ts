@@ -1,23 +1,46 @@
 /**
  * Push frames for reuse. A split lays its pieces out in frames on a task thread, and the
- * frames move to the worker's loop to be pushed. Frames the worker is done with go back to
- * the next split, moved rather than left to the collector, and the thread lays that
- * split's frames out in them: memory already touched, where a fresh frame costs the
- * thread its page faults, and never garbage waiting in RSS for a collection. (V8 still
- * counts each frame that arrives on the loop toward its next mark-compact, as it counts
- * any ArrayBuffer memory that arrives: runtime/buffer-release.ts.)
+ * frames move to the worker's loop to be pushed. The frames of at least half a frame's size
+ * are laid out in shared memory from this pool, lent to the split and given back once the
+ * worker is done with them, for the next split.
+ *
+ * Shared memory because V8 counts neither thread's SharedArrayBuffer memory toward its next
+ * mark-compact. Every ArrayBuffer that arrives on the loop is counted, and one that moves
+ * to a thread and back is counted again when it returns (runtime/buffer-release.ts): frames
+ * of ordinary buffers, a split's worth arriving at once, started a full marking of the
+ * loop's heap about every split. Reused, the frames are also memory already touched, where a
+ * fresh one costs the thread its page faults.
+ *
+ * Shared memory is freed only once every thread that saw it has collected its handle, so
+ * the pool never drops a buffer: it keeps every one it made, at most `maxSpares`, for the
+ * worker's life (a frame it cannot lend is an ordinary buffer the thread allocates). A
+ * buffer comes back from the thread as a new SharedArrayBuffer object over the same memory;
+ * `adopt` makes it the pool's handle for that memory.
  *
  * Ownership is exact: a frame comes back only once nothing reads it (FrameLoan), and a
- * spare is lent to one split at a time, which hands back what it did not fill.
+ * spare is lent to one split at a time, which says which spares it filled.
  */
 import { InvalidArgumentError } from '../errors.js';
 import { releaseBuffers } from '../runtime/buffer-release.js';
 
-/** Spare frame buffers of one size, at most `maxSpares` of them. */
+/**
+ * Shared frame buffers a worker keeps for its splits: a 64th of its memory limit, but up to
+ * four frames (a split of about 8 MiB to two workers) within a 16th of it, and never more
+ * than 32. They are held for the worker's life, outside the store.
+ */
+export function frameSpareCount(memoryLimit: number, frameBytes: number): number {
+  const frames = memoryLimit / frameBytes;
+  return Math.min(32, Math.max(Math.floor(frames / 64), Math.min(4, Math.floor(frames / 16))));
+}
+
+/** Shared frame buffers of one size, at most `maxSpares` of them made. */
 export class FrameSpares {
-  readonly #spares: ArrayBuffer[] = [];
+  readonly #spares: SharedArrayBuffer[] = [];
   /** Spares waiting here: a buffer given twice is kept once. */
-  readonly #waiting = new WeakSet<ArrayBuffer>();
+  readonly #waiting = new WeakSet<SharedArrayBuffer>();
+  /** Handles of the memory this pool made: only those are taken back. */
+  readonly #ours = new WeakSet<SharedArrayBuffer>();
+  #made = 0;
 
   constructor(
     readonly frameBytes: number,
@@ -27,40 +50,58 @@ export class FrameSpares {
     if (!Number.isSafeInteger(maxSpares) || maxSpares < 0) throw new InvalidArgumentError(`maxSpares must be a non-negative whole number, got ${maxSpares}`);
   }
 
+  /** Spares waiting to be lent. */
   get size(): number {
     return this.#spares.length;
   }
 
-  /** `buffer` is waiting here as a spare. */
-  holds(buffer: ArrayBufferLike): boolean {
-    return buffer instanceof ArrayBuffer && this.#waiting.has(buffer);
+  /** Bytes of shared memory this pool made (waiting or lent): held for its life. */
+  get madeBytes(): number {
+    return this.#made * this.frameBytes;
   }
 
-  /** Up to `count` spares, taken out (the caller lends them to a split). */
-  take(count: number): ArrayBuffer[] {
-    const taken = this.#spares.splice(Math.max(0, this.#spares.length - count));
-    for (const buffer of taken) this.#waiting.delete(buffer);
-    return taken;
+  /** `buffer` is waiting here as a spare. */
+  holds(buffer: ArrayBufferLike): boolean {
+    return buffer instanceof SharedArrayBuffer && this.#waiting.has(buffer);
+  }
+
+  /** `buffer` is a handle of memory this pool made. */
+  owns(buffer: ArrayBufferLike): boolean {
+    return buffer instanceof SharedArrayBuffer && this.#ours.has(buffer);
   }
 
   /**
-   * A buffer nothing reads or writes any more, for reuse. Not of frameBytes (a frame sized
-   * to its records), detached, or past maxSpares: not kept, and left as it is (the caller
-   * may offer it elsewhere; FrameLoan frees it). True when kept.
+   * Up to `count` spares, taken out for a split: those waiting, then new ones while fewer
+   * than `maxSpares` are made. `made`: how many of them are new (memory not yet in use).
+   */
+  take(count: number): { buffers: SharedArrayBuffer[]; made: number } {
+    const buffers = this.#spares.splice(Math.max(0, this.#spares.length - count));
+    for (const buffer of buffers) this.#waiting.delete(buffer);
+    let made = 0;
+    while (buffers.length < count && this.#made < this.maxSpares) {
+      const buffer = new SharedArrayBuffer(this.frameBytes);
+      this.#ours.add(buffer);
+      this.#made++;
+      made++;
+      buffers.push(buffer);
+    }
+    return { buffers, made };
+  }
+
+  /** `handle`, which the split's thread sent back for a spare it filled, stands for that spare's memory from now on. */
+  adopt(handle: SharedArrayBuffer): void {
+    if (handle.byteLength === this.frameBytes) this.#ours.add(handle);
+  }
+
+  /**
+   * A spare nothing reads or writes any more, for reuse. True when kept; a buffer this pool
+   * did not make (an ordinary frame the thread allocated) is not, and left as it is.
    */
   give(buffer: ArrayBufferLike): boolean {
-    if (!(buffer instanceof ArrayBuffer) || buffer.byteLength !== this.frameBytes || this.#waiting.has(buffer)) return false;
-    if (this.#spares.length >= this.maxSpares) return false;
+    if (!(buffer instanceof SharedArrayBuffer) || !this.#ours.has(buffer) || this.#waiting.has(buffer)) return false;
     this.#spares.push(buffer);
     this.#waiting.add(buffer);
     return true;
-  }
-
-  /** Frees every spare (the worker has no shuffle running). */
-  clear(): void {
-    const spares = this.#spares.splice(0);
-    for (const buffer of spares) this.#waiting.delete(buffer);
-    releaseBuffers(spares);
   }
 }
 
@@ -75,8 +116,8 @@ export class FrameSpares {
 export class FrameLoan {
   readonly #spares: FrameSpares;
   /** Per frame buffer: pushes not yet done with it. */
-  readonly #busy = new Map<ArrayBuffer, number>();
-  readonly #failed = new Set<ArrayBuffer>();
+  readonly #busy = new Map<ArrayBufferLike, number>();
+  readonly #failed = new Set<ArrayBufferLike>();
   #ended = false;
 
   constructor(
@@ -88,7 +129,7 @@ export class FrameLoan {
 
   /** A push of `frame` starts; call the function it returns once, when the push is done with it. */
   push(frame: Uint8Array): (ok: boolean) => void {
-    const buffer = frame.buffer as ArrayBuffer;
+    const buffer = frame.buffer;
     this.#busy.set(buffer, (this.#busy.get(buffer) ?? 0) + 1);
     let done = false;
     return (ok) => {
@@ -108,13 +149,14 @@ export class FrameLoan {
   end(): void {
     if (this.#ended) return;
     this.#ended = true;
-    for (const list of this.frames) for (const frame of list) if (!this.#busy.has(frame.buffer as ArrayBuffer)) this.#giveBack(frame.buffer as ArrayBuffer);
+    for (const list of this.frames) for (const frame of list) if (!this.#busy.has(frame.buffer)) this.#giveBack(frame.buffer);
   }
 
-  #giveBack(buffer: ArrayBuffer): void {
+  #giveBack(buffer: ArrayBufferLike): void {
     if (this.#failed.has(buffer)) return;
-    // Nothing reads a frame given back: one not kept for reuse (sized to its records, or
-    // past maxSpares) is freed now instead of costing the loop's collector.
-    if (!this.#spares.give(buffer) && !this.#spares.holds(buffer)) releaseBuffers([buffer]);
+    // Nothing reads a frame given back: a spare goes back to the pool, and an ordinary
+    // frame the thread allocated is freed now instead of costing the loop's collector.
+    if (this.#spares.give(buffer) || this.#spares.owns(buffer)) return;
+    if (buffer instanceof ArrayBuffer) releaseBuffers([buffer]);
   }
 }

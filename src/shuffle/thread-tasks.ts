@@ -26,11 +26,10 @@ export interface SplitRequest {
   /** Largest frame: a piece longer than this is cut into parts. */
   frameBytes: number;
   /**
-   * Buffers of frameBytes the worker lent (frames it has pushed and got back): frames are
-   * laid out in them before any new buffer is allocated. Those left unused go back with the
-   * result (Executor.run's `lend`).
+   * Shared buffers of frameBytes from the worker's pool (frame-spares.ts): frames are laid
+   * out in them before any new buffer is allocated. The result says which were filled.
    */
-  spares?: ArrayBuffer[];
+  spares?: SharedArrayBuffer[];
 }
 
 export interface SplitResult {
@@ -42,6 +41,8 @@ export interface SplitResult {
   reused: number;
   /** Frames laid out in a buffer allocated here. */
   allocated: number;
+  /** Indices in the request's `spares` of those frames were laid out in (the others are untouched). */
+  sparesFilled: number[];
 }
 
 const modules = new Map<string, Promise<Record<string, unknown>>>();
@@ -67,10 +68,12 @@ async function userFunction(fn: FunctionRef): Promise<(...args: unknown[]) => un
 class FrameBuffers {
   reused = 0;
   allocated = 0;
+  /** Indices of the spares filled, in order: the first ones first (the worker lends those it had before those it made). */
+  readonly filled: number[] = [];
 
   constructor(
     readonly frameBytes: number,
-    readonly spares: ArrayBuffer[],
+    readonly spares: readonly SharedArrayBuffer[],
   ) {}
 
   get(bytes: number): Uint8Array {
@@ -78,10 +81,11 @@ class FrameBuffers {
       this.allocated++;
       return new Uint8Array(bytes);
     }
-    const spare = this.spares.pop();
-    if (spare !== undefined) {
+    if (this.filled.length < this.spares.length) {
+      const at = this.filled.length;
+      this.filled.push(at);
       this.reused++;
-      return new Uint8Array(spare);
+      return new Uint8Array(this.spares[at]);
     }
     this.allocated++;
     return new Uint8Array(this.frameBytes);
@@ -185,7 +189,7 @@ export async function splitForShuffle(input: unknown, request: SplitRequest): Pr
   let pieceBytes = 0;
   for (const buffer of pieceBuffers) pieceBytes += buffer.byteLength;
   leaveGarbage(pieceBytes - releaseBuffers([...pieceBuffers].filter((b) => b.byteLength >= RELEASE_MIN_BYTES)));
-  return { frames: writers.map((w) => w.finish()), bytes, reused: buffers.reused, allocated: buffers.allocated };
+  return { frames: writers.map((w) => w.finish()), bytes, reused: buffers.reused, allocated: buffers.allocated, sparesFilled: buffers.filled };
 }
 
 /** Lays an encoded value out at `offset`, checksum included: in one step when small, batch by batch when not. */

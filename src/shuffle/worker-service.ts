@@ -29,7 +29,7 @@ import {
   type TransferMeta,
   type UnpackMeta,
 } from './protocol.js';
-import { FrameLoan, FrameSpares } from './frame-spares.js';
+import { FrameLoan, FrameSpares, frameSpareCount } from './frame-spares.js';
 import { InputSpares, lendableCopy } from './input-spares.js';
 import { lendableWhole, rebuilt } from '../worker/consumed-inputs.js';
 import { releaseBuffers } from '../runtime/buffer-release.js';
@@ -124,9 +124,7 @@ export class ShuffleService {
       pool: this.#chunkPool,
     });
     this.#peers = new PeerPool(options.token, options.tls);
-    // Enough for the frames of a couple of splits in flight, a small part of the memory limit.
-    // Spares are memory the store does not see: a split's worth or so, a small part of the memory limit.
-    this.#frameSpares = new FrameSpares(FRAME_BYTES, Math.max(1, Math.min(32, Math.floor(limit / 64 / FRAME_BYTES))));
+    this.#frameSpares = new FrameSpares(FRAME_BYTES, frameSpareCount(limit, FRAME_BYTES));
     this.#inputSpares = new InputSpares(Math.max(4 << 20, Math.min(256 << 20, Math.floor(limit / 64))));
   }
 
@@ -165,9 +163,9 @@ export class ShuffleService {
     this.#chunkPool.clear();
   }
 
+  /** Frees the input copies kept for reuse; the frame spares are shared memory the worker keeps (frame-spares.ts). */
   #letSparesGo(): void {
     clearTimeout(this.#sparesTimer);
-    this.#frameSpares.clear();
     this.#inputSpares.clear();
   }
 
@@ -252,7 +250,7 @@ export class ShuffleService {
         await thread.enter();
         const inputBytes = sizeof(input);
         // Spares for about the frames this split fills: the rest stay for the other splits under way.
-        const spares = this.#frameSpares.take(Math.ceil(inputBytes / FRAME_BYTES) + info.workers.length);
+        const { buffers: spares, made } = this.#frameSpares.take(Math.ceil(inputBytes / FRAME_BYTES) + info.workers.length);
         const request: SplitRequest = {
           split: meta.split,
           splitArgs: meta.splitArgs,
@@ -268,23 +266,28 @@ export class ShuffleService {
         // lent as it is (no copy; it comes back for another split), and counted like a copy:
         // the store no longer counts it.
         const own = consumed && lendableWhole(input) ? input : undefined;
-        const spareBytes = spares.length * FRAME_BYTES + (own === undefined && this.#inputSpares.has(inputBytes) ? inputBytes : 0);
+        const spareBytes = (spares.length - made) * FRAME_BYTES + (own === undefined && this.#inputSpares.has(inputBytes) ? inputBytes : 0);
         const claim = await this.#room.claim(3 * inputBytes - spareBytes);
         let split: ExecutionResult;
         try {
           const copy = own === undefined ? await lendableCopy(input, this.#inputSpares) : undefined;
-          const lend = own !== undefined ? [...spares, own.buffer as ArrayBuffer] : copy === undefined ? spares : [...spares, copy.buffer];
-          split = await this.#options.executor.run(fn('splitForShuffle'), [own ?? copy?.value ?? input, request], { lend });
+          const lend = own !== undefined ? [own.buffer as ArrayBuffer] : copy === undefined ? [] : [copy.buffer];
+          split = await this.#options.executor.run(fn('splitForShuffle'), [own ?? copy?.value ?? input, request], { lend, share: spares });
         } finally {
           claim.release();
         }
-        // Handed back, any of them is this worker's alone: a frame's size makes a frame spare.
+        // Handed back, the input (or its copy) is this worker's alone again.
         let inputBack = false;
-        (split.lent ?? []).forEach((buffer, i) => {
-          if (own !== undefined && split.lentAt?.[i] === spares.length) {
+        for (const buffer of split.lent ?? []) {
+          if (own !== undefined) {
             input = rebuilt(own, buffer);
             inputBack = true;
-          } else if (!this.#frameSpares.give(buffer)) this.#inputSpares.give(buffer);
+          } else this.#inputSpares.give(buffer);
+        }
+        // The spares the split did not fill go back now; those it filled, once their frames are pushed.
+        const filled = new Set(split.ok ? (split.value as SplitResult).sparesFilled : []);
+        spares.forEach((spare, i) => {
+          if (!filled.has(i)) this.#frameSpares.give(spare);
         });
         // A split never keeps its input (thread-tasks.ts), so only a dead thread loses it, and
         // then the split failed. Checked all the same: another split of an empty input would
@@ -293,8 +296,11 @@ export class ShuffleService {
         computeSeconds += split.computeSeconds;
         if (!split.ok) return split;
         const { frames, bytes, reused, allocated } = split.value as SplitResult;
-        this.frames.reused += reused;
-        this.frames.allocated += allocated;
+        // The spares made for this split are the last `made` of them: new memory, as an allocated frame is.
+        const fresh = (split.value as SplitResult).sparesFilled.filter((i) => i >= spares.length - made).length;
+        this.frames.reused += reused - fresh;
+        this.frames.allocated += allocated + fresh;
+        for (const list of frames) for (const frame of list) if (frame.buffer instanceof SharedArrayBuffer) this.#frameSpares.adopt(frame.buffer);
         loan = new FrameLoan(this.#frameSpares, frames);
         thread.leave(); // the pushes wait on peers: the next task can use the thread
         const failure = await this.#pushAll(info, meta, loan);

@@ -21,6 +21,11 @@ export interface RunOptions {
    * the thread dies. `lentAt` gives each one's index in `lend`.
    */
   lend?: readonly ArrayBuffer[];
+  /**
+   * Shared memory of the caller's that the arguments hold (a pool it keeps): the thread
+   * counts it as neither its own copy nor its garbage once the task ends.
+   */
+  share?: readonly SharedArrayBuffer[];
 }
 
 /**
@@ -103,6 +108,7 @@ export class Executor {
       if (inputs.typedValues > 0) request.typed = inputs.typedValues;
       if (lent.size > 0) request.lent = [...lent];
       if (inputs.staged.length > 0) request.staged = inputs.staged;
+      if (options.share !== undefined && options.share.length > 0) request.shared = [...options.share];
       const response = await this.#pool.run(request, { transferList: inputs.transfer });
       const back = response.lent === undefined ? {} : { lent: response.lent, lentAt: response.lentAt ?? [] };
       if (response.ok) {

@@ -24,6 +24,8 @@ export interface ThreadRequest {
   lent?: ArrayBuffer[];
   /** Staging buffers some args are views of (shared): copied into the thread's own memory before the task runs (staging.ts). */
   staged?: SharedArrayBuffer[];
+  /** The caller's shared memory some args hold (Executor.run's `share`): not this thread's garbage. */
+  shared?: SharedArrayBuffer[];
 }
 
 /** What comes back: the value (`views`: as in ThreadRequest), or the error as plain data. `seconds`: time inside the thread. */

@@ -125,10 +125,11 @@ export default async function runTask(request: ThreadRequest): Promise<unknown> 
  * the message, so detaching the buffers cannot reach it. Returns the binary bytes of the
  * inputs left to the collector: shared ones (this thread's references keep them alive too),
  * small ones and those that cannot move. Lent and staging buffers are neither freed nor
- * counted; the copies made of the staged inputs (`stagedCopies`) are freed too.
+ * counted, nor is the caller's shared memory (`shared`); the copies made of the staged
+ * inputs (`stagedCopies`) are freed too.
  */
 function releaseInputsLater(request: ThreadRequest, stagedCopies: readonly ArrayBuffer[]): number {
-  const kept: ArrayBufferLike[] = [...(request.lent ?? []), ...(request.staged ?? [])];
+  const kept: ArrayBufferLike[] = [...(request.lent ?? []), ...(request.staged ?? []), ...(request.shared ?? [])];
   const found = inputBuffers([request.args, request.views], kept, (b) => isMarkedAsUntransferable?.(b) === true);
   const own = new Set([...found.own, ...stagedCopies]);
   const leftBytes = found.leftBytes;

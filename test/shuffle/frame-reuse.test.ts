@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { randomFillSync } from 'node:crypto';
 import { test } from 'node:test';
-import { FrameLoan, FrameSpares } from '../../src/shuffle/frame-spares.js';
+import { FrameLoan, FrameSpares, frameSpareCount } from '../../src/shuffle/frame-spares.js';
 import { InputSpares, lendableCopy } from '../../src/shuffle/input-spares.js';
 import { ShuffleFunctions, type ShuffleRunInfo, type TransferMeta, type UnpackMeta } from '../../src/shuffle/protocol.js';
 import { FRAME_BYTES, ShuffleService } from '../../src/shuffle/worker-service.js';
@@ -21,29 +21,39 @@ import { slices } from './fixtures/split.js';
 
 const fx = (name: string, file = 'split'): { module: string; name: string } => ({ module: new URL(`./fixtures/${file}.ts`, import.meta.url).href, name });
 
-test('spare frames: bounded, one size, each kept once, taken out by count; clear frees them', () => {
+test('spare frames: shared memory, at most maxSpares made and kept for good; only the pool\'s own come back', () => {
   const spares = new FrameSpares(1024, 2);
-  const a = new ArrayBuffer(1024);
-  assert.equal(spares.give(new ArrayBuffer(512)), false, 'a frame sized to its records is not kept');
+  const first = spares.take(1);
+  assert.equal(first.buffers.length, 1);
+  assert.equal(first.made, 1, 'none waiting: one made');
+  const [a] = first.buffers;
+  assert.ok(a instanceof SharedArrayBuffer && a.byteLength === 1024);
+  assert.equal(spares.give(new SharedArrayBuffer(1024)), false, 'shared memory the pool did not make is not kept');
+  assert.equal(spares.give(new ArrayBuffer(1024)), false, 'nor is an ordinary frame');
   assert.equal(spares.give(a), true);
   assert.equal(spares.give(a), false, 'a buffer given twice is kept once');
-  assert.ok(spares.holds(a));
-  assert.equal(spares.give(new ArrayBuffer(1024)), true);
-  assert.equal(spares.give(new ArrayBuffer(1024)), false, 'past maxSpares: not kept');
-  assert.equal(spares.take(1).length, 1);
-  assert.equal(spares.size, 1);
-  assert.equal(spares.take(5).length, 1);
+  assert.ok(spares.holds(a) && spares.owns(a));
+  const second = spares.take(5);
+  assert.deepEqual({ n: second.buffers.length, made: second.made }, { n: 2, made: 1 }, 'the one waiting, then one made: two in all');
+  assert.equal(second.buffers[0], a, 'those waiting come first');
   assert.equal(spares.size, 0);
-  const b = new ArrayBuffer(1024);
-  spares.give(b);
-  spares.clear();
-  assert.equal(b.byteLength, 0, 'a spare still waiting is freed at once');
+  assert.equal(spares.madeBytes, 2048);
+  assert.deepEqual(spares.take(3), { buffers: [], made: 0 }, 'all lent out: none more made');
+  // A filled spare comes back from its thread as a new handle over the same memory.
+  const handle = structuredClone(second.buffers[1]);
+  assert.notEqual(handle, second.buffers[1]);
+  assert.equal(spares.give(handle), false, 'unknown until adopted');
+  spares.adopt(handle);
+  assert.equal(spares.give(handle), true);
+  assert.equal(spares.take(1).buffers[0], handle);
   assert.throws(() => new FrameSpares(0, 1), { code: 'SPW_ERR_INVALID_ARG' });
+  assert.throws(() => new FrameSpares(1024, -1), { code: 'SPW_ERR_INVALID_ARG' });
 });
 
 test('a loaned frame comes back once the transfer is done and no push holds it; a frame whose push to a peer failed never does', () => {
   const spares = new FrameSpares(64, 8);
-  const [a, b, c] = [0, 1, 2].map(() => new Uint8Array(64).subarray(0, 40));
+  const { buffers } = spares.take(3);
+  const [a, b, c] = buffers.map((buffer) => new Uint8Array(buffer).subarray(0, 40));
   const loan = new FrameLoan(spares, [[a, b], [c]]);
   const pushA = loan.push(a);
   const pushB = loan.push(b);
@@ -52,19 +62,22 @@ test('a loaned frame comes back once the transfer is done and no push holds it; 
   pushC(true);
   assert.equal(spares.size, 0, 'nothing comes back before the transfer is done with its frames');
   loan.end();
-  assert.deepEqual(spares.take(8), [c.buffer], 'a is still held, b failed');
+  assert.deepEqual(spares.take(1).buffers, [c.buffer], 'a is still held, b failed');
   pushA(true);
   pushA(true);
-  assert.deepEqual(spares.take(8), [a.buffer], 'a comes back once its push is done, once');
-  assert.equal(b.buffer.byteLength, 64, 'a failed frame is never freed: its socket write may still read it');
+  assert.equal(spares.size, 1, 'a comes back once its push is done, once');
+  assert.equal(spares.take(1).buffers[0], a.buffer);
 
-  // Frames the spares do not keep (sized to their records, or past maxSpares) are freed at once.
-  const few = new FrameSpares(64, 1);
-  const [d, e, f] = [64, 64, 32].map((n) => new Uint8Array(n));
-  const second = new FrameLoan(few, [[d, e, f]]);
+  // Ordinary frames the thread allocated (sized to their records, or no spare left) are freed at once.
+  const [d, e] = [64, 32].map((n) => new Uint8Array(n));
+  const second = new FrameLoan(spares, [[d, e]]);
   second.end();
-  assert.equal(few.size, 1);
-  assert.deepEqual([d, e, f].map((x) => x.buffer.byteLength), [64, 0, 0], 'one kept whole, the others freed');
+  assert.equal(spares.size, 0, 'not the pool\'s: not kept');
+  assert.deepEqual([d, e].map((x) => x.buffer.byteLength), [0, 0], 'and freed');
+});
+
+test('the frame spares a worker keeps: a 64th of its limit, up to four frames within a 16th, at most 32', () => {
+  assert.deepEqual([32, 64, 128, 256, 1024, 4096, 8192, 65536].map((mib) => frameSpareCount(mib * MiB, 4 * MiB)), [0, 1, 2, 4, 4, 16, 32, 32]);
 });
 
 test('input spares: taken by exact size, bounded in bytes with the oldest let go; a lendable copy is exact and of the same type', async () => {

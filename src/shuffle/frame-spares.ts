@@ -94,6 +94,17 @@ export class FrameSpares {
   }
 
   /**
+   * `buffer` will never come back (a push of its frame failed, and its socket may still be
+   * reading it): the pool stops counting it, and may make another in its place. Its memory
+   * is freed once the threads have collected their handles.
+   */
+  lose(buffer: ArrayBufferLike): void {
+    if (!(buffer instanceof SharedArrayBuffer) || !this.#ours.has(buffer) || this.#waiting.has(buffer)) return;
+    this.#ours.delete(buffer);
+    this.#made--;
+  }
+
+  /**
    * A spare nothing reads or writes any more, for reuse. True when kept; a buffer this pool
    * did not make (an ordinary frame the thread allocated) is not, and left as it is.
    */
@@ -111,7 +122,7 @@ export class FrameSpares {
  * frame this worker's receiver took in comes back when the receiver says no record views
  * it (its `released` callback); a frame pushed to a peer, once the peer answered (all its
  * bytes were written). A frame whose push to a peer failed never comes back: its socket
- * may have been closed with the write under way.
+ * may have been closed with the write under way (the pool may make another in its place).
  */
 export class FrameLoan {
   readonly #spares: FrameSpares;
@@ -153,7 +164,10 @@ export class FrameLoan {
   }
 
   #giveBack(buffer: ArrayBufferLike): void {
-    if (this.#failed.has(buffer)) return;
+    if (this.#failed.has(buffer)) {
+      this.#spares.lose(buffer);
+      return;
+    }
     // Nothing reads a frame given back: a spare goes back to the pool, and an ordinary
     // frame the thread allocated is freed now instead of costing the loop's collector.
     if (this.#spares.give(buffer) || this.#spares.owns(buffer)) return;

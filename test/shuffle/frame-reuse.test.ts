@@ -67,6 +67,8 @@ test('a loaned frame comes back once the transfer is done and no push holds it; 
   pushA(true);
   assert.equal(spares.size, 1, 'a comes back once its push is done, once');
   assert.equal(spares.take(1).buffers[0], a.buffer);
+  assert.equal(spares.madeBytes, 2 * 64, 'b, lost, is no longer counted: the pool may make another');
+  assert.deepEqual(spares.take(8).made, 6, 'up to maxSpares again');
 
   // Ordinary frames the thread allocated (sized to their records, or no spare left) are freed at once.
   const [d, e] = [64, 32].map((n) => new Uint8Array(n));

@@ -41,7 +41,7 @@ export interface SplitResult {
   reused: number;
   /** Frames laid out in a buffer allocated here. */
   allocated: number;
-  /** Indices in the request's `spares` of those frames were laid out in (the others are untouched). */
+  /** Indices in the request's `spares` of the spares frames were laid out in (the others are untouched). */
   sparesFilled: number[];
 }
 

@@ -7,13 +7,14 @@
  * Shared memory because V8 counts neither thread's SharedArrayBuffer memory toward its next
  * mark-compact. Every ArrayBuffer that arrives on the loop is counted, and one that moves
  * to a thread and back is counted again when it returns (runtime/buffer-release.ts): frames
- * of ordinary buffers, a split's worth arriving at once, started a full marking of the
+ * of ordinary buffers, a split's worth arriving at once, would start a full marking of the
  * loop's heap about every split. Reused, the frames are also memory already touched, where a
  * fresh one costs the thread its page faults.
  *
  * Shared memory is freed only once every thread that saw it has collected its handle, so
- * the pool never drops a buffer: it keeps every one it made, at most `maxSpares`, for the
- * worker's life (a frame it cannot lend is an ordinary buffer the thread allocates). A
+ * the pool does not let its buffers go: it keeps every one it made, at most `maxSpares`, for
+ * the worker's life, but for one a failed push may still be reading (`lose`). A frame it
+ * cannot lend is an ordinary buffer the thread allocates. A
  * buffer comes back from the thread as a new SharedArrayBuffer object over the same memory;
  * `adopt` makes it the pool's handle for that memory.
  *

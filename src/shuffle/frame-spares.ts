@@ -14,9 +14,9 @@
  * Shared memory is freed only once every thread that saw it has collected its handle, so
  * the pool does not let its buffers go: it keeps every one it made, at most `maxSpares`, for
  * the worker's life, but for one a failed push may still be reading (`lose`). A frame it
- * cannot lend is an ordinary buffer the thread allocates. A
- * buffer comes back from the thread as a new SharedArrayBuffer object over the same memory;
- * `adopt` makes it the pool's handle for that memory.
+ * cannot lend is an ordinary buffer the thread allocates. A buffer comes back from the
+ * thread as a new SharedArrayBuffer object over the same memory; `adopt` makes it the
+ * pool's handle for that memory.
  *
  * Ownership is exact: a frame comes back only once nothing reads it (FrameLoan), and a
  * spare is lent to one split at a time, which says which spares it filled.
@@ -26,8 +26,9 @@ import { releaseBuffers } from '../runtime/buffer-release.js';
 
 /**
  * Shared frame buffers a worker keeps for its splits: a 64th of its memory limit, but up to
- * four frames (a split of about 8 MiB to two workers) within a 16th of it, and never more
- * than 32. They are held for the worker's life, outside the store.
+ * four frames within a 16th of it, so that a small worker still covers one split's frames
+ * to a couple of peers, and never more than 32. They are held for the worker's life,
+ * outside the store.
  */
 export function frameSpareCount(memoryLimit: number, frameBytes: number): number {
   const frames = memoryLimit / frameBytes;
@@ -59,11 +60,6 @@ export class FrameSpares {
   /** Bytes of shared memory this pool made (waiting or lent): held for its life. */
   get madeBytes(): number {
     return this.#made * this.frameBytes;
-  }
-
-  /** `buffer` is waiting here as a spare. */
-  holds(buffer: ArrayBufferLike): boolean {
-    return buffer instanceof SharedArrayBuffer && this.#waiting.has(buffer);
   }
 
   /** `buffer` is a handle of memory this pool made. */

@@ -295,9 +295,9 @@ export class ShuffleService {
         if (own !== undefined && !inputBack) inputLost = true;
         computeSeconds += split.computeSeconds;
         if (!split.ok) return split;
-        const { frames, bytes, reused, allocated } = split.value as SplitResult;
+        const { frames, bytes, reused, allocated, sparesFilled } = split.value as SplitResult;
         // The spares made for this split are the last `made` of them: new memory, as an allocated frame is.
-        const fresh = (split.value as SplitResult).sparesFilled.filter((i) => i >= spares.length - made).length;
+        const fresh = sparesFilled.filter((i) => i >= spares.length - made).length;
         this.frames.reused += reused - fresh;
         this.frames.allocated += allocated + fresh;
         for (const list of frames) for (const frame of list) if (frame.buffer instanceof SharedArrayBuffer) this.#frameSpares.adopt(frame.buffer);

@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'docs/api/', 'node_modules/', 'coverage/', 'scratch/'] },
+  { ignores: ['dist/', 'build/', 'docs/api/', 'node_modules/', 'coverage/', 'scratch/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

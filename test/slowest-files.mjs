@@ -1,8 +1,8 @@
 /**
  * A `node --test` reporter that prints one line when the run ends: the slowest test files
  * by wall time (from their process start to its exit), so CI output shows where the
- * suite's time goes. It runs beside the usual reporter. Plain JavaScript: Node 20 loads
- * reporters before `--import tsx` applies.
+ * suite's time goes. It runs beside the usual reporter. Plain JavaScript, loaded from
+ * test/ as it is: the runner's own process loads it, and nothing compiles it.
  */
 import path from 'node:path';
 

@@ -7,6 +7,7 @@ import { Client } from '../../src/client/client.js';
 import type { LocalSummary } from '../../src/cli/local.js';
 import type { ChildProcess } from 'node:child_process';
 import { cli as runCli, firstJsonLine, spawnCli, stdoutLine } from './helpers.js';
+import { ext } from '../helpers/suite.js';
 
 
 const cli = (args: string[]): ReturnType<typeof runCli> => runCli(args, { timeoutMs: 120_000 });
@@ -74,10 +75,10 @@ test('scheduler and worker commands take the token from SPILLWAY_TOKEN, serve a 
       assert.equal(health.status, 200);
       assert.equal(((await health.json()) as { status: string }).status, 'ok');
       const client = await Client.connect(address, { token: 'env-secret' });
-      const fn = { module: new URL('../cluster/fixtures/tasks.ts', import.meta.url).href, name: 'add' };
+      const fn = { module: new URL(`../cluster/fixtures/tasks${ext}`, import.meta.url).href, name: 'add' };
       assert.deepEqual(await client.compute({ x: { fn, args: [20, 22] } }, ['x']), [42]);
       if (process.platform === 'linux') {
-        const priority = { module: new URL('../worker/fixtures/tasks.ts', import.meta.url).href, name: 'threadPriority' };
+        const priority = { module: new URL(`../worker/fixtures/tasks${ext}`, import.meta.url).href, name: 'threadPriority' };
         assert.deepEqual(await client.compute({ p: { fn: priority, args: [] } }, ['p']), [Math.min(19, os.getPriority() + 3)], '--thread-nice reached the task thread');
       }
       await client.close();

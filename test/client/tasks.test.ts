@@ -5,6 +5,7 @@ import { checkDefinedFunctions, validateGraph } from '../../src/client/validate.
 import { GraphError, InvalidArgumentError } from '../../src/errors.js';
 import { tasks } from '../cluster/fixtures/typed-tasks.js';
 import { tasks as misnamed } from '../cluster/fixtures/misnamed-tasks.js';
+import { ext } from '../helpers/suite.js';
 
 test('a task call is a lazy task whose key follows its function and arguments', () => {
   const a = tasks.load(1, 10);
@@ -14,7 +15,7 @@ test('a task call is a lazy task whose key follows its function and arguments', 
   assert.notEqual(tasks.load(1, 11).key, a.key);
   assert.notEqual(tasks.load.with({ pure: false })(1, 10).key, tasks.load.with({ pure: false })(1, 10).key, 'impure calls get keys of their own');
   assert.deepEqual(a.spec, { fn: tasks.load.fn, args: [1, 10] });
-  assert.deepEqual(tasks.load.fn, { module: new URL('../cluster/fixtures/typed-tasks.ts', import.meta.url).href, name: 'load' });
+  assert.deepEqual(tasks.load.fn, { module: new URL(`../cluster/fixtures/typed-tasks${ext}`, import.meta.url).href, name: 'load' });
 });
 
 test('lazy tasks given as arguments become references; their graph holds every task once', () => {

@@ -9,8 +9,9 @@ import { test } from 'node:test';
 import { Client } from '../../src/client/client.js';
 import { ref } from '../../src/cluster/protocol.js';
 import { startCluster } from './helpers.js';
+import { ext } from '../helpers/suite.js';
 
-const fn = (name: string): { module: string; name: string } => ({ module: new URL('./fixtures/faults.ts', import.meta.url).href, name });
+const fn = (name: string): { module: string; name: string } => ({ module: new URL(`./fixtures/faults${ext}`, import.meta.url).href, name });
 const MiB = 1024 * 1024;
 
 /**

@@ -28,7 +28,7 @@ test('errors and releases on a real cluster', async (t) => {
     assert.equal(err.remoteName, 'FixtureError');
     assert.match(err.message, /the sky fell/);
     assert.match(err.remoteStack ?? '', /boom/);
-    assert.match(err.remoteStack ?? '', /fixtures\/tasks\.ts/);
+    assert.match(err.remoteStack ?? '', /fixtures\/tasks\.[jt]s:\d+/, 'the stack names the task module');
 
     const [sum] = await client.compute<number>({ a: { fn: fixture('add'), args: [2, 3] }, b: { fn: fixture('add'), args: [ref('a'), 10] } }, ['b']);
     assert.equal(sum, 15);

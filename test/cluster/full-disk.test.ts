@@ -16,9 +16,10 @@ import { Client } from '../../src/client/client.js';
 import { ref } from '../../src/cluster/protocol.js';
 import { DiskFullError } from '../../src/errors.js';
 import { startCluster } from './helpers.js';
+import { ext } from '../helpers/suite.js';
 
 const run = promisify(execFile);
-const fn = (name: string): { module: string; name: string } => ({ module: new URL('./fixtures/faults.ts', import.meta.url).href, name });
+const fn = (name: string): { module: string; name: string } => ({ module: new URL(`./fixtures/faults${ext}`, import.meta.url).href, name });
 const MiB = 1024 * 1024;
 
 /** A small tmpfs (64 MiB by default), unmounted after the test; undefined where mounting is not allowed. */

@@ -5,11 +5,12 @@ import { LocalCluster, type LocalClusterOptions } from '../../src/client/local-c
 import { SpillStore } from '../../src/store/spill-store.js';
 import { DataServer } from '../../src/transfer/server.js';
 import { alive } from '../helpers/proc.js';
+import { ext } from '../helpers/suite.js';
 
 export const MiB = 1024 * 1024;
 
 /** A task function of the fixtures module. */
-export const fixture = (name: string): { module: string; name: string } => ({ module: new URL('./fixtures/tasks.ts', import.meta.url).href, name });
+export const fixture = (name: string): { module: string; name: string } => ({ module: new URL(`./fixtures/tasks${ext}`, import.meta.url).href, name });
 
 export async function exists(path: string): Promise<boolean> {
   return access(path).then(

@@ -5,10 +5,11 @@ import { Client } from '../../src/client/client.js';
 import { ref } from '../../src/cluster/protocol.js';
 import { Scheduler } from '../../src/scheduler/index.js';
 import { Worker } from '../../src/worker/index.js';
+import { ext } from '../helpers/suite.js';
 
 const MiB = 2 ** 20;
 /** make(value): an 8 MiB Float64Array; dot(a, b): their dot product. */
-const fixture = (name: string): { module: string; name: string } => ({ module: new URL('../worker/fixtures/tasks.ts', import.meta.url).href, name });
+const fixture = (name: string): { module: string; name: string } => ({ module: new URL(`../worker/fixtures/tasks${ext}`, import.meta.url).href, name });
 
 async function scrape(address: { host: string; port: number } | undefined, path = '/metrics'): Promise<{ status: number; type: string; body: string }> {
   assert.ok(address !== undefined, 'an HTTP address');

@@ -6,8 +6,9 @@ import { Client } from '../../src/client/client.js';
 import { CliProcess } from '../../src/client/processes.js';
 import { NoWorkersError } from '../../src/errors.js';
 import { Scheduler } from '../../src/scheduler/index.js';
+import { ext } from '../helpers/suite.js';
 
-const fn = (name: string): { module: string; name: string } => ({ module: new URL('./fixtures/faults.ts', import.meta.url).href, name });
+const fn = (name: string): { module: string; name: string } => ({ module: new URL(`./fixtures/faults${ext}`, import.meta.url).href, name });
 
 test('a computation with no worker left fails with SPW_ERR_NO_WORKERS after noWorkersTimeoutMs', { timeout: 60_000 }, async (t) => {
   const token = 'no-workers-test-token';

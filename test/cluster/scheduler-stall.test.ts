@@ -4,8 +4,9 @@ import { test } from 'node:test';
 import { Client } from '../../src/client/client.js';
 import { ref } from '../../src/cluster/protocol.js';
 import { startCluster } from './helpers.js';
+import { ext } from '../helpers/suite.js';
 
-const fn = (name: string): { module: string; name: string } => ({ module: new URL('./fixtures/faults.ts', import.meta.url).href, name });
+const fn = (name: string): { module: string; name: string } => ({ module: new URL(`./fixtures/faults${ext}`, import.meta.url).href, name });
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 test('a scheduler stopped for 3 s (worker timeout 1 s) removes no worker; the job completes exactly', { timeout: 60_000 }, async (t) => {

@@ -13,14 +13,15 @@ import { Client } from '../../src/client/client.js';
 import { waitFor } from '../helpers/wait.js';
 import { Channel } from '../../src/control/index.js';
 import { Scheduler } from '../../src/scheduler/index.js';
+import { ext, nodeImports } from '../helpers/suite.js';
 
 const token = 'slow-clients-test-token';
 type Address = { host: string; port: number };
 
 /** A scheduler process under `ulimit -n 256`, with `options`. */
 async function limitedScheduler(t: TestContext, options: object): Promise<{ address: Address; http: Address }> {
-  const fixture = new URL('./fixtures/scheduler-child.ts', import.meta.url).pathname;
-  const child: ChildProcess = spawn('sh', ['-c', 'ulimit -n 256 && exec "$@"', 'sh', process.execPath, '--import', 'tsx', fixture, JSON.stringify(options)], {
+  const fixture = new URL(`./fixtures/scheduler-child${ext}`, import.meta.url).pathname;
+  const child: ChildProcess = spawn('sh', ['-c', 'ulimit -n 256 && exec "$@"', 'sh', process.execPath, ...nodeImports, fixture, JSON.stringify(options)], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   t.after(async () => {

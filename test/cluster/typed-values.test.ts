@@ -11,10 +11,11 @@ import { ref } from '../../src/cluster/protocol.js';
 import { registerArrow } from '../../src/index.js';
 import { Series } from './fixtures/typed.js';
 import { startCluster } from './helpers.js';
+import { ext } from '../helpers/suite.js';
 
 registerArrow(arrow);
 
-const fn = (name: string): { module: string; name: string } => ({ module: new URL('./fixtures/typed.ts', import.meta.url).href, name });
+const fn = (name: string): { module: string; name: string } => ({ module: new URL(`./fixtures/typed${ext}`, import.meta.url).href, name });
 
 test('Arrow tables and registered class instances cross threads, disk and peers as themselves', { timeout: 120_000 }, async (t) => {
   const cluster = await startCluster(t, { workers: 2, nthreads: 1, memoryLimit: '8 MiB' });

@@ -28,6 +28,7 @@ import { sizeof } from '../../src/codec/index.js';
 import { DataClient, DataServer, decodeVerified, encodeToBuffer } from '../../src/transfer/index.js';
 import { referenceChecksum } from './checksum-reference.js';
 import { tempDir } from '../helpers/temp-dir.js';
+import { ext, nodeImports } from '../helpers/suite.js';
 
 /** Rows as plain data, bigints kept: what must survive a round trip. */
 function rows(table: Table): unknown[] {
@@ -262,8 +263,8 @@ describe('Apache Arrow values', () => {
   });
 
   it('importing spillway does not load apache-arrow; the first Arrow value does', async () => {
-    const script = fileURLToPath(new URL('./fixtures/arrow-lazy.ts', import.meta.url));
-    const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', script], { timeout: 60_000 });
+    const script = fileURLToPath(new URL(`./fixtures/arrow-lazy${ext}`, import.meta.url));
+    const { stdout } = await promisify(execFile)(process.execPath, [...nodeImports, script], { timeout: 60_000 });
     assert.deepEqual(JSON.parse(stdout), { afterImport: false, afterPlainValues: false, afterArrowValue: true });
   });
 });

@@ -1,15 +1,13 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import path from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { decodeVerified, encodeToBuffer, nativeChecksum } from '../../src/codec/index.js';
 import { sampleValues } from './portable-values.js';
+import { nodeImports, suiteModule } from '../helpers/suite.js';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const codec = path.join(here, '../../src/codec/index.ts');
-const samples = path.join(here, 'portable-values.ts');
+const codec = suiteModule('src/codec/index');
+const samples = suiteModule('test/codec/portable-values');
 
 test('SPILLWAY_CHECKSUM=portable: the portable XXH64 writes the very bytes the native one does', async () => {
   assert.equal(nativeChecksum(), true, 'this side uses the native binding');
@@ -20,7 +18,7 @@ test('SPILLWAY_CHECKSUM=portable: the portable XXH64 writes the very bytes the n
     for (const v of sampleValues()) out.push((await encodeToBuffer(v)).toString('base64'));
     process.stdout.write(JSON.stringify({ nativeChecksum: nativeChecksum(), out }));
   `;
-  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+  const { stdout } = await promisify(execFile)(process.execPath, [...nodeImports, '--input-type=module', '-e', script], {
     env: { ...process.env, SPILLWAY_CHECKSUM: 'portable' },
     maxBuffer: 64 * 1024 * 1024,
   });

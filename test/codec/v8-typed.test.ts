@@ -12,6 +12,7 @@ import { EncodedTypedValue, keepTypedValuesEncoded } from '../../src/codec/types
 import { BINARY_KINDS, binaryArb, keyArb } from './arbitraries.js';
 import { referenceChecksum } from './checksum-reference.js';
 import { assertSameIdentities } from './identities.js';
+import { ext, nodeImports } from '../helpers/suite.js';
 
 const HEADER_KIND_OFFSET = 5;
 const FRAME_COUNT_OFFSET = 12;
@@ -216,8 +217,8 @@ describe('values of registered types in values that take the v8 path', () => {
 
   it('a process without the registration reads such a value as UnknownTypeError', async () => {
     const bytes = await encodeToBuffer([-0, new Point(1)]);
-    const script = fileURLToPath(new URL('./fixtures/decode-unregistered.ts', import.meta.url));
-    const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', script, bytes.toString('base64')], { timeout: 60_000 });
+    const script = fileURLToPath(new URL(`./fixtures/decode-unregistered${ext}`, import.meta.url));
+    const { stdout } = await promisify(execFile)(process.execPath, [...nodeImports, script, bytes.toString('base64')], { timeout: 60_000 });
     assert.deepEqual(JSON.parse(stdout), { name: 'UnknownTypeError', code: 'SPW_ERR_UNKNOWN_TYPE', typeName: 'test.v8.Point' });
   });
 

@@ -16,6 +16,7 @@ import {
 import { decodeVerified, encodeToBuffer } from '../../src/transfer/index.js';
 import { sizeof } from '../../src/codec/index.js';
 import { tempDir } from '../helpers/temp-dir.js';
+import { ext, nodeImports } from '../helpers/suite.js';
 
 /** A user's class: a dense matrix whose data lives in one Float64Array. */
 class Matrix {
@@ -134,8 +135,8 @@ describe('registered value types', () => {
 
   it('a process without the registration reads the value as UnknownTypeError', async () => {
     const bytes = await encodeToBuffer(matrix(2, 2, 1));
-    const script = fileURLToPath(new URL('./fixtures/decode-unregistered.ts', import.meta.url));
-    const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', script, bytes.toString('base64')], { timeout: 60_000 });
+    const script = fileURLToPath(new URL(`./fixtures/decode-unregistered${ext}`, import.meta.url));
+    const { stdout } = await promisify(execFile)(process.execPath, [...nodeImports, script, bytes.toString('base64')], { timeout: 60_000 });
     assert.deepEqual(JSON.parse(stdout), { name: 'UnknownTypeError', code: 'SPW_ERR_UNKNOWN_TYPE', typeName: 'test.Matrix' });
   });
 });

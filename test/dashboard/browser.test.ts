@@ -14,10 +14,11 @@ import type { ClusterState } from '../../src/cluster/protocol.js';
 import { loopCpuTimes } from '../../src/runtime/loop-cpu.js';
 import { planWorkload } from '../../src/workloads/index.js';
 import { FakeClient, FakeWorker, startScheduler, task } from '../scheduler/helpers.js';
+import { repoRoot } from '../helpers/suite.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-const RESULTS = path.join(import.meta.dirname, '..', '..', 'test-results');
+const RESULTS = path.join(repoRoot, 'test-results');
 const MiB = 2 ** 20;
 
 /** A headless Chromium, closed after the test; undefined (and the test skipped) where it cannot start. */

@@ -8,15 +8,14 @@ import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { generateThrowawayCertificates, writeTlsFiles } from '../../src/cluster/certificates.js';
 import { tempDir } from '../helpers/temp-dir.js';
 import { waitFor } from '../helpers/wait.js';
 import { Lines, Topology, hasCommand, netnsUnavailable } from './netns.js';
+import { nodeImports, repoRoot, suiteModule } from '../helpers/suite.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const main = path.join(root, 'src/cli/main.ts');
-const clientScript = path.join(root, 'test/net/fixtures/client.ts');
+const main = suiteModule('src/cli/main');
+const clientScript = suiteModule('test/net/fixtures/client');
 const TOKEN = randomBytes(16).toString('hex');
 const CONTROL = 8786;
 const HTTP = 8787;
@@ -35,8 +34,8 @@ test('a cluster across network namespaces', { skip: unavailable, timeout: 240_00
   const certificates = await generateThrowawayCertificates({ hosts: [...topology.hosts.values()].map((h) => h.address) });
   const files = await writeTlsFiles(dir, certificates);
   const tlsEnv: NodeJS.ProcessEnv = { ...baseEnv, SPILLWAY_TLS_CA_FILE: files.caFile, SPILLWAY_TLS_CERT: files.certFile, SPILLWAY_TLS_KEY: files.keyFile };
-  const cli = (ns: string, args: string[], env: NodeJS.ProcessEnv): Lines => new Lines(topology.spawn(ns, process.execPath, ['--import', 'tsx', main, ...args], { env, cwd: root }));
-  const client = (args: string[], env: NodeJS.ProcessEnv): Lines => new Lines(topology.spawn(clientHost.ns, process.execPath, ['--import', 'tsx', clientScript, ...args], { env, cwd: root }));
+  const cli = (ns: string, args: string[], env: NodeJS.ProcessEnv): Lines => new Lines(topology.spawn(ns, process.execPath, [...nodeImports, main, ...args], { env, cwd: repoRoot }));
+  const client = (args: string[], env: NodeJS.ProcessEnv): Lines => new Lines(topology.spawn(clientHost.ns, process.execPath, [...nodeImports, clientScript, ...args], { env, cwd: repoRoot }));
   const worker = (host: { ns: string }, port: number, env: NodeJS.ProcessEnv, extra: string[] = []): Lines =>
     cli(host.ns, ['worker', '--scheduler', `${scheduler.address}:${port}`, '--host', '0.0.0.0', '--port', String(DATA), '--memory-limit', '64Mi', '--nthreads', '1', '--connect-timeout', '90s', ...extra], env);
   // A 16 MiB capture buffer (-B, in KiB): on a loaded host the default 2 MiB can overflow

@@ -9,6 +9,7 @@ import { Scheduler } from '../../src/scheduler/index.js';
 import { Worker } from '../../src/worker/index.js';
 import { cli, firstJsonLine, spawnCli } from '../cli/helpers.js';
 import { fixture } from '../cluster/helpers.js';
+import { ext } from '../helpers/suite.js';
 
 test('listening on 0.0.0.0 without a token or TLS with a CA is refused (InsecureBindError) unless insecure', async (t) => {
   await assert.rejects(Scheduler.start({ host: '0.0.0.0' }), (err: unknown) => {
@@ -43,7 +44,7 @@ test('--allow-modules: a graph naming another module fails with GraphError befor
   const graph = {
     fine: { fn: fixture('add'), args: [1, 1] },
     shell: { fn: { module: 'node:child_process', name: 'execSync' }, args: ['touch /tmp/spillway-should-never-exist'] },
-    escape: { fn: { module: `${allowed}../helpers.ts`, name: 'exists' }, args: ['/'] },
+    escape: { fn: { module: `${allowed}../helpers${ext}`, name: 'exists' }, args: ['/'] },
   };
   await assert.rejects(client.compute(graph, ['fine', 'shell', 'escape']), (err: unknown) => {
     assert.ok(err instanceof GraphError, String(err));

@@ -5,10 +5,10 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { repoRoot } from '../helpers/suite.js';
 
-export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const root = repoRoot;
 
 interface PackageJson {
   exports: Record<string, { types: string; default: string }>;

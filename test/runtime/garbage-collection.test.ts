@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { fileURLToPath } from 'node:url';
 import { setImmediate as tick } from 'node:timers/promises';
 import { test } from 'node:test';
 import { garbageCollector } from '../../src/runtime/garbage-collection.js';
+import { nodeImports, suiteModule } from '../helpers/suite.js';
 
 test('garbageCollector is available and frees an unreachable buffer', async () => {
   const collectGarbage = garbageCollector();
@@ -40,8 +40,7 @@ console.log(JSON.stringify(seen));
 `;
 
 test('importing spillway leaves V8 flags alone; a store opened with collectGarbage exposes gc', async () => {
-  const root = (p: string): string => fileURLToPath(new URL(`../../src/${p}`, import.meta.url));
-  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', PROBE, root('index.ts'), root('worker/index.ts')], {
+  const child = spawn(process.execPath, [...nodeImports, '--input-type=module', '-e', PROBE, suiteModule('src/index'), suiteModule('src/worker/index')], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let out = '';

@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { HEAP_GROWING_VARIABLE, OLD_SPACE_VARIABLE, REUSE_MIN_LIMIT, applyHeapGrowth, confineOldSpaceFloor, mallocArenas, mallocThresholds, oldSpaceFloorArguments, tunedEnvironment, v8HelperThreads, withHelperThreads, withHugePages, withSmallYoungGeneration } from '../../src/runtime/tuned-environment.js';
+import { ext, nodeImports } from '../helpers/suite.js';
 
 test('withHugePages adds glibc.malloc.hugetlb=1 and keeps what the user set', () => {
   assert.equal(withHugePages(undefined), 'glibc.malloc.hugetlb=1');
@@ -221,7 +222,7 @@ const ALLOCATING = `
 
 /** The same in a worker thread, started after the process's main thread calls confineOldSpaceFloor or not. */
 function inTaskThread(confine: boolean): string {
-  const module = fileURLToPath(new URL('../../src/runtime/tuned-environment.ts', import.meta.url));
+  const module = fileURLToPath(new URL(`../../src/runtime/tuned-environment${ext}`, import.meta.url));
   return `
     import { Worker } from 'node:worker_threads';
     import { confineOldSpaceFloor } from ${JSON.stringify(module)};
@@ -236,7 +237,7 @@ function inTaskThread(confine: boolean): string {
  * in MB, for a process with a worker's young generation and heap growth running `script`.
  */
 function markingLimits(extra: readonly string[], script = ALLOCATING): number[] {
-  const args = ['--import', 'tsx', withSmallYoungGeneration(undefined), '--heap-growing-percent=30', '--trace-incremental-marking', ...extra, '--input-type=module', '-e', script];
+  const args = [...nodeImports, withSmallYoungGeneration(undefined), '--heap-growing-percent=30', '--trace-incremental-marking', ...extra, '--input-type=module', '-e', script];
   const child = spawnSync(process.execPath, args, { encoding: 'utf8' });
   assert.equal(child.status, 0, child.stderr);
   // "v8: 20MB / 64MB / 44MB global" (size/limit/slack), or with the waste too, "v8: 20MB / 0MB / 64MB / 44MB".

@@ -18,8 +18,9 @@ import { runInfoChannel } from '../helpers/shuffle-records.js';
 import { MiB, openStore } from '../helpers/store.js';
 import { sha256 } from './fixtures/hash.js';
 import { slices } from './fixtures/split.js';
+import { ext } from '../helpers/suite.js';
 
-const fx = (name: string, file = 'split'): { module: string; name: string } => ({ module: new URL(`./fixtures/${file}.ts`, import.meta.url).href, name });
+const fx = (name: string, file = 'split'): { module: string; name: string } => ({ module: new URL(`./fixtures/${file}${ext}`, import.meta.url).href, name });
 
 test('spare frames: shared memory, at most maxSpares made and kept for good; only the pool\'s own come back', () => {
   const spares = new FrameSpares(1024, 2);

@@ -9,8 +9,9 @@ import type { SchedulerState } from '../../src/scheduler/snapshot.js';
 import { barrierKey, shuffle } from '../../src/shuffle/protocol.js';
 import { startCluster } from '../cluster/helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import { ext } from '../helpers/suite.js';
 
-const fx = (name: string): { module: string; name: string } => ({ module: new URL('./fixtures/split.ts', import.meta.url).href, name });
+const fx = (name: string): { module: string; name: string } => ({ module: new URL(`./fixtures/split${ext}`, import.meta.url).href, name });
 
 test('shuffle primitive on a 2-worker cluster', async (t) => {
   const cluster = await startCluster(t, { workers: 2, nthreads: 1, memoryLimit: '256 MiB' });

@@ -5,8 +5,9 @@ import { parseRecords } from '../../src/shuffle/records.js';
 import { splitForShuffle } from '../../src/shuffle/thread-tasks.js';
 import { takeLeftGarbage } from '../../src/worker/thread-garbage.js';
 import { keptPieces, pattern } from './fixtures/split.js';
+import { ext } from '../helpers/suite.js';
 
-const SPLIT = { module: new URL('./fixtures/split.ts', import.meta.url).href, name: 'keptSlices' };
+const SPLIT = { module: new URL(`./fixtures/split${ext}`, import.meta.url).href, name: 'keptSlices' };
 
 test("a split frees its pieces' buffers once they are laid out, and its frames hold every byte", async () => {
   const input = pattern(1 << 20, 7);

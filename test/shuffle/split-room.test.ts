@@ -15,6 +15,7 @@ import type { Room, RoomClaim } from '../../src/worker/room.js';
 import { onCleanup } from '../helpers/cleanup.js';
 import { runInfoChannel } from '../helpers/shuffle-records.js';
 import { MiB, openStore } from '../helpers/store.js';
+import { ext } from '../helpers/suite.js';
 
 test("a split claims room for its input's copy, the pieces and the frames: three times its input", async (t) => {
   const executor = new Executor(1);
@@ -38,7 +39,7 @@ test("a split claims room for its input's copy, the pieces and the frames: three
   services.push(service);
   t.after(() => service.close());
   const input = randomFillSync(new Uint8Array(6 * MiB));
-  const meta: TransferMeta = { id: 's', partitions: 2, input: 0, split: { module: new URL('./fixtures/split.ts', import.meta.url).href, name: 'slices' }, splitArgs: [] };
+  const meta: TransferMeta = { id: 's', partitions: 2, input: 0, split: { module: new URL(`./fixtures/split${ext}`, import.meta.url).href, name: 'slices' }, splitArgs: [] };
   const result = await service.run({ key: 'transfer-0', name: ShuffleFunctions.transfer, args: [input, meta] });
   assert.ok(result.ok, JSON.stringify(result));
   assert.deepEqual(claims, [3 * sizeof(input)], 'no spares yet: the whole of it');

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { fileURLToPath } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import { SlowTier } from '../../src/testing/index.js';
 import { sampleMemory } from '../../src/store/spill-store.js';
 import { KiB, MiB, f64, openStore } from '../helpers/store.js';
 import { tempDir } from '../helpers/temp-dir.js';
 import { waitFor } from '../helpers/wait.js';
+import { nodeImports, suiteModule } from '../helpers/suite.js';
 
 test('producers that outrun the disk are paused, then resumed once memory is back under the resume level', async (t) => {
   const { store } = await openStore(t, { memoryLimit: 1 * MiB, wrap: (disk) => new SlowTier(disk, 30) });
@@ -127,8 +127,8 @@ console.log(JSON.stringify({ baseline, limit: store.memoryLimit, pauses, diskWri
 
 async function streamInChild(t: TestContext, memoryLimit: string, count: number) {
   const dir = await tempDir(t);
-  const index = fileURLToPath(new URL('../../src/index.ts', import.meta.url));
-  const args = ['--import', 'tsx', '--input-type=module', '-e', STREAM, index, dir, String(count), memoryLimit];
+  const index = suiteModule('src/index');
+  const args = [...nodeImports, '--input-type=module', '-e', STREAM, index, dir, String(count), memoryLimit];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   const stalled = setTimeout(() => child.kill('SIGKILL'), 90_000);
   t.after(() => clearTimeout(stalled));

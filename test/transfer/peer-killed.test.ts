@@ -1,20 +1,19 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
-import path from 'node:path';
 import { describe, it, type TestContext } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { DataClient, DataServer, TransferError } from '../../src/transfer/index.js';
 import { pattern, watchIncoming, newStore } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
 import { onCleanup } from '../helpers/cleanup.js';
+import { nodeImports, suiteModule } from '../helpers/suite.js';
 
 const MiB = 1024 * 1024;
-const child = path.join(path.dirname(fileURLToPath(import.meta.url)), 'child-peer.ts');
+const child = suiteModule('test/transfer/child-peer');
 
 /** Starts a child peer; resolves with its first stdout line (JSON). */
 async function spawnPeer(t: TestContext, args: string[]): Promise<{ proc: ChildProcess; info: { port?: number; directory: string } }> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', child, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const proc = spawn(process.execPath, [...nodeImports, child, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   onCleanup(t, async () => {
     if (proc.exitCode === null && proc.signalCode === null) {
       proc.kill('SIGKILL');

@@ -6,6 +6,7 @@ import { DataClient } from '../../src/transfer/client.js';
 import { Worker } from '../../src/worker/index.js';
 import { FakeScheduler, TASKS, fn } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import { ext } from '../helpers/suite.js';
 
 describe('worker: registration, tasks, errors', () => {
   let scheduler: FakeScheduler;
@@ -100,7 +101,7 @@ describe('worker: registration, tasks, errors', () => {
     const id = worker.workerId;
     scheduler.compute(id, 'nofn', fn('nope'));
     scheduler.compute(id, 'notfn', fn('notAFunction'));
-    scheduler.compute(id, 'nomod', { fn: { module: new URL('./fixtures/missing.ts', TASKS).href, name: 'x' }, args: [] });
+    scheduler.compute(id, 'nomod', { fn: { module: new URL(`./fixtures/missing${ext}`, TASKS).href, name: 'x' }, args: [] });
     await waitFor(() => ['nofn', 'notfn', 'nomod'].every((k) => scheduler.erred.some((e) => e.key === k)), 'three errors');
     const code = (key: string): string | undefined => scheduler.erred.find((e) => e.key === key)?.error.code;
     assert.equal(code('nofn'), 'SPW_ERR_TASK_FUNCTION');

@@ -17,8 +17,9 @@ import {
 import type { Channel } from '../../src/control/channel.js';
 import { ControlServer } from '../../src/control/server.js';
 import { waitFor } from '../helpers/wait.js';
+import { ext } from '../helpers/suite.js';
 
-export const TASKS = pathToFileURL(path.join(import.meta.dirname, 'fixtures', 'tasks.ts')).href;
+export const TASKS = pathToFileURL(path.join(import.meta.dirname, 'fixtures', `tasks${ext}`)).href;
 
 export function fn(name: string, ...args: unknown[]): TaskSpec {
   return { fn: { module: TASKS, name }, args };

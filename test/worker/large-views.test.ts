@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Executor } from '../../src/worker/executor.js';
 import { MAX_POSTED_VIEW_END, liftLargeViews, restoreLargeViews } from '../../src/worker/large-views.js';
+import { ext } from '../helpers/suite.js';
 
-const TASKS = new URL('./fixtures/tasks.ts', import.meta.url).href;
+const TASKS = new URL(`./fixtures/tasks${ext}`, import.meta.url).href;
 const GiB4 = 2 ** 32;
 
 /**

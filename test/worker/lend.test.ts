@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { Executor } from '../../src/worker/executor.js';
+import { ext } from '../helpers/suite.js';
 
-const TASKS = new URL('./fixtures/tasks.ts', import.meta.url).href;
+const TASKS = new URL(`./fixtures/tasks${ext}`, import.meta.url).href;
 const fn = (name: string) => ({ module: TASKS, name });
 
 const executor = new Executor(1);

@@ -5,8 +5,9 @@ import { InvalidArgumentError } from '../../src/errors.js';
 import { Executor } from '../../src/worker/executor.js';
 import { resolveWorkerOptions } from '../../src/worker/options.js';
 import { threadNiceIncrement } from '../../src/runtime/thread-priority.js';
+import { ext } from '../helpers/suite.js';
 
-const TASKS = new URL('./fixtures/tasks.ts', import.meta.url).href;
+const TASKS = new URL(`./fixtures/tasks${ext}`, import.meta.url).href;
 const linux = process.platform === 'linux';
 
 async function threadPriorities(nice: number): Promise<number[]> {

@@ -4,8 +4,9 @@ import { InvalidArgumentError } from '../../src/errors.js';
 import { threadInputs } from '../../src/worker/copy-inputs.js';
 import { Executor } from '../../src/worker/executor.js';
 import { STAGE_MIN_BYTES, StagingPool, unstage } from '../../src/worker/staging.js';
+import { ext } from '../helpers/suite.js';
 
-const TASKS = new URL('./fixtures/tasks.ts', import.meta.url).href;
+const TASKS = new URL(`./fixtures/tasks${ext}`, import.meta.url).href;
 const fn = (name: string) => ({ module: TASKS, name });
 const MiB = 1 << 20;
 

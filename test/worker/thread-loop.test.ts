@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Executor } from '../../src/worker/executor.js';
 import { waitFor } from '../helpers/wait.js';
+import { ext } from '../helpers/suite.js';
 
-const TASKS = new URL('./fixtures/tasks.ts', import.meta.url).href;
+const TASKS = new URL(`./fixtures/tasks${ext}`, import.meta.url).href;
 
 test("an idle task thread's event loop runs: a timer a task set fires without another task", async () => {
   const executor = new Executor(1);

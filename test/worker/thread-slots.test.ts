@@ -10,6 +10,7 @@ import { ThreadSlots } from '../../src/worker/thread-slots.js';
 import { onCleanup } from '../helpers/cleanup.js';
 import { waitFor } from '../helpers/wait.js';
 import { FakeScheduler } from './helpers.js';
+import { ext } from '../helpers/suite.js';
 
 test('thread slots: at most size + extra tasks, a slot each for those that take one, waiting tasks served in order', async () => {
   let changes = 0;
@@ -63,7 +64,7 @@ test('nthreads 1: a second transfer splits while the first is still pushing; a t
   const run: ShuffleRunInfo = { run: 1, workers: [peer.address], done: [] };
   scheduler.channelOf(worker.workerId).handle(ShuffleMethods.get, () => run);
 
-  const split: FunctionRef = { module: new URL('../shuffle/fixtures/split.ts', import.meta.url).href, name: 'byKey' };
+  const split: FunctionRef = { module: new URL(`../shuffle/fixtures/split${ext}`, import.meta.url).href, name: 'byKey' };
   const transfer = (i: number): TaskSpec => {
     const meta: TransferMeta = { id: 'slots', partitions: 2, input: i, split, splitArgs: [] };
     const rows = Array.from({ length: 100 }, (_, n) => ({ k: n, v: `row-${i}-${n}` }));

@@ -9,9 +9,10 @@ import { EncodedTypedValue, registerArrow } from '../../src/index.js';
 import { Executor } from '../../src/worker/executor.js';
 import { liftTypedValues, restoreTypedValues } from '../../src/worker/typed-crossing.js';
 import { Series } from '../cluster/fixtures/typed.js';
+import { ext } from '../helpers/suite.js';
 
 registerArrow(arrow);
-const fn = (name: string): { module: string; name: string } => ({ module: new URL('../cluster/fixtures/typed.ts', import.meta.url).href, name });
+const fn = (name: string): { module: string; name: string } => ({ module: new URL(`../cluster/fixtures/typed${ext}`, import.meta.url).href, name });
 
 describe('values of registered types crossing to and from task threads', () => {
   const executor = new Executor(1);

@@ -11,6 +11,7 @@
  */
 import { type FunctionRef, type Graph, type TaskSpec, ref } from '../cluster/protocol.js';
 import { InvalidArgumentError } from '../errors.js';
+import type { PushParams } from './receiver.js';
 
 /** Module specifier of the shuffle's task functions, which the worker's ShuffleService runs. */
 export const SHUFFLE_MODULE = 'spillway:shuffle';
@@ -216,4 +217,33 @@ export function shuffleUserFunctions(spec: TaskSpec): FunctionRef[] {
   if (found.name === ShuffleFunctions.transfer && meta.split !== undefined) out.push(meta.split);
   if (found.name === ShuffleFunctions.unpack && meta.combine !== undefined && meta.combine !== null) out.push(meta.combine);
   return out;
+}
+
+/** The body of a data-plane request that pushes pieces. */
+export const PUSH_OP = 'shuffle-push';
+
+/** The body of a data-plane request that hands a retiring worker's pieces to its heir. */
+export const ADOPT_OP = 'shuffle-adopt';
+
+/** Whether `p` names a slot of a shuffle run (its owner's outputs), as the scheduler sends it. */
+export function isShuffleSlot(p: Partial<ShuffleSlotParams> | null | undefined): p is ShuffleSlotParams {
+  return typeof p?.id === 'string' && [p.run, p.slot, p.participants, p.partitions].every((n) => Number.isInteger(n) && (n as number) >= 0) && (p.participants as number) > 0;
+}
+
+/** The push a data-plane request carries, its records as the raw payload; throws on anything else. */
+export function parsePush(body: unknown, payload: readonly Uint8Array[] | undefined): PushParams {
+  const b = body as Partial<Omit<PushParams, 'data'> & { op: string }> | null;
+  if (
+    typeof b !== 'object' ||
+    b === null ||
+    b.op !== PUSH_OP ||
+    typeof b.id !== 'string' ||
+    !Number.isInteger(b.run) ||
+    !Number.isInteger(b.input) ||
+    !Number.isInteger(b.seq) ||
+    payload === undefined
+  ) {
+    throw new InvalidArgumentError('a shuffle push needs { op, id, run, input, seq } and its records as the raw payload');
+  }
+  return { id: b.id, run: b.run as number, input: b.input as number, seq: b.seq as number, data: payload };
 }

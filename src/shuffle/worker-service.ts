@@ -17,13 +17,17 @@ import { Room } from '../worker/room.js';
 import { type ThreadSlot, UNCOUNTED_SLOT } from '../worker/thread-slots.js';
 import { ShuffleDiskFullError, ShufflePushError } from './errors.js';
 import {
+  ADOPT_OP,
+  PUSH_OP,
   type ShuffleForgetParams,
   type ShuffleHandedOverParams,
   type ShuffleHandoverParams,
   type ShuffleSlotParams,
   ShuffleFunctions,
   ShuffleMethods,
+  isShuffleSlot,
   outputsOfSlot,
+  parsePush,
   type ShuffleRunInfo,
   type ShuffleTransferredParams,
   type TransferMeta,
@@ -37,14 +41,8 @@ import { PeerPool } from './peer-pool.js';
 import { chunkFrames } from './chunk-frames.js';
 import { SizedBufferPool } from '../runtime/sized-buffer-pool.js';
 import { giveBack, takeChunks } from './chunk-loans.js';
-import { type PushParams, ShuffleReceiver } from './receiver.js';
+import { ShuffleReceiver } from './receiver.js';
 import type { AssembleRequest, SplitRequest, SplitResult } from './thread-tasks.js';
-
-/** The body of a data-plane request that pushes pieces. */
-export const PUSH_OP = 'shuffle-push';
-
-/** The body of a data-plane request that hands a retiring worker's pieces to its heir. */
-export const ADOPT_OP = 'shuffle-adopt';
 
 /** Largest push frame: well under the data plane's 16 MiB frame limit. */
 export const FRAME_BYTES = 4 * 1024 * 1024;
@@ -109,6 +107,11 @@ export class ShuffleService {
   /** Cumulative copies of splits' inputs made into a spare buffer vs into a new one. */
   get inputCopies(): { reused: number; allocated: number } {
     return { reused: this.#inputSpares.reused, allocated: this.#inputSpares.allocated };
+  }
+
+  /** Bytes of shared memory the frame pool holds, which the store does not count (frame-spares.ts). */
+  get sharedFrameBytes(): number {
+    return this.#frameSpares.madeBytes;
   }
 
   constructor(options: ShuffleServiceOptions) {
@@ -180,7 +183,7 @@ export class ShuffleService {
 
   /** The scheduler made this worker the heir of a retiring participant's slot: its unpacks of that slot wait for the pieces. */
   expect(params: ShuffleSlotParams): void {
-    if (!isSlot(params)) return;
+    if (!isShuffleSlot(params)) return;
     this.receiver.expect(params.id, params.run, params.slot, outputsOfSlot(params.slot, params.participants, params.partitions));
   }
 
@@ -191,7 +194,7 @@ export class ShuffleService {
    * scheduler that the slot has moved.
    */
   async handover(params: ShuffleHandoverParams): Promise<void> {
-    if (!isSlot(params) || typeof params.to?.host !== 'string' || !Number.isInteger(params.to.port)) return;
+    if (!isShuffleSlot(params) || typeof params.to?.host !== 'string' || !Number.isInteger(params.to.port)) return;
     const { id, run, slot, to } = params;
     const store = this.#options.store;
     const report = (ok: boolean, error?: string): void => this.#options.channel().notify(ShuffleMethods.handedOver, { id, run, slot, ok, error } satisfies ShuffleHandedOverParams);
@@ -250,7 +253,10 @@ export class ShuffleService {
         await thread.enter();
         const inputBytes = sizeof(input);
         // Spares for about the frames this split fills: the rest stay for the other splits under way.
-        const { buffers: spares, made } = this.#frameSpares.take(Math.ceil(inputBytes / FRAME_BYTES) + info.workers.length);
+        // A frame goes in a spare only when it is at least half a frame (thread-tasks.ts), so
+        // a small input fills none: spares taken for it would count as room it does not have.
+        const fills = Math.min(Math.ceil(inputBytes / FRAME_BYTES) + info.workers.length, Math.floor((2 * inputBytes) / FRAME_BYTES));
+        const { buffers: spares, made } = this.#frameSpares.take(fills);
         const request: SplitRequest = {
           split: meta.split,
           splitArgs: meta.splitArgs,
@@ -390,27 +396,6 @@ export class ShuffleService {
       for (const key of taken.keys) store.delete(key);
     }
   }
-}
-
-function isSlot(p: Partial<ShuffleSlotParams> | null | undefined): p is ShuffleSlotParams {
-  return typeof p?.id === 'string' && [p.run, p.slot, p.participants, p.partitions].every((n) => Number.isInteger(n) && (n as number) >= 0) && (p.participants as number) > 0;
-}
-
-function parsePush(body: unknown, payload: readonly Uint8Array[] | undefined): PushParams {
-  const b = body as Partial<Omit<PushParams, 'data'> & { op: string }> | null;
-  if (
-    typeof b !== 'object' ||
-    b === null ||
-    b.op !== PUSH_OP ||
-    typeof b.id !== 'string' ||
-    !Number.isInteger(b.run) ||
-    !Number.isInteger(b.input) ||
-    !Number.isInteger(b.seq) ||
-    payload === undefined
-  ) {
-    throw new InvalidArgumentError('a shuffle push needs { op, id, run, input, seq } and its records as the raw payload');
-  }
-  return { id: b.id, run: b.run as number, input: b.input as number, seq: b.seq as number, data: payload };
 }
 
 function toErrorInfo(err: unknown): TaskErrorInfo {

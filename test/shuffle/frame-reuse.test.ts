@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomFillSync } from 'node:crypto';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
 import { FrameLoan, FrameSpares, frameSpareCount } from '../../src/shuffle/frame-spares.js';
 import { InputSpares, lendableCopy } from '../../src/shuffle/input-spares.js';
 import { ShuffleFunctions, type ShuffleRunInfo, type TransferMeta, type UnpackMeta } from '../../src/shuffle/protocol.js';
@@ -116,11 +116,10 @@ test('input spares: taken by exact size, bounded in bytes with the oldest let go
   assert.equal(await lendableCopy([new Uint8Array(100_000)], spares), undefined, 'not one view: threadInputs copies it');
 });
 
-test('splits reuse the frames of earlier splits, pushed to a peer or taken in locally, and every output is exact', async (t) => {
+/** Two workers' shuffle services on 1 GiB stores, pushing to each other through one executor thread. */
+async function twoWorkers(t: TestContext): Promise<ShuffleService[]> {
   const executor = new Executor(1);
   onCleanup(t, () => executor.close());
-  const P = 2;
-  const inputs = Array.from({ length: 6 }, () => randomFillSync(new Uint8Array(4.25 * MiB)));
   const services: ShuffleService[] = [];
   const addresses: { host: string; port: number }[] = [];
   // Large enough a memory limit that the receiver keeps views of local frames across splits.
@@ -137,7 +136,11 @@ test('splits reuse the frames of earlier splits, pushed to a peer or taken in lo
     services.push(new ShuffleService({ store, executor, channel: () => channel, token: undefined, self: addresses[w], retryMs: 5_000 }));
   }
   t.after(() => services.forEach((s) => s.close()));
-  // Worker w splits inputs w, w + 2, w + 4; both at once.
+  return services;
+}
+
+/** Worker w splits inputs w, w + 2, w + 4 ...; both at once. */
+async function splitAll(services: ShuffleService[], inputs: Uint8Array[], P: number): Promise<void> {
   await Promise.all(
     services.map(async (service, w) => {
       for (let i = w; i < inputs.length; i += 2) {
@@ -147,6 +150,24 @@ test('splits reuse the frames of earlier splits, pushed to a peer or taken in lo
       }
     }),
   );
+}
+
+/** Each output of the shuffle, assembled by its owner, holds exactly its pieces of every input. */
+async function assertOutputs(services: ShuffleService[], inputs: Uint8Array[], P: number): Promise<void> {
+  const pieces = inputs.map((input) => slices(input, P));
+  for (let j = 0; j < P; j++) {
+    const meta: UnpackMeta = { id: 's', partitions: P, output: j, inputs: inputs.length, combine: fx('sha256', 'hash'), combineArgs: [] };
+    const result = await services[j % 2].run({ key: `unpack-${j}`, name: ShuffleFunctions.unpack, args: [null, meta] });
+    assert.ok(result.ok, JSON.stringify(result));
+    assert.equal(result.value, sha256(pieces.map((p) => p[j])), `output ${j}`);
+  }
+}
+
+test('splits reuse the frames of earlier splits, pushed to a peer or taken in locally, and every output is exact', async (t) => {
+  const services = await twoWorkers(t);
+  const P = 2;
+  const inputs = Array.from({ length: 6 }, () => randomFillSync(new Uint8Array(4.25 * MiB)));
+  await splitAll(services, inputs, P);
   // Each split fills 2 frames of at least half FRAME_BYTES (one 2 MiB piece per worker). The
   // second split of a worker reuses the frame pushed to the peer; the third, the frames the
   // receiver let go of too (the second piece of an output passes its chunk size: flushed).
@@ -161,12 +182,21 @@ test('splits reuse the frames of earlier splits, pushed to a peer or taken in lo
     assert.equal(copies.reused + copies.allocated, 3, `worker ${w}: 3 inputs copied`);
     assert.ok(copies.allocated <= 2 && copies.reused >= 1, `worker ${w} reused input copies: ${JSON.stringify(copies)}`);
   }
-  const pieces = inputs.map((input) => slices(input, P));
-  for (let j = 0; j < P; j++) {
-    const meta: UnpackMeta = { id: 's', partitions: P, output: j, inputs: inputs.length, combine: fx('sha256', 'hash'), combineArgs: [] };
-    const result = await services[j % 2].run({ key: `unpack-${j}`, name: ShuffleFunctions.unpack, args: [null, meta] });
-    assert.ok(result.ok, JSON.stringify(result));
-    assert.equal(result.value, sha256(pieces.map((p) => p[j])), `output ${j}`);
+  for (const service of services) assert.ok(service.sharedFrameBytes > 0, 'the frames were laid out in shared memory');
+  await assertOutputs(services, inputs, P);
+  assert.equal(FRAME_BYTES, 4 * MiB, 'the sizes above assume 4 MiB frames');
+});
+
+test('splits of inputs under half a frame take no spare (which would count as room they have): the pool makes no shared memory', async (t) => {
+  const services = await twoWorkers(t);
+  const P = 2;
+  // Each split lays out two frames of 0.75 MiB, which no spare would hold (under half a frame).
+  const inputs = Array.from({ length: 6 }, () => randomFillSync(new Uint8Array(1.5 * MiB)));
+  await splitAll(services, inputs, P);
+  for (const [w, service] of services.entries()) {
+    assert.equal(service.sharedFrameBytes, 0, `worker ${w} made no shared frame`);
+    assert.deepEqual(service.frames, { reused: 0, allocated: 6 }, `worker ${w}: 3 splits of 2 frames of their own size`);
   }
+  await assertOutputs(services, inputs, P);
   assert.equal(FRAME_BYTES, 4 * MiB, 'the sizes above assume 4 MiB frames');
 });

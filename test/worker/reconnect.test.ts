@@ -10,7 +10,7 @@ import { Worker } from '../../src/worker/index.js';
 import type { WorkerHeartbeat } from '../../src/cluster/protocol.js';
 import { PeerPool } from '../../src/shuffle/peer-pool.js';
 import { recordLength, writeRecordHeader } from '../../src/shuffle/records.js';
-import { PUSH_OP } from '../../src/shuffle/worker-service.js';
+import { PUSH_OP } from '../../src/shuffle/protocol.js';
 import { waitFor } from '../helpers/wait.js';
 import { FakeScheduler, fn } from './helpers.js';
 

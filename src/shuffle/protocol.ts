@@ -8,6 +8,9 @@
  *   pushes each piece to the worker owning its output, batched per destination worker;
  * - `barrier`: depends on every transfer, so it is ready once every piece is stored;
  * - `unpack` j: runs on the owner of output j and assembles it from the pieces it holds.
+ *
+ * Pieces travel between workers as data-plane requests: `shuffle-push` (a split's frames to
+ * the owner of their outputs) and `shuffle-adopt` (a retiring worker's chunks to its heir).
  */
 import { type FunctionRef, type Graph, type TaskSpec, ref } from '../cluster/protocol.js';
 import { InvalidArgumentError } from '../errors.js';

@@ -15,6 +15,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { newestMtime } from './helpers/mtime.js';
 
 const CLUSTER_FOLDERS = new Set(['cli', 'cluster', 'dashboard', 'net', 'scheduler', 'shuffle', 'worker']);
 /** What the compile reads: a change to any of them compiles again. */
@@ -33,13 +34,8 @@ const build = path.join(root, 'build');
 const stamp = path.join(build, '.tsbuildinfo');
 
 function newestSource(): number {
-  let newest = fs.statSync(path.join(root, 'tsconfig.json')).mtimeMs;
-  for (const folder of SOURCES) {
-    for (const entry of fs.readdirSync(path.join(root, folder), { withFileTypes: true, recursive: true })) {
-      if (entry.isFile() && /\.(ts|mts|json)$/.test(entry.name)) newest = Math.max(newest, fs.statSync(path.join(entry.parentPath, entry.name)).mtimeMs);
-    }
-  }
-  return newest;
+  const tsconfig = fs.statSync(path.join(root, 'tsconfig.json')).mtimeMs;
+  return Math.max(tsconfig, newestMtime(SOURCES.map((folder) => path.join(root, folder)), /\.(ts|mts|json)$/));
 }
 
 if (!fs.existsSync(stamp) || fs.statSync(stamp).mtimeMs < newestSource()) {

@@ -6,6 +6,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { newestMtime } from '../helpers/mtime.js';
 import { repoRoot } from '../helpers/suite.js';
 
 export const root = repoRoot;
@@ -22,19 +23,11 @@ export const packageJson = JSON.parse(fs.readFileSync(path.join(root, 'package.j
 /** Every import specifier the package offers: 'spillway', 'spillway/transfer', ... */
 export const specifiers = Object.keys(packageJson.exports).map((subpath) => path.posix.join('spillway', subpath));
 
-function newestMtime(dir: string): number {
-  let newest = 0;
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
-    if (entry.isFile() && entry.name.endsWith('.ts')) newest = Math.max(newest, fs.statSync(path.join(entry.parentPath, entry.name)).mtimeMs);
-  }
-  return newest;
-}
-
 /** Throws, saying what to run, unless dist/ holds a build at least as new as src/. */
 export function assertBuilt(): void {
   const index = path.join(root, 'dist', 'index.js');
   if (!fs.existsSync(index)) throw new Error('dist/ is missing: run `npm run build` first (npm test does)');
-  if (fs.statSync(index).mtimeMs < newestMtime(path.join(root, 'src'))) {
+  if (fs.statSync(index).mtimeMs < newestMtime([path.join(root, 'src')], /\.ts$/)) {
     throw new Error('dist/ is older than src/: run `npm run build` first (npm test does)');
   }
 }

@@ -16,6 +16,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { newestMtime } from './helpers/mtime.js';
+import { repoRoot } from './helpers/suite.js';
 
 const CLUSTER_FOLDERS = new Set(['cli', 'cluster', 'dashboard', 'net', 'scheduler', 'shuffle', 'worker']);
 /** What the compile reads: a change to any of them compiles again. */
@@ -28,18 +29,17 @@ if (suite !== 'unit' && suite !== 'cluster') {
 }
 
 const testDir = import.meta.dirname;
-const root = path.dirname(testDir);
-const build = path.join(root, 'build');
+const build = path.join(repoRoot, 'build');
 // tsc writes it at the end of every compile, one that finds nothing to do included.
 const stamp = path.join(build, '.tsbuildinfo');
 
 function newestSource(): number {
-  const tsconfig = fs.statSync(path.join(root, 'tsconfig.json')).mtimeMs;
-  return Math.max(tsconfig, newestMtime(SOURCES.map((folder) => path.join(root, folder)), /\.(ts|mts|json)$/));
+  const tsconfig = fs.statSync(path.join(repoRoot, 'tsconfig.json')).mtimeMs;
+  return Math.max(tsconfig, newestMtime(SOURCES.map((folder) => path.join(repoRoot, folder)), /\.(ts|mts|json)$/));
 }
 
 if (!fs.existsSync(stamp) || fs.statSync(stamp).mtimeMs < newestSource()) {
-  const tsc = spawnSync(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', path.join(root, 'tsconfig.json')], { stdio: 'inherit' });
+  const tsc = spawnSync(process.execPath, [path.join(repoRoot, 'node_modules/typescript/bin/tsc'), '-p', path.join(repoRoot, 'tsconfig.json')], { stdio: 'inherit' });
   if (tsc.status !== 0) process.exit(tsc.status ?? 1);
 }
 // Compiled, src/ sits one folder deeper than in the package (build/src/ against dist/): what
@@ -73,5 +73,5 @@ const reporters = extra.some((arg) => arg.startsWith('--test-reporter'))
       '--test-reporter-destination=stdout',
     ];
 // Source maps put a failure's stack on the TypeScript lines.
-const child = spawn(process.execPath, ['--enable-source-maps', '--test', '--test-concurrency=2', ...reporters, ...extra, ...files], { cwd: root, stdio: 'inherit' });
+const child = spawn(process.execPath, ['--enable-source-maps', '--test', '--test-concurrency=2', ...reporters, ...extra, ...files], { cwd: repoRoot, stdio: 'inherit' });
 child.on('exit', (code, signal) => process.exit(code ?? (signal === null ? 1 : 128)));

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { test } from 'node:test';
 import { duration, levelOrOff, memoryLimit, sizeOrOff } from '../../src/cli/options.js';
-import { cli, root } from './helpers.js';
+import { repoRoot } from '../helpers/suite.js';
+import { cli } from './helpers.js';
 
 const env = (extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv => {
   const clean = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('SPILLWAY_')));
@@ -11,7 +12,7 @@ const env = (extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv => {
 };
 
 test('spillway --version prints the package version', async () => {
-  const { version } = JSON.parse(await readFile(`${root}/package.json`, 'utf8')) as { version: string };
+  const { version } = JSON.parse(await readFile(`${repoRoot}/package.json`, 'utf8')) as { version: string };
   for (const flag of ['--version', '-V']) {
     const result = await cli([flag]);
     assert.equal(result.code, 0, result.stderr);

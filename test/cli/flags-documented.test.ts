@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { test } from 'node:test';
-import { cli, root } from './helpers.js';
+import { repoRoot } from '../helpers/suite.js';
+import { cli } from './helpers.js';
 
 /** The flags a command's --help lists, without --help itself. */
 async function flagsOf(command: string): Promise<string[]> {
@@ -16,7 +17,7 @@ async function flagsOf(command: string): Promise<string[]> {
 
 for (const command of ['scheduler', 'worker', 'local', 'demo', 'clean']) {
   test(`docs/configuration.md has a row for every flag of spillway ${command}`, async () => {
-    const docs = await fsp.readFile(path.join(root, 'docs/configuration.md'), 'utf8');
+    const docs = await fsp.readFile(path.join(repoRoot, 'docs/configuration.md'), 'utf8');
     const documented = new Set([...docs.matchAll(/^\|[^|]*\|/gm)].flatMap((row) => [...row[0].matchAll(/`(--[a-z-]+)/g)].map((m) => m[1])));
     const flags = await flagsOf(command);
     assert.ok(flags.length >= 4, `--help lists ${flags.length} flags`);

@@ -4,13 +4,12 @@ import type { TestContext } from 'node:test';
 import { CliProcess } from '../../src/client/processes.js';
 import { nodeImports, repoRoot, suiteModule } from '../helpers/suite.js';
 
-export const root = repoRoot;
 export const main = suiteModule('src/cli/main');
 
 /** Runs `spillway <args>` to its end; `env` is the whole environment (default: this one). */
 export function cli(args: string[], options: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [...nodeImports, main, ...args], { cwd: root, timeout: options.timeoutMs ?? 60_000, env: options.env ?? process.env }, (err, stdout, stderr) => {
+    execFile(process.execPath, [...nodeImports, main, ...args], { cwd: repoRoot, timeout: options.timeoutMs ?? 60_000, env: options.env ?? process.env }, (err, stdout, stderr) => {
       resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr });
     });
   });
@@ -18,7 +17,7 @@ export function cli(args: string[], options: { env?: NodeJS.ProcessEnv; timeoutM
 
 /** Starts `spillway <args>` (stdout piped, for its JSON lines); the caller stops it. */
 export function spawnCli(args: string[], options: { env?: NodeJS.ProcessEnv; stdio?: StdioOptions; detached?: boolean } = {}): ChildProcess {
-  return spawn(process.execPath, [...nodeImports, main, ...args], { cwd: root, env: options.env ?? process.env, stdio: options.stdio ?? ['ignore', 'pipe', 'inherit'], detached: options.detached });
+  return spawn(process.execPath, [...nodeImports, main, ...args], { cwd: repoRoot, env: options.env ?? process.env, stdio: options.stdio ?? ['ignore', 'pipe', 'inherit'], detached: options.detached });
 }
 
 /** The first JSON line a command prints (commands announce themselves that way). */

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { duration, niceIncrement, positiveDuration } from '../../src/cli/options.js';
-import { root } from './helpers.js';
+import { repoRoot } from '../helpers/suite.js';
 
 test('--thread-nice takes a whole number from 0 to 19', () => {
   assert.equal(niceIncrement('0'), 0);
@@ -13,7 +13,7 @@ test('--thread-nice takes a whole number from 0 to 19', () => {
 
 test('command-line sizes and durations take units: <size> (64MiB) and <duration> (500ms, 2s)', () => {
   // Every flag is declared in src/cli as a '--name <value>' string: read them all there.
-  const folder = path.join(root, 'src/cli');
+  const folder = path.join(repoRoot, 'src/cli');
   const flags = fs.readdirSync(folder).flatMap((file) => [...fs.readFileSync(path.join(folder, file), 'utf8').matchAll(/'--([a-z-]+) <([a-z:-]+)>'/g)]);
   assert.ok(flags.length > 20, `the flags were found (${flags.length})`);
   const offences: string[] = [];

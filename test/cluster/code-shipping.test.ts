@@ -13,12 +13,13 @@ import { TaskError } from '../../src/errors.js';
 import { Scheduler } from '../../src/scheduler/index.js';
 import { ModuleBundleError, ModuleRefusedError, UnknownModuleError } from '../../src/shipping/errors.js';
 import { Worker } from '../../src/worker/index.js';
-import { firstJsonLine, root } from '../cli/helpers.js';
+import { firstJsonLine } from '../cli/helpers.js';
+import { repoRoot } from '../helpers/suite.js';
 import { tempDir } from '../helpers/temp-dir.js';
 import { alive } from '../helpers/proc.js';
 
 const TOKEN = 'shipping-test';
-const distMain = path.join(root, 'dist/cli/main.js');
+const distMain = path.join(repoRoot, 'dist/cli/main.js');
 
 /** A worker from dist/ under plain node (no supervisor: the task's pid is its own), its working directory an empty folder of its own. */
 async function startDistWorker(t: TestContext, scheduler: Scheduler): Promise<{ child: ChildProcess; pid: number; cwd: string }> {

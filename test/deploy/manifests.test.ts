@@ -11,7 +11,8 @@ import { test } from 'node:test';
 import { Deployment, StatefulSet } from 'kubernetes-models/apps/v1';
 import { Secret, Service } from 'kubernetes-models/v1';
 import { parseAllDocuments } from 'yaml';
-import { cli, root } from '../cli/helpers.js';
+import { cli } from '../cli/helpers.js';
+import { repoRoot } from '../helpers/suite.js';
 
 type Manifest = { kind: string; apiVersion: string; metadata: { name: string }; spec?: Record<string, unknown> };
 interface Container {
@@ -28,7 +29,7 @@ interface Container {
 const MODELS: Record<string, new (data: never) => { validate(): void }> = { Deployment, StatefulSet, Service, Secret };
 
 async function manifests(): Promise<Array<{ file: string; doc: Manifest }>> {
-  const dir = path.join(root, 'deploy/kubernetes');
+  const dir = path.join(repoRoot, 'deploy/kubernetes');
   const out: Array<{ file: string; doc: Manifest }> = [];
   for (const file of (await readdir(dir)).filter((f) => f.endsWith('.yaml')).sort()) {
     for (const document of parseAllDocuments(await readFile(path.join(dir, file), 'utf8'))) {
@@ -104,7 +105,7 @@ test('the containers pass only flags and SPILLWAY_* variables the CLI has; probe
 });
 
 test('the Dockerfile: multi-stage, production dependencies only, a non-root user, files and entrypoint that exist', async () => {
-  const text = await readFile(path.join(root, 'Dockerfile'), 'utf8');
+  const text = await readFile(path.join(repoRoot, 'Dockerfile'), 'utf8');
   const lines = text.split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
   const stages = lines.filter((l) => /^FROM /i.test(l)).map((l) => /\bAS\s+(\S+)/i.exec(l)?.[1]);
   assert.ok(stages.length >= 2 && stages.every((s) => s !== undefined), 'named stages');
@@ -119,12 +120,12 @@ test('the Dockerfile: multi-stage, production dependencies only, a non-root user
       assert.ok(stages.includes(from), `${line}: stage ${from} exists`);
       continue;
     }
-    for (const source of parts) await access(path.join(root, source)).catch(() => assert.fail(`${line}: ${source} exists in the repository`));
+    for (const source of parts) await access(path.join(repoRoot, source)).catch(() => assert.fail(`${line}: ${source} exists in the repository`));
   }
   const entry = JSON.parse(/^ENTRYPOINT (.*)$/m.exec(text)?.[1] ?? '[]') as string[];
-  const pkg = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8')) as { bin: Record<string, string>; scripts: Record<string, string> };
+  const pkg = JSON.parse(await readFile(path.join(repoRoot, 'package.json'), 'utf8')) as { bin: Record<string, string>; scripts: Record<string, string> };
   assert.equal(`./${entry[1]}`, pkg.bin.spillway, 'the entrypoint is the spillway binary');
   assert.ok(lines.some((l) => /^RUN npm run build$/.test(l)) && pkg.scripts.build !== undefined, 'it builds with the package\'s build script');
-  const ignored = (await readFile(path.join(root, '.dockerignore'), 'utf8')).split('\n');
+  const ignored = (await readFile(path.join(repoRoot, '.dockerignore'), 'utf8')).split('\n');
   assert.ok(ignored.includes('node_modules') && ignored.includes('dist'), '.dockerignore keeps local builds out of the context');
 });

@@ -7,13 +7,14 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
-import { assertBuilt, root } from './built.js';
+import { repoRoot } from '../helpers/suite.js';
+import { assertBuilt } from './built.js';
 
 test('the Arrow-in-tasks example runs with plain node against the build', { timeout: 180_000 }, async () => {
   assertBuilt();
-  const script = path.join(root, 'examples', 'arrow-tasks.mjs');
+  const script = path.join(repoRoot, 'examples', 'arrow-tasks.mjs');
   // No tsx: the example must work from dist/ alone.
-  const { stdout } = await promisify(execFile)(process.execPath, [script], { cwd: root, timeout: 150_000, env: { ...process.env, NODE_OPTIONS: '' } });
+  const { stdout } = await promisify(execFile)(process.execPath, [script], { cwd: repoRoot, timeout: 150_000, env: { ...process.env, NODE_OPTIONS: '' } });
   assert.match(stdout, /is an Arrow table: true \| is a Histogram: true/);
   const sales = [...stdout.matchAll(/sales: (\d+)/g)].map((m) => Number(m[1]));
   assert.equal(sales.length, 4, 'a row per region');

@@ -7,13 +7,14 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
-import { assertBuilt, root } from './built.js';
+import { repoRoot } from '../helpers/suite.js';
+import { assertBuilt } from './built.js';
 
 test('the typed-tasks example runs with plain node against the build', { timeout: 180_000 }, async () => {
   assertBuilt();
-  const script = path.join(root, 'examples', 'typed-tasks.mjs');
+  const script = path.join(repoRoot, 'examples', 'typed-tasks.mjs');
   // No tsx: the example must work from dist/ alone.
-  const { stdout } = await promisify(execFile)(process.execPath, [script], { cwd: root, timeout: 150_000, env: { ...process.env, NODE_OPTIONS: '' } });
+  const { stdout } = await promisify(execFile)(process.execPath, [script], { cwd: repoRoot, timeout: 150_000, env: { ...process.env, NODE_OPTIONS: '' } });
   assert.match(stdout, /futures: \{ count: 8000000, sum: 3936928097, mean: 492\.116012125 \}/);
   assert.match(stdout, /lazy: \{ count: 4000000, sum: \d+, mean: [\d.]+ \}/);
 });

@@ -8,12 +8,13 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { assertBuilt, packageJson, root, runScript, specifiers } from './built.js';
+import { repoRoot } from '../helpers/suite.js';
+import { assertBuilt, packageJson, runScript, specifiers } from './built.js';
 import { publicOptions } from './public-options.js';
 
 /** The README's entry-point table: specifier -> the names it lists. */
 function documentedExports(): Map<string, string[]> {
-  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
+  const readme = fs.readFileSync(path.join(repoRoot, 'README.md'), 'utf8');
   const rows = new Map<string, string[]>();
   for (const match of readme.matchAll(/^\| `(spillway[^`]*)` \| [^|]+ \| (.+) \|$/gm)) {
     rows.set(match[1], [...match[2].matchAll(/`([A-Za-z_]\w*)`/g)].map((m) => m[1]));
@@ -38,7 +39,7 @@ test('every entry point resolves from the built package and exports what the REA
     assert.ok(!exported.spillway.includes(wireLevel), `'spillway' does not export ${wireLevel}`);
   }
   const errorClasses = await runScript<string[]>(`
-    const modules = [await import(${JSON.stringify(`${root}/dist/errors.js`)}), await import(${JSON.stringify(`${root}/dist/transfer/errors.js`)})];
+    const modules = [await import(${JSON.stringify(`${repoRoot}/dist/errors.js`)}), await import(${JSON.stringify(`${repoRoot}/dist/transfer/errors.js`)})];
     const { SpillwayError } = modules[0];
     const names = modules.flatMap((m) => Object.entries(m).filter(([, v]) => typeof v === 'function' && v.prototype instanceof SpillwayError).map(([k]) => k));
     process.stdout.write(JSON.stringify(names));
@@ -46,15 +47,15 @@ test('every entry point resolves from the built package and exports what the REA
   assert.ok(errorClasses.length > 10, 'error classes were found');
   assert.deepEqual(errorClasses.filter((name) => !exported.spillway.includes(name)), [], "every error class of src/errors.ts and src/transfer/errors.ts is exported from 'spillway'");
   for (const { types, default: js } of Object.values(packageJson.exports)) {
-    assert.ok(fs.existsSync(path.join(root, types)), `${types} is built`);
-    assert.ok(fs.existsSync(path.join(root, js)), `${js} is built`);
+    assert.ok(fs.existsSync(path.join(repoRoot, types)), `${types} is built`);
+    assert.ok(fs.existsSync(path.join(repoRoot, js)), `${js} is built`);
   }
 });
 
 /** Every declaration file reachable from the entry points' types. */
 function publicDeclarations(): string[] {
   const seen = new Set<string>();
-  const pending = Object.values(packageJson.exports).map((entry) => path.join(root, entry.types));
+  const pending = Object.values(packageJson.exports).map((entry) => path.join(repoRoot, entry.types));
   for (let file = pending.pop(); file !== undefined; file = pending.pop()) {
     if (seen.has(file)) continue;
     seen.add(file);
@@ -76,7 +77,7 @@ test('public type declarations use no any and no const enum', () => {
       .replace(/\/\/.*$/gm, '')
       .replace(/'(?:[^'\\\n]|\\.)*'/g, "''");
     for (const line of code.split('\n')) {
-      if (/\bconst enum\b/.test(line) || /\bany\b/.test(line)) offences.push(`${path.relative(root, file)}: ${line.trim()}`);
+      if (/\bconst enum\b/.test(line) || /\bany\b/.test(line)) offences.push(`${path.relative(repoRoot, file)}: ${line.trim()}`);
     }
   }
   assert.deepEqual(offences, []);

@@ -4,7 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { assertBuilt, root, runScript, specifiers } from './built.js';
+import { repoRoot } from '../helpers/suite.js';
+import { assertBuilt, runScript, specifiers } from './built.js';
 
 interface Effects {
   envReads: string[];
@@ -19,7 +20,7 @@ test('importing every entry point reads no environment, adds no listener, handle
   const script = `
     import { createRequire } from 'node:module';
     import vm from 'node:vm';
-    const dist = ${JSON.stringify(`${root}/dist/`)};
+    const dist = ${JSON.stringify(`${repoRoot}/dist/`)};
     const envReads = [];
     const real = process.env;
     // A read counts when the first frame outside Node and this script is in dist/.

@@ -8,7 +8,8 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { test } from 'node:test';
 import { tempDir } from '../helpers/temp-dir.js';
-import { assertBuilt, packageJson, root, runScript } from './built.js';
+import { repoRoot } from '../helpers/suite.js';
+import { assertBuilt, packageJson, runScript } from './built.js';
 
 const NATIVE = new Set(['lz4-napi', '@node-rs/xxhash']);
 
@@ -17,14 +18,14 @@ async function installWithoutNatives(dir: string): Promise<void> {
   const modules = path.join(dir, 'node_modules');
   const self = path.join(modules, 'spillway');
   await fsp.mkdir(self, { recursive: true });
-  await fsp.copyFile(path.join(root, 'package.json'), path.join(self, 'package.json'));
+  await fsp.copyFile(path.join(repoRoot, 'package.json'), path.join(self, 'package.json'));
   // A copy, not a link: Node resolves a module's imports from its real path.
-  await fsp.cp(path.join(root, 'dist'), path.join(self, 'dist'), { recursive: true });
-  const { dependencies } = JSON.parse(await fsp.readFile(path.join(root, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+  await fsp.cp(path.join(repoRoot, 'dist'), path.join(self, 'dist'), { recursive: true });
+  const { dependencies } = JSON.parse(await fsp.readFile(path.join(repoRoot, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
   for (const name of Object.keys(dependencies)) {
     if (NATIVE.has(name)) continue;
     await fsp.mkdir(path.dirname(path.join(modules, name)), { recursive: true });
-    await fsp.symlink(path.join(root, 'node_modules', name), path.join(modules, name), 'dir');
+    await fsp.symlink(path.join(repoRoot, 'node_modules', name), path.join(modules, name), 'dir');
   }
 }
 

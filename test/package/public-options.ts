@@ -9,7 +9,8 @@
  */
 import path from 'node:path';
 import ts from 'typescript';
-import { packageJson, root } from './built.js';
+import { repoRoot } from '../helpers/suite.js';
+import { packageJson } from './built.js';
 
 export interface PublicOption {
   /** Where the option is given: `LocalCluster.start(options)`, `Scheduler.start(options).dashboard`... */
@@ -25,10 +26,10 @@ export interface PublicOption {
 const OPTION_TYPE_NAME = /(Options|Limits|Config)$/;
 
 export function publicOptions(): PublicOption[] {
-  const entries = Object.values(packageJson.exports).map((entry) => path.join(root, entry.types));
+  const entries = Object.values(packageJson.exports).map((entry) => path.join(repoRoot, entry.types));
   const program = ts.createProgram(entries, { strict: true, skipLibCheck: true, noEmit: true, lib: ['lib.es2023.d.ts'], types: [] });
   const checker = program.getTypeChecker();
-  const dist = path.join(root, 'dist') + path.sep;
+  const dist = path.join(repoRoot, 'dist') + path.sep;
   const ours = (declaration: ts.Declaration): boolean => declaration.getSourceFile().fileName.startsWith(dist);
   const options: PublicOption[] = [];
   const visitedTypes = new Set<ts.Type>();

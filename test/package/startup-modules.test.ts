@@ -12,7 +12,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
-import { assertBuilt, root } from './built.js';
+import { repoRoot } from '../helpers/suite.js';
+import { assertBuilt } from './built.js';
 
 const run = promisify(execFile);
 
@@ -28,20 +29,20 @@ async function writeLoadHook(dir: string): Promise<string> {
 async function unwantedModulesLoaded(hook: string, args: string[]): Promise<string[]> {
   const log = path.join(path.dirname(hook), `loaded-${Math.random().toString(36).slice(2)}.txt`);
   await fs.writeFile(log, '');
-  await run(process.execPath, ['--import', hook, ...args], { cwd: root, timeout: 60_000, env: { ...process.env, NODE_OPTIONS: '', LOADED_LOG: log } });
+  await run(process.execPath, ['--import', hook, ...args], { cwd: repoRoot, timeout: 60_000, env: { ...process.env, NODE_OPTIONS: '', LOADED_LOG: log } });
   const loaded = (await fs.readFile(log, 'utf8')).split('\n').filter((url) => url !== '');
   assert.ok(loaded.some((url) => url.includes('/dist/')), `the hook saw the run load Spillway's modules (${loaded.length} loaded)`);
   return loaded.filter((url) => url.includes('/apache-arrow/') || url.includes('/cli-progress/'));
 }
 
-const importing = (...files: string[]): string[] => ['--input-type=module', '-e', files.map((f) => `await import(${JSON.stringify(path.join(root, 'dist', f))});`).join('\n')];
+const importing = (...files: string[]): string[] => ['--input-type=module', '-e', files.map((f) => `await import(${JSON.stringify(path.join(repoRoot, 'dist', f))});`).join('\n')];
 
 test('the command line, the scheduler and the worker start without apache-arrow or the progress bars', async (t) => {
   assertBuilt();
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'spillway-startup-'));
   t.after(() => fs.rm(dir, { recursive: true, force: true }));
   const hook = await writeLoadHook(dir);
-  assert.deepEqual(await unwantedModulesLoaded(hook, [path.join(root, 'dist', 'cli', 'main.js'), '--version']), [], 'loaded by the command line');
+  assert.deepEqual(await unwantedModulesLoaded(hook, [path.join(repoRoot, 'dist', 'cli', 'main.js'), '--version']), [], 'loaded by the command line');
   assert.deepEqual(await unwantedModulesLoaded(hook, importing('cli/scheduler-command.js', 'cli/worker-command.js', 'index.js')), [], 'loaded by the cluster commands');
   // The hook does see apache-arrow where it is imported: the planner of the TPC-H workloads.
   assert.ok((await unwantedModulesLoaded(hook, importing('workloads/index.js'))).length > 100, 'the workloads import Arrow');
@@ -50,13 +51,13 @@ test('the command line, the scheduler and the worker start without apache-arrow 
 
 /** Runs `script` as an ES module with plain node against the build; returns its stdout. */
 async function runScript(script: string, ...args: string[]): Promise<string> {
-  const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script, ...args], { cwd: root, timeout: 60_000, env: { ...process.env, NODE_OPTIONS: '' } });
+  const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script, ...args], { cwd: repoRoot, timeout: 60_000, env: { ...process.env, NODE_OPTIONS: '' } });
   return stdout;
 }
 
 test('an Arrow value loads the one build of apache-arrow it comes from, and a worker\'s loop loads none', async () => {
   assertBuilt();
-  const dist = (file: string): string => JSON.stringify(path.join(root, 'dist', file));
+  const dist = (file: string): string => JSON.stringify(path.join(repoRoot, 'dist', file));
   // The application imports Arrow's ES build; the CommonJS one is about 150 modules more.
   const encoded = await runScript(
     [

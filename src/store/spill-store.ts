@@ -1,9 +1,9 @@
 import { EventEmitter } from 'node:events';
-import { encode, sizeof } from '../codec/index.js';
+import { sizeof } from '../codec/index.js';
 import { ClosedError, InvalidArgumentError, KeyNotFoundError } from '../errors.js';
 import { byteOption } from '../units.js';
 import type { Tier, WriteSource } from '../tiers/tier.js';
-import { asEncodedStream, memoryStream, type EncodedReadStream } from './encoded-io.js';
+import type { EncodedReadStream } from './encoded-io.js';
 import { EncodedPuts } from './encoded-puts.js';
 import { Entry } from './entry.js';
 import { findInvariantViolations } from './invariants.js';
@@ -11,6 +11,7 @@ import { Lease } from './lease.js';
 import { Loader } from './loader.js';
 import { resolveOptions, type SpillStoreOptions } from './options.js';
 import { Pressure } from './pressure.js';
+import { openReadStream } from './read-stream.js';
 import { Spiller } from './spiller.js';
 import { StoreState } from './state.js';
 import { type Taken, takeEntry } from './take.js';
@@ -306,26 +307,9 @@ export class SpillStore extends EventEmitter {
   createReadStream(key: string): EncodedReadStream {
     this.#assertOpen();
     assertKey(key);
-    const state = this.#state;
-    const entry = state.entries.get(key);
+    const entry = this.#state.entries.get(key);
     if (entry === undefined) throw new KeyNotFoundError(key);
-    if (entry.resident || entry.copy === undefined) {
-      // The socket may still be sending from the value's memory after the stream closes.
-      entry.owned = false;
-      const encoded = encode(entry.value);
-      state.pin(entry);
-      const stream = memoryStream(encoded);
-      stream.once('close', () => state.unpin(entry));
-      state.counters.streamedFromMemoryBytes += encoded.byteLength;
-      return asEncodedStream(stream, encoded.byteLength, 'memory');
-    }
-    const copy = entry.copy;
-    const tier = state.opts.tiers[copy.tier];
-    state.startReading(copy);
-    const stream = tier.createReadStream(copy.id);
-    stream.once('close', () => state.doneReading(copy));
-    state.counters.streamedFromTierBytes += copy.bytes;
-    return asEncodedStream(stream, copy.bytes, tier.name);
+    return openReadStream(this.#state, entry);
   }
 
   /**

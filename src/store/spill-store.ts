@@ -3,6 +3,7 @@ import { sizeof } from '../codec/index.js';
 import { ClosedError, InvalidArgumentError, KeyNotFoundError } from '../errors.js';
 import { byteOption } from '../units.js';
 import type { Tier, WriteSource } from '../tiers/tier.js';
+import { type AcquireOptions, assertKey, keyError, type SetOptions } from './call-arguments.js';
 import type { EncodedReadStream } from './encoded-io.js';
 import { EncodedPuts } from './encoded-puts.js';
 import { Entry } from './entry.js';
@@ -22,33 +23,8 @@ export const checkInvariants = Symbol('spillway.checkInvariants');
 /** Key of a hook that feeds the memory monitor one RSS reading (tests; not public API). */
 export const sampleMemory = Symbol('spillway.sampleMemory');
 
-export interface SetOptions {
-  /** In-memory size (bytes, or a string like '3 MiB'), when you know it better than the estimate. */
-  size?: number | string;
-  /**
-   * Not needed again soon (as a shuffle's received pieces): it goes to the cold end of the
-   * memory LRU, so that spilling writes it before the values in use. A read warms it.
-   */
-  cold?: boolean;
-  /**
-   * The store is the value's only holder: nothing else keeps a reference to it or to views
-   * of its buffers. Its ArrayBuffers (of 64 KiB or more, through arrays, plain objects, Maps
-   * and Sets) are then freed as soon as the store lets go of the value (spilled, deleted,
-   * overwritten) instead of when V8 next collects, which keeps RSS close to what the store
-   * holds and spares the collections the dead buffers would start. `get`, `peek`,
-   * `createReadStream` from memory and a lease that is not `transient` hand the value out,
-   * and it is then left to the collector like any other.
-   */
-  owned?: boolean;
-}
-
-export interface AcquireOptions {
-  /**
-   * The holder keeps no reference to the values, nor to views of their memory, once it
-   * releases the lease (it copies what it needs): values set with `owned` stay owned.
-   */
-  transient?: boolean;
-}
+// Beside the class whose calls take them: src/index.ts exports them from here.
+export type { AcquireOptions, SetOptions } from './call-arguments.js';
 
 /**
  * A memory-bounded key-value store that spills to a chain of tiers (disk by default).
@@ -412,14 +388,6 @@ export class SpillStore extends EventEmitter {
   #assertOpen(): void {
     if (this.#state.closed) throw new ClosedError();
   }
-}
-
-function assertKey(key: unknown): asserts key is string {
-  if (typeof key !== 'string') throw keyError(key);
-}
-
-function keyError(key: unknown): InvalidArgumentError {
-  return new InvalidArgumentError(`keys are strings, got ${key === null ? 'null' : typeof key}`);
 }
 
 function fail(err: Error): never {

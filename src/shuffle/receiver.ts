@@ -10,6 +10,7 @@ import { ShuffleDiskFullError, ShuffleStaleRunError } from './errors.js';
 import { parseRecordViews } from './records.js';
 import { Slicer } from '../loop.js';
 import { SizedBufferPool } from '../runtime/sized-buffer-pool.js';
+import { Adoptions } from './adoptions.js';
 import { ChunkWrites } from './chunk-writes.js';
 
 /** Longest stretch of flushing between loop turns. */
@@ -77,16 +78,6 @@ interface OutputBuffer {
   holds: Set<FrameHold>;
 }
 
-/** A slot this worker inherits: its unpacks wait for `done`. */
-interface Expectation {
-  readonly id: string;
-  readonly run: number;
-  readonly slot: number;
-  readonly outputs: ReadonlySet<number>;
-  readonly done: Promise<void>;
-  readonly settle: () => void;
-}
-
 /** One run of one shuffle as this worker holds it. */
 interface RunState {
   readonly id: string;
@@ -113,7 +104,7 @@ export class ShuffleReceiver {
   readonly #writes: ChunkWrites;
   readonly #runs = new Map<string, RunState>();
   /** Slots this worker inherits from a retiring one, whose pieces are on their way. */
-  readonly #expected: Expectation[] = [];
+  readonly #adoptions = new Adoptions();
   /** Shuffles the scheduler said are over → the newest run it named: a late push of it is refused, not held. */
   readonly #forgotten = new Map<string, number>();
   #bufferedBytes = 0;
@@ -148,7 +139,7 @@ export class ShuffleReceiver {
 
   /** Shuffles this worker holds anything of: a run (pieces, or the frame ids taken in) or an awaited adoption. */
   get heldShuffles(): number {
-    return new Set([...this.#runs.keys(), ...this.#expected.map((e) => e.id)]).size;
+    return new Set([...this.#runs.keys(), ...this.#adoptions.shuffleIds()]).size;
   }
 
   /**
@@ -180,24 +171,17 @@ export class ShuffleReceiver {
   /** This worker inherits `slot` of shuffle `id`: its unpacks of `outputs` wait until adopted() (or the run moves on). */
   expect(id: string, run: number, slot: number, outputs: readonly number[]): void {
     if ((this.#forgotten.get(id) ?? -1) >= run) return;
-    this.#settle(id, (e) => e.slot === slot);
-    let settle!: () => void;
-    const done = new Promise<void>((resolve) => (settle = resolve));
-    this.#expected.push({ id, run, slot, outputs: new Set(outputs), done, settle });
+    this.#adoptions.expect(id, run, slot, outputs);
   }
 
   /** The pieces of `slot` have all come: its unpacks may take them. */
   adopted(id: string, run: number, slot: number): void {
-    this.#settle(id, (e) => e.run === run && e.slot === slot);
+    this.#adoptions.settle(id, (e) => e.run === run && e.slot === slot);
   }
 
   /** Resolves once no adoption of output `output` of shuffle `id` is under way here, or after `timeoutMs`. */
   async whenAdopted(id: string, output: number, timeoutMs: number): Promise<void> {
-    const pending = this.#expected.filter((e) => e.id === id && e.outputs.has(output)).map((e) => e.done);
-    if (pending.length === 0) return;
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.all(pending), new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
-    clearTimeout(timer);
+    await this.#adoptions.whenSettled(id, output, timeoutMs);
   }
 
   /**
@@ -216,13 +200,6 @@ export class ShuffleReceiver {
       out.push({ output, keys: buffer.chunks });
     }
     return out;
-  }
-
-  #settle(id: string, which: (e: Expectation) => boolean): void {
-    for (const e of this.#expected.filter((x) => x.id === id && which(x))) {
-      e.settle();
-      this.#expected.splice(this.#expected.indexOf(e), 1);
-    }
   }
 
   async #afterTakeIn(id: string): Promise<void> {
@@ -299,7 +276,7 @@ export class ShuffleReceiver {
    * a push of it that still comes.
    */
   forget(id: string, run: number): void {
-    this.#settle(id, (e) => e.run <= run);
+    this.#adoptions.settle(id, (e) => e.run <= run);
     const newest = Math.max(run, this.#forgotten.get(id) ?? run);
     this.#forgotten.delete(id); // re-inserted: the newest forgotten are kept
     this.#forgotten.set(id, newest);
@@ -314,14 +291,14 @@ export class ShuffleReceiver {
    * afresh), or closes.
    */
   reset(): void {
-    for (const e of this.#expected.splice(0)) e.settle();
+    this.#adoptions.settleAll();
     for (const state of [...this.#runs.values()]) this.#drop(state);
     this.#forgotten.clear();
   }
 
   /** Drops a run: its buffers, its chunks in the store, and the adoptions awaited of it or older ones (they will not come). */
   #drop(state: RunState): void {
-    this.#settle(state.id, (e) => e.run <= state.run);
+    this.#adoptions.settle(state.id, (e) => e.run <= state.run);
     this.#runs.delete(state.id);
     for (const buffer of state.outputs.values()) {
       this.#bufferedBytes -= buffer.bytes;

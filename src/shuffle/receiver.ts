@@ -6,12 +6,13 @@
  * raw bytes, small ones fused into one file per batch. Nothing is decoded here.
  */
 import type { SpillStore } from '../store/spill-store.js';
-import { ShuffleDiskFullError, ShuffleStaleRunError } from './errors.js';
+import { ShuffleStaleRunError } from './errors.js';
 import { parseRecordViews } from './records.js';
 import { Slicer } from '../loop.js';
 import { SizedBufferPool } from '../runtime/sized-buffer-pool.js';
 import { Adoptions } from './adoptions.js';
 import { ChunkWrites } from './chunk-writes.js';
+import { DiskFullWatch } from './disk-full.js';
 
 /** Longest stretch of flushing between loop turns. */
 const FLUSH_SLICE_MS = 2;
@@ -110,21 +111,14 @@ export class ShuffleReceiver {
   #bufferedBytes = 0;
   /** The budget's flush under way: a push that passes the budget meanwhile waits for it rather than starting another. */
   #flushing: Promise<void> | undefined;
-  /** When the store last failed to spill for lack of room. */
-  #lastDiskFull = 0;
-  #lastDiskError: unknown;
+  readonly #diskFull: DiskFullWatch;
 
   constructor(store: SpillStore, options: ReceiverOptions) {
     this.#store = store;
     const { pool, ...rest } = options;
     this.#options = { diskFullMs: 10_000, ...rest };
     this.#writes = new ChunkWrites(store, pool ?? new SizedBufferPool({ minBytes: 64 << 10, maxBytes: 16 << 20, maxSpareBytes: options.bufferBytes }));
-    store.on('error', (err: unknown) => {
-      if (isDiskFull(err)) {
-        this.#lastDiskFull = Date.now();
-        this.#lastDiskError = err;
-      }
-    });
+    this.#diskFull = new DiskFullWatch(store);
   }
 
   /** Bytes of pieces held outside the store. */
@@ -375,11 +369,8 @@ export class ShuffleReceiver {
     const started = Date.now();
     while (this.#writes.bytes > this.#options.bufferBytes) await this.#writes.someWritten();
     while (this.#store.paused) {
-      const diskFull = this.#lastDiskFull >= started - 1000 && Date.now() - started > this.#options.diskFullMs;
-      if (diskFull) {
-        const cause = this.#lastDiskError instanceof Error ? `: ${this.#lastDiskError.message}` : '';
-        throw new ShuffleDiskFullError(`this worker's memory is full and its disk refuses more spilled bytes${cause}`);
-      }
+      const refusal = this.#diskFull.refusal(started, this.#options.diskFullMs);
+      if (refusal !== undefined) throw refusal;
       await Promise.race([this.#store.whenResumed(), new Promise((resolve) => setTimeout(resolve, 250).unref())]);
     }
   }
@@ -393,13 +384,4 @@ function releaseHolds(buffer: OutputBuffer): void {
 
 function letGo(hold: FrameHold): void {
   if (--hold.holders === 0) hold.released();
-}
-
-function isDiskFull(err: unknown): boolean {
-  for (let e: unknown = err; e instanceof Error; e = e.cause) {
-    if ((e as { code?: unknown }).code === 'ENOSPC' || (e as { code?: unknown }).code === 'EDQUOT' || /ENOSPC|no space left/i.test(e.message)) return true;
-    const code = (e as { code?: unknown }).code;
-    if (code === 'SPW_ERR_SPILL_CAP' || code === 'SPW_ERR_TIERS_FULL' || code === 'SPW_ERR_DISK_FULL') return true;
-  }
-  return false;
 }

@@ -27,7 +27,7 @@ import type { LocalSummary } from '../src/cli/local.js';
 import { formatBytes } from '../src/units.js';
 import { type ShuffleMethod, type WorkloadName, defaultPartitions } from '../src/workloads/index.js';
 import { bareExchange } from './_bare-exchange.js';
-import { WORKERS, builtRunLocal, clusterSize, flag } from './_cluster-common.js';
+import { WORKERS, builtRunLocal, clusterSize, flag, loadAverage } from './_cluster-common.js';
 import { profileReport } from './_profile-report.js';
 import { schedulerMemory } from './_scheduler-memory.js';
 
@@ -151,7 +151,7 @@ async function timeBareExchanges(size: number, partitions: number, memoryLimit: 
   const run = async (kind: string, memoryBytes: number, asWorkerOf?: number): Promise<number> => {
     const { seconds, phases, verification } = await bareExchange(size, partitions, { memoryBytes, dir, asWorkerOf });
     if (!verification.verified) throw new Error(`bare exchange ${kind} did not verify: ${verification.problems[0]}`);
-    console.log(`bare exchange ${kind}: ${formatBytes(size)} in ${partitions} partitions in ${seconds.toFixed(1)} s, verified (load average ${os.loadavg()[0].toFixed(1)})`);
+    console.log(`bare exchange ${kind}: ${formatBytes(size)} in ${partitions} partitions in ${seconds.toFixed(1)} s, verified (load average ${loadAverage()})`);
     phases.forEach((p, i) => {
       const steps = Object.entries(p).filter(([step]) => step !== 'written' && step !== 'peakRss');
       const rss = `peak RSS ${formatBytes(p.peakRss)} (${(p.peakRss / memoryLimit).toFixed(2)} of a worker's limit)`;
@@ -181,13 +181,13 @@ export default async function cluster(args: string[]): Promise<void> {
   for (const p of schedulerPartitions) {
     const m = await schedulerMemory(p);
     console.log(
-      `scheduler memory: p2p shuffle of ${m.partitions} partitions, ${m.tasks} tasks submitted in ${m.submitSeconds.toFixed(1)} s: heap +${formatBytes(m.heapBytes)}, ${(m.heapBytes / m.tasks).toFixed(0)} B per task (load average ${os.loadavg()[0].toFixed(1)})`,
+      `scheduler memory: p2p shuffle of ${m.partitions} partitions, ${m.tasks} tasks submitted in ${m.submitSeconds.toFixed(1)} s: heap +${formatBytes(m.heapBytes)}, ${(m.heapBytes / m.tasks).toFixed(0)} B per task (load average ${loadAverage()})`,
     );
   }
   if (workloads.includes('none')) return;
   const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'spillway-bench-cluster-'));
   try {
-    console.log(`cluster: ${WORKERS} workers × ${formatBytes(memoryLimit)}, data ${formatBytes(size)} (${factor}× the cluster's memory), load average ${os.loadavg()[0].toFixed(1)}`);
+    console.log(`cluster: ${WORKERS} workers × ${formatBytes(memoryLimit)}, data ${formatBytes(size)} (${factor}× the cluster's memory), load average ${loadAverage()}`);
     const ref = await diskReference(dir, size);
     const referenceSeconds = ref.writeSeconds + ref.readSeconds;
     console.log(`reference: write ${formatBytes(size)} in ${ref.writeSeconds.toFixed(1)} s, read it in ${ref.readSeconds.toFixed(1)} s`);
@@ -218,7 +218,7 @@ export default async function cluster(args: string[]): Promise<void> {
       const verdict = r.pass === undefined ? '' : r.pass ? 'PASS' : 'FAIL';
       console.log(`${r.check.padEnd(width)}  ${r.value.padEnd(valueWidth)}  ${r.target.padEnd(11)}  ${verdict}`);
     }
-    console.log(`load average at the end ${os.loadavg()[0].toFixed(1)}`);
+    console.log(`load average at the end ${loadAverage()}`);
     if (profile !== '') await profileReport(profile);
   } finally {
     await fsp.rm(dir, { recursive: true, force: true });

@@ -14,7 +14,6 @@
  */
 import { type FunctionRef, type Graph, type TaskSpec, ref } from '../cluster/protocol.js';
 import { InvalidArgumentError } from '../errors.js';
-import type { PushParams } from './receiver.js';
 
 /** Module specifier of the shuffle's task functions, which the worker's ShuffleService runs. */
 export const SHUFFLE_MODULE = 'spillway:shuffle';
@@ -233,9 +232,20 @@ export function isShuffleSlot(p: Partial<ShuffleSlotParams> | null | undefined):
   return typeof p?.id === 'string' && [p.run, p.slot, p.participants, p.partitions].every((n) => Number.isInteger(n) && (n as number) >= 0) && (p.participants as number) > 0;
 }
 
+/** One frame of a split's pieces for one worker, as a `shuffle-push` request carries it. */
+export interface ShufflePush {
+  id: string;
+  run: number;
+  input: number;
+  /** Index of this frame among the input's frames to this worker (with the input, it makes pushes idempotent). */
+  seq: number;
+  /** Records (records.ts): one buffer, or the socket reads a peer's push arrived in. */
+  data: readonly Uint8Array[];
+}
+
 /** The push a data-plane request carries, its records as the raw payload; throws on anything else. */
-export function parsePush(body: unknown, payload: readonly Uint8Array[] | undefined): PushParams {
-  const b = body as Partial<Omit<PushParams, 'data'> & { op: string }> | null;
+export function parsePush(body: unknown, payload: readonly Uint8Array[] | undefined): ShufflePush {
+  const b = body as Partial<Omit<ShufflePush, 'data'> & { op: string }> | null;
   if (
     typeof b !== 'object' ||
     b === null ||

@@ -7,6 +7,7 @@
  */
 import type { SpillStore } from '../store/spill-store.js';
 import { ShuffleStaleRunError } from './errors.js';
+import type { ShufflePush } from './protocol.js';
 import { parseRecordViews } from './records.js';
 import { Slicer } from '../loop.js';
 import { SizedBufferPool } from '../runtime/sized-buffer-pool.js';
@@ -46,14 +47,8 @@ export interface ReceiverOptions {
   pool?: SizedBufferPool;
 }
 
-export interface PushParams {
-  id: string;
-  run: number;
-  input: number;
-  /** Index of this frame among the input's frames to this worker (with the input, it makes pushes idempotent). */
-  seq: number;
-  /** Records (records.ts): one buffer, or the socket reads a peer's push arrived in. */
-  data: readonly Uint8Array[];
+/** A push taken in, and how its sender learns that the frame's memory is free again. */
+export interface PushParams extends ShufflePush {
   /**
    * Called once (never before accept() has taken the frame in) when nothing here views
    * `data` any more: every record copied into a chunk, or dropped. The caller may then

@@ -33,8 +33,8 @@ export class DiskFullWatch {
 
 function isDiskFull(err: unknown): boolean {
   for (let e: unknown = err; e instanceof Error; e = e.cause) {
-    if ((e as { code?: unknown }).code === 'ENOSPC' || (e as { code?: unknown }).code === 'EDQUOT' || /ENOSPC|no space left/i.test(e.message)) return true;
     const code = (e as { code?: unknown }).code;
+    if (code === 'ENOSPC' || code === 'EDQUOT' || /ENOSPC|no space left/i.test(e.message)) return true;
     if (code === 'SPW_ERR_SPILL_CAP' || code === 'SPW_ERR_TIERS_FULL' || code === 'SPW_ERR_DISK_FULL') return true;
   }
   return false;
